@@ -1,0 +1,261 @@
+//! Configuration, and the rule switches that reproduce the historical bugs.
+//!
+//! Every rule of the safe protocol whose absence once lost data in Kafka is a field of [`Rules`],
+//! and [`Rules::default`] is the safe protocol. Turning one switch back to its historical value
+//! lets the model checker show the bug that the rule fixed.
+
+use crate::error::ParseError;
+use crate::types::Tick;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// How a follower finds the point where its log and the leader's agree (rule 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TruncationRule {
+    /// Before KIP-101: truncate to the follower's own high watermark. Loses committed records
+    /// because a follower's HW lags the leader's by a fetch round trip.
+    HighWatermark,
+    /// KIP-101: one OffsetForLeaderEpoch lookup for the follower's latest epoch, falling back to
+    /// the high watermark when the leader has no entry for it (KAFKA-6361).
+    Kip101,
+    /// KIP-279: repeat OffsetForLeaderEpoch with the largest epoch both sides know until the logs
+    /// agree. Never consults the high watermark.
+    Kip279,
+}
+
+/// When data reaches durable storage (rule 10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FlushPolicy {
+    /// Every append is flushed before anything is reported or acknowledged.
+    Always,
+    /// Kafka's default: acknowledge what sits in the page cache; flush only on clean shutdown.
+    PageCache,
+}
+
+/// The rule switches. `Rules::default()` is the safe protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Rules {
+    /// Rule 3: how followers truncate.
+    pub truncation: TruncationRule,
+    /// Rule 4 (KIP-320): Fetch and OffsetForLeaderEpoch carry the sender's leader epoch and are
+    /// answered with an error unless it equals the receiver's.
+    pub epoch_fencing: bool,
+    /// Rule 6 (KAFKA-7128): a follower joins the ISR only once the leader's HW has reached the
+    /// start of the leader's current epoch.
+    pub expansion_epoch_check: bool,
+    /// Rule 7 (AsyncIsr): while an AlterPartition is pending, the leader computes HW over the
+    /// maximal ISR (current ∪ proposed). Off: over the minimal one (current ∩ proposed), which
+    /// counts a shrink before the controller confirms it and ignores a pending addition.
+    pub maximal_isr_hw: bool,
+    /// Rule 5 (KIP-966): HW advances only while the ISR has at least `min.insync.replicas`.
+    pub strict_min_isr: bool,
+    /// Rule 8/10 (KIP-966): Eligible Leader Replicas, and a replica that crashed uncleanly is not
+    /// electable until it has rejoined the ISR.
+    pub eligible_leader_replicas: bool,
+    /// Rule 8: elect a replica outside the ISR (and ELR) when nothing else is alive.
+    pub unclean_leader_election: bool,
+    /// Rule 10: what followers acknowledge.
+    pub flush: FlushPolicy,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            truncation: TruncationRule::Kip279,
+            epoch_fencing: true,
+            expansion_epoch_check: true,
+            maximal_isr_hw: true,
+            strict_min_isr: true,
+            eligible_leader_replicas: true,
+            unclean_leader_election: false,
+            flush: FlushPolicy::Always,
+        }
+    }
+}
+
+/// One row of [`Rules::describe`]: a switch's name, current value, safe value and choices.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleInfo {
+    pub name: &'static str,
+    pub value: String,
+    pub safe: String,
+    pub choices: &'static str,
+    pub rule: &'static str,
+}
+
+impl Rules {
+    /// The names accepted by [`Rules::set`].
+    pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
+         maximal-isr-hw, strict-min-isr, elr, unclean-election, flush";
+
+    /// Sets a switch from its textual name and value, as given on a command line.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
+        fn flag(name: &'static str, value: &str) -> Result<bool, ParseError> {
+            match value {
+                "on" | "true" => Ok(true),
+                "off" | "false" => Ok(false),
+                other => Err(ParseError::new(name, other, "on, off")),
+            }
+        }
+        match name {
+            "truncation" => {
+                self.truncation = match value {
+                    "high-watermark" | "hw" => TruncationRule::HighWatermark,
+                    "kip101" => TruncationRule::Kip101,
+                    "kip279" => TruncationRule::Kip279,
+                    other => {
+                        return Err(ParseError::new(
+                            "truncation",
+                            other,
+                            "high-watermark, kip101, kip279",
+                        ))
+                    }
+                }
+            }
+            "epoch-fencing" => self.epoch_fencing = flag("epoch-fencing", value)?,
+            "expansion-epoch-check" => {
+                self.expansion_epoch_check = flag("expansion-epoch-check", value)?
+            }
+            "maximal-isr-hw" => self.maximal_isr_hw = flag("maximal-isr-hw", value)?,
+            "strict-min-isr" => self.strict_min_isr = flag("strict-min-isr", value)?,
+            "elr" => self.eligible_leader_replicas = flag("elr", value)?,
+            "unclean-election" => self.unclean_leader_election = flag("unclean-election", value)?,
+            "flush" => {
+                self.flush = match value {
+                    "always" => FlushPolicy::Always,
+                    "page-cache" => FlushPolicy::PageCache,
+                    other => return Err(ParseError::new("flush", other, "always, page-cache")),
+                }
+            }
+            other => return Err(ParseError::new("rule", other, Rules::NAMES)),
+        }
+        Ok(())
+    }
+
+    /// Every switch with its current and safe value, for listings.
+    pub fn describe(&self) -> Vec<RuleInfo> {
+        let safe = Rules::default();
+        let on = |b: bool| if b { "on" } else { "off" }.to_string();
+        let row = |name, value: String, safe: String, choices, rule| RuleInfo {
+            name,
+            value,
+            safe,
+            choices,
+            rule,
+        };
+        vec![
+            row(
+                "truncation",
+                self.truncation.to_string(),
+                safe.truncation.to_string(),
+                "high-watermark, kip101, kip279",
+                "3: reconcile by OffsetForLeaderEpoch (KIP-101, KIP-279)",
+            ),
+            row(
+                "epoch-fencing",
+                on(self.epoch_fencing),
+                on(safe.epoch_fencing),
+                "on, off",
+                "4: fence Fetch and truncation by epoch (KIP-320)",
+            ),
+            row(
+                "expansion-epoch-check",
+                on(self.expansion_epoch_check),
+                on(safe.expansion_epoch_check),
+                "on, off",
+                "6: ISR expansion needs HW at the epoch start (KAFKA-7128)",
+            ),
+            row(
+                "maximal-isr-hw",
+                on(self.maximal_isr_hw),
+                on(safe.maximal_isr_hw),
+                "on, off",
+                "7: HW over the maximal ISR while AlterPartition is pending",
+            ),
+            row(
+                "strict-min-isr",
+                on(self.strict_min_isr),
+                on(safe.strict_min_isr),
+                "on, off",
+                "5: HW advances only with min.insync.replicas in the ISR (KIP-966)",
+            ),
+            row(
+                "elr",
+                on(self.eligible_leader_replicas),
+                on(safe.eligible_leader_replicas),
+                "on, off",
+                "8/10: Eligible Leader Replicas, unclean restarts ineligible (KIP-966)",
+            ),
+            row(
+                "unclean-election",
+                on(self.unclean_leader_election),
+                on(safe.unclean_leader_election),
+                "on, off",
+                "8: elect outside the ISR when nothing else is alive",
+            ),
+            row(
+                "flush",
+                self.flush.to_string(),
+                safe.flush.to_string(),
+                "always, page-cache",
+                "10: followers acknowledge flushed data",
+            ),
+        ]
+    }
+
+    /// The switches that differ from the safe protocol, as `name=value`.
+    pub fn unsafe_switches(&self) -> Vec<String> {
+        let safe = Rules::default().describe();
+        self.describe()
+            .into_iter()
+            .zip(safe)
+            .filter(|(mine, safe)| mine.value != safe.value)
+            .map(|(mine, _)| format!("{}={}", mine.name, mine.value))
+            .collect()
+    }
+}
+
+impl fmt::Display for TruncationRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TruncationRule::HighWatermark => "high-watermark",
+            TruncationRule::Kip101 => "kip101",
+            TruncationRule::Kip279 => "kip279",
+        })
+    }
+}
+
+impl fmt::Display for FlushPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FlushPolicy::Always => "always",
+            FlushPolicy::PageCache => "page-cache",
+        })
+    }
+}
+
+/// Everything a replica or the controller needs to know besides its state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Config {
+    pub rules: Rules,
+    /// The default `min.insync.replicas` of new partitions.
+    pub min_insync_replicas: usize,
+    /// A follower that has not caught up to the leader's LEO for this long leaves the ISR.
+    pub replica_lag_max: Tick,
+    /// A broker whose last heartbeat is older than this is fenced by the controller.
+    pub session_timeout: Tick,
+    /// The most records one Fetch response carries.
+    pub fetch_max_records: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            rules: Rules::default(),
+            min_insync_replicas: 2,
+            replica_lag_max: Tick(30),
+            session_timeout: Tick(18),
+            fetch_max_records: 1000,
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! The controller: broker liveness, leader elections and the true ISR of every partition.
+//!
+//! It is the single writer of partition state. Brokers propose ISR changes (AlterPartition) and
+//! the controller accepts them by compare-and-set on the partition epoch (rule 7); it elects
+//! leaders from the ISR, then the ELR, and outside both only when unclean election is on
+//! (rule 8); it fences brokers whose session expired, shrinking them out of every ISR.
+
+use crate::config::Config;
+use crate::error::AlterPartitionError;
+use crate::message::{
+    AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, LeaderAndIsr,
+    Message, PartitionState,
+};
+use crate::types::{BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use thiserror::Error;
+
+/// What the controller knows of a broker.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BrokerState {
+    /// Registered and not fenced.
+    pub alive: bool,
+    pub last_heartbeat: Tick,
+}
+
+/// How a leader was chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Election {
+    /// From the ISR: no committed record can be lost.
+    Clean,
+    /// From the ELR (KIP-966): out of the ISR, but known to hold every committed record.
+    Eligible,
+    /// From outside both: committed records may be lost (rule 8).
+    Unclean,
+}
+
+/// Why a partition could not be created or a leader elected.
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum ControllerError {
+    #[error("unknown partition {0}")]
+    UnknownPartition(PartitionId),
+    #[error("partition {0} already exists")]
+    PartitionExists(PartitionId),
+    #[error("partition {0} has a leader")]
+    HasLeader(PartitionId),
+    #[error("no replica of partition {0} can be elected")]
+    NoEligibleReplica(PartitionId),
+    #[error("replication factor {factor} needs {factor} live brokers, {alive} are alive")]
+    NotEnoughBrokers { factor: usize, alive: usize },
+    #[error("min.insync.replicas must be between 1 and the replication factor {0}")]
+    InvalidMinIsr(usize),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Controller {
+    brokers: BTreeMap<BrokerId, BrokerState>,
+    partitions: BTreeMap<PartitionId, PartitionState>,
+    /// Consumer groups' committed offsets, kept by the cluster so a consumer resumes after a
+    /// restart.
+    group_offsets: BTreeMap<(String, PartitionId), Offset>,
+}
+
+impl Controller {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn partition(&self, id: PartitionId) -> Option<&PartitionState> {
+        self.partitions.get(&id)
+    }
+    pub fn partitions(&self) -> &BTreeMap<PartitionId, PartitionState> {
+        &self.partitions
+    }
+    pub fn brokers(&self) -> &BTreeMap<BrokerId, BrokerState> {
+        &self.brokers
+    }
+    pub fn is_alive(&self, broker: BrokerId) -> bool {
+        self.brokers.get(&broker).is_some_and(|b| b.alive)
+    }
+    pub fn alive_brokers(&self) -> Vec<BrokerId> {
+        self.brokers
+            .iter()
+            .filter(|(_, b)| b.alive)
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Creates a partition over `assigned`, all of which must be alive. The first leads, in
+    /// leader epoch 1, with every assigned replica in the ISR.
+    pub fn create_partition<R>(
+        &mut self,
+        id: PartitionId,
+        assigned: Vec<BrokerId>,
+        min_insync_replicas: usize,
+    ) -> Result<Effects<R>, ControllerError> {
+        if self.partitions.contains_key(&id) {
+            return Err(ControllerError::PartitionExists(id));
+        }
+        let alive = assigned.iter().filter(|&&b| self.is_alive(b)).count();
+        if assigned.is_empty() || alive < assigned.len() {
+            return Err(ControllerError::NotEnoughBrokers {
+                factor: assigned.len(),
+                alive,
+            });
+        }
+        if min_insync_replicas == 0 || min_insync_replicas > assigned.len() {
+            return Err(ControllerError::InvalidMinIsr(assigned.len()));
+        }
+        let state = PartitionState {
+            leader: assigned.first().copied(),
+            leader_epoch: LeaderEpoch(1),
+            isr: assigned.iter().copied().collect(),
+            elr: BTreeSet::new(),
+            partition_epoch: PartitionEpoch(1),
+            min_insync_replicas,
+            assigned,
+        };
+        self.partitions.insert(id, state);
+        Ok(self.announce(id))
+    }
+
+    /// LeaderAndIsr for a partition to every live assigned broker.
+    fn announce<R>(&self, id: PartitionId) -> Effects<R> {
+        let Some(state) = self.partitions.get(&id) else {
+            return Vec::new();
+        };
+        state
+            .assigned
+            .iter()
+            .filter(|&&b| self.is_alive(b))
+            .map(|&b| Self::send(b, id, state))
+            .collect()
+    }
+
+    fn send<R>(to: BrokerId, partition: PartitionId, state: &PartitionState) -> Effect<R> {
+        Effect::Send(Envelope {
+            from: Node::Controller,
+            to: Node::Broker(to),
+            message: Message::LeaderAndIsr(LeaderAndIsr {
+                partition,
+                state: state.clone(),
+            }),
+        })
+    }
+
+    /// A broker (re)registers. A new incarnation of a live broker first fences the old one.
+    /// After an unclean shutdown it leaves every ELR: it may have lost committed records and is
+    /// not electable until it rejoins the ISR (KIP-966). Then leaderless partitions get a leader
+    /// if they can, and the broker learns the state of each of its partitions.
+    pub fn on_broker_registration<R>(
+        &mut self,
+        cfg: &Config,
+        now: Tick,
+        broker: BrokerId,
+        clean_shutdown: bool,
+    ) -> Effects<R> {
+        let mut effects = Vec::new();
+        if self.is_alive(broker) {
+            effects.extend(self.fence_broker(cfg, broker));
+        }
+        self.brokers.insert(
+            broker,
+            BrokerState {
+                alive: true,
+                last_heartbeat: now,
+            },
+        );
+        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
+        for id in ids {
+            let state = self.partitions.get_mut(&id).expect("listed above");
+            if !clean_shutdown && cfg.rules.eligible_leader_replicas && state.elr.remove(&broker) {
+                state.partition_epoch = state.partition_epoch.next();
+                effects.extend(self.announce(id));
+            }
+            if self.partitions[&id].leader.is_none() {
+                effects.extend(self.elect_leader(cfg, id).unwrap_or_default());
+            }
+            let state = &self.partitions[&id];
+            if state.assigned.contains(&broker) {
+                effects.push(Self::send(broker, id, state));
+            }
+        }
+        dedup_sends(effects)
+    }
+
+    pub fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) {
+        if let Some(b) = self.brokers.get_mut(&broker).filter(|b| b.alive) {
+            b.last_heartbeat = now;
+        }
+    }
+
+    /// Time passes: fence every broker whose session expired, then elect where needed.
+    pub fn on_tick<R>(&mut self, cfg: &Config, now: Tick) -> Effects<R> {
+        let expired: Vec<BrokerId> = self
+            .brokers
+            .iter()
+            .filter(|(_, b)| {
+                b.alive && now.0.saturating_sub(b.last_heartbeat.0) > cfg.session_timeout.0
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        let mut effects = Vec::new();
+        for broker in expired {
+            effects.extend(self.fence_broker(cfg, broker));
+        }
+        effects.extend(self.elect_leaders(cfg));
+        dedup_sends(effects)
+    }
+
+    /// Elects a leader for every leaderless partition that has a candidate.
+    pub fn elect_leaders<R>(&mut self, cfg: &Config) -> Effects<R> {
+        let leaderless: Vec<PartitionId> = self
+            .partitions
+            .iter()
+            .filter(|(_, s)| s.leader.is_none())
+            .map(|(&id, _)| id)
+            .collect();
+        leaderless
+            .into_iter()
+            .flat_map(|id| self.elect_leader(cfg, id).unwrap_or_default())
+            .collect()
+    }
+
+    /// `ControllerShrinkIsr`: the broker is dead (session expired, or shut down). It leaves
+    /// every ISR; if that leaves the ISR below `min.insync.replicas`, it joins the ELR, since
+    /// strict min ISR froze the high watermark while it still held everything (KIP-966). Without
+    /// ELR, the last ISR member stays in the ISR, as in Kafka before KIP-966. A partition it led
+    /// is left without a leader until [`Controller::elect_leader`].
+    pub fn fence_broker<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
+        if let Some(b) = self.brokers.get_mut(&broker) {
+            b.alive = false;
+        }
+        let mut changed = Vec::new();
+        for (&id, state) in self.partitions.iter_mut() {
+            let mut touched = false;
+            if state.isr.contains(&broker) {
+                if cfg.rules.eligible_leader_replicas {
+                    state.isr.remove(&broker);
+                    if state.isr.len() < state.min_insync_replicas {
+                        state.elr.insert(broker);
+                    }
+                    touched = true;
+                } else if state.isr.len() > 1 {
+                    state.isr.remove(&broker);
+                    touched = true;
+                }
+            }
+            if state.leader == Some(broker) {
+                state.leader = None;
+                touched = true;
+            }
+            if touched {
+                state.partition_epoch = state.partition_epoch.next();
+                changed.push(id);
+            }
+        }
+        changed
+            .into_iter()
+            .flat_map(|id| self.announce(id))
+            .collect()
+    }
+
+    /// Who would be elected for a leaderless partition, and how: the first live replica in
+    /// assignment order from the ISR, then the ELR, then (unclean election only) any.
+    pub fn election_candidate(
+        &self,
+        cfg: &Config,
+        id: PartitionId,
+    ) -> Option<(BrokerId, Election)> {
+        let state = self.partitions.get(&id)?;
+        let live = |set: &BTreeSet<BrokerId>| {
+            state
+                .assigned
+                .iter()
+                .copied()
+                .find(|b| set.contains(b) && self.is_alive(*b))
+        };
+        if let Some(b) = live(&state.isr) {
+            return Some((b, Election::Clean));
+        }
+        if cfg.rules.eligible_leader_replicas {
+            if let Some(b) = live(&state.elr) {
+                return Some((b, Election::Eligible));
+            }
+        }
+        if cfg.rules.unclean_leader_election {
+            let all = state.assigned.iter().copied().collect();
+            if let Some(b) = live(&all) {
+                return Some((b, Election::Unclean));
+            }
+        }
+        None
+    }
+
+    /// `ControllerElectLeader`: elects a leader for a leaderless partition in a new leader epoch
+    /// (rule 2, rule 8) and tells the assigned brokers.
+    pub fn elect_leader<R>(
+        &mut self,
+        cfg: &Config,
+        id: PartitionId,
+    ) -> Result<Effects<R>, ControllerError> {
+        let state = self
+            .partitions
+            .get(&id)
+            .ok_or(ControllerError::UnknownPartition(id))?;
+        if state.leader.is_some() {
+            return Err(ControllerError::HasLeader(id));
+        }
+        let (leader, how) = self
+            .election_candidate(cfg, id)
+            .ok_or(ControllerError::NoEligibleReplica(id))?;
+        let state = self.partitions.get_mut(&id).expect("checked above");
+        state.leader = Some(leader);
+        state.leader_epoch = state.leader_epoch.next();
+        state.partition_epoch = state.partition_epoch.next();
+        match how {
+            Election::Clean => {}
+            Election::Eligible => {
+                state.elr.remove(&leader);
+                state.isr = BTreeSet::from([leader]);
+            }
+            Election::Unclean => {
+                state.elr.clear();
+                state.isr = BTreeSet::from([leader]);
+            }
+        }
+        Ok(self.announce(id))
+    }
+
+    /// Accepts or refuses a leader's AlterPartition by compare-and-set on the partition epoch
+    /// (rule 7). Replicas it adds must be alive. Replicas it removes while the ISR is below
+    /// `min.insync.replicas` join the ELR; once the ISR is back at the floor the ELR is emptied.
+    pub fn on_alter_partition<R>(
+        &mut self,
+        cfg: &Config,
+        req: &AlterPartitionRequest,
+    ) -> Effects<R> {
+        let result = self.alter_partition(cfg, req);
+        vec![Effect::Send(Envelope {
+            from: Node::Controller,
+            to: Node::Broker(req.leader),
+            message: Message::AlterPartitionResponse(AlterPartitionResponse {
+                partition: req.partition,
+                result,
+            }),
+        })]
+    }
+
+    fn alter_partition(
+        &mut self,
+        cfg: &Config,
+        req: &AlterPartitionRequest,
+    ) -> Result<PartitionState, AlterPartitionError> {
+        let alive: BTreeSet<BrokerId> = self.alive_brokers().into_iter().collect();
+        let state = self
+            .partitions
+            .get_mut(&req.partition)
+            .ok_or(AlterPartitionError::UnknownPartition)?;
+        if state.leader != Some(req.leader) || !req.new_isr.contains(&req.leader) {
+            return Err(AlterPartitionError::NotLeader);
+        }
+        if req.leader_epoch != state.leader_epoch {
+            return Err(AlterPartitionError::FencedLeaderEpoch {
+                request: req.leader_epoch,
+                current: state.leader_epoch,
+            });
+        }
+        if req.partition_epoch != state.partition_epoch {
+            return Err(AlterPartitionError::InvalidUpdateVersion {
+                request: req.partition_epoch,
+                current: state.partition_epoch,
+            });
+        }
+        if let Some(&b) = req
+            .new_isr
+            .iter()
+            .find(|b| !state.isr.contains(b) && (!alive.contains(b) || !state.assigned.contains(b)))
+        {
+            return Err(AlterPartitionError::IneligibleReplica(b));
+        }
+        let removed: Vec<BrokerId> = state.isr.difference(&req.new_isr).copied().collect();
+        state.isr = req.new_isr.clone();
+        if cfg.rules.eligible_leader_replicas {
+            if state.isr.len() >= state.min_insync_replicas {
+                state.elr.clear();
+            } else {
+                state.elr.extend(removed);
+                state.elr.retain(|b| !req.new_isr.contains(b));
+            }
+        }
+        state.partition_epoch = state.partition_epoch.next();
+        Ok(state.clone())
+    }
+
+    /// Stores a consumer group's committed offset for a partition.
+    pub fn commit_offset(&mut self, group: &str, partition: PartitionId, offset: Offset) {
+        self.group_offsets
+            .insert((group.to_string(), partition), offset);
+    }
+
+    /// A consumer group's committed offset for a partition, if it committed one.
+    pub fn committed_offset(&self, group: &str, partition: PartitionId) -> Option<Offset> {
+        self.group_offsets
+            .get(&(group.to_string(), partition))
+            .copied()
+    }
+}
+
+/// Keeps only the last LeaderAndIsr per (broker, partition) in a batch of effects: earlier ones
+/// are superseded before they could matter, and dropping them keeps the network small.
+fn dedup_sends<R>(effects: Effects<R>) -> Effects<R> {
+    let mut seen = BTreeSet::new();
+    let mut kept: Vec<Effect<R>> = Vec::with_capacity(effects.len());
+    for effect in effects.into_iter().rev() {
+        if let Effect::Send(Envelope {
+            to,
+            message: Message::LeaderAndIsr(l),
+            ..
+        }) = &effect
+        {
+            if !seen.insert((*to, l.partition)) {
+                continue;
+            }
+        }
+        kept.push(effect);
+    }
+    kept.reverse();
+    kept
+}

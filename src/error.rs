@@ -1,0 +1,93 @@
+//! Typed errors of the core.
+
+use crate::types::{BrokerId, LeaderEpoch, PartitionEpoch};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Why a leader refused a producer's write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum WriteError {
+    /// This replica does not lead the partition (Kafka's NOT_LEADER_OR_FOLLOWER).
+    #[error("NOT_LEADER_OR_FOLLOWER: this replica does not lead the partition")]
+    NotLeader,
+    /// acks=all while the ISR is smaller than `min.insync.replicas` (rule 9).
+    #[error("NOT_ENOUGH_REPLICAS: the ISR has {isr} members, min.insync.replicas is {min}")]
+    NotEnoughReplicas { isr: usize, min: usize },
+}
+
+/// Why a request was answered with an error instead of data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum EpochError {
+    /// The receiver does not lead the partition.
+    #[error("NOT_LEADER_OR_FOLLOWER")]
+    NotLeader,
+    /// The sender's epoch is older than the receiver's (KIP-320).
+    #[error("FENCED_LEADER_EPOCH")]
+    FencedLeaderEpoch,
+    /// The sender's epoch is newer than the receiver's: the receiver has not caught up (KIP-320).
+    #[error("UNKNOWN_LEADER_EPOCH")]
+    UnknownLeaderEpoch,
+    /// The fetch offset lies outside the leader's log.
+    #[error("OFFSET_OUT_OF_RANGE")]
+    OffsetOutOfRange,
+}
+
+/// Why a leader could not propose an ISR change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum IsrChangeError {
+    #[error("this replica does not lead the partition")]
+    NotLeader,
+    #[error("an AlterPartition is already pending")]
+    ChangePending,
+    #[error("{0} is not a follower in the ISR")]
+    NotAFollowerInIsr(BrokerId),
+}
+
+/// Why the controller refused an AlterPartition (rule 7).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum AlterPartitionError {
+    #[error("the sender does not lead the partition")]
+    NotLeader,
+    #[error("FENCED_LEADER_EPOCH: request at {request}, controller at {current}")]
+    FencedLeaderEpoch {
+        request: LeaderEpoch,
+        current: LeaderEpoch,
+    },
+    #[error("INVALID_UPDATE_VERSION: request at {request}, controller at {current}")]
+    InvalidUpdateVersion {
+        request: PartitionEpoch,
+        current: PartitionEpoch,
+    },
+    #[error("INELIGIBLE_REPLICA: {0} is not alive")]
+    IneligibleReplica(BrokerId),
+    #[error("unknown partition")]
+    UnknownPartition,
+}
+
+/// Why a consumer's read was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum ReadError {
+    #[error("NOT_LEADER_OR_FOLLOWER: this replica does not lead the partition")]
+    NotLeader,
+    #[error("OFFSET_OUT_OF_RANGE")]
+    OffsetOutOfRange,
+}
+
+/// A value from outside (a command line, a config file) that names nothing known.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("invalid {what} `{value}`: expected one of {expected}")]
+pub struct ParseError {
+    pub what: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+impl ParseError {
+    pub fn new(what: &'static str, value: &str, expected: &'static str) -> Self {
+        ParseError {
+            what,
+            value: value.to_string(),
+            expected,
+        }
+    }
+}

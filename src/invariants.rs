@@ -1,0 +1,414 @@
+//! The safety properties, as pure functions over a snapshot of one partition's cluster.
+//!
+//! The models check them as `always` properties, the property tests after every step, and the
+//! runtime's debug builds assert [`replica_is_consistent`] after every transition. Each returns
+//! the first [`Violation`] it finds, worded so that a counterexample explains itself.
+
+use crate::controller::Controller;
+use crate::epoch_cache::EpochCache;
+use crate::log::{Entry, Log};
+use crate::replica::Replica;
+use crate::types::{BrokerId, Offset, PartitionId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt::{self, Debug};
+use thiserror::Error;
+
+/// What a driver has seen happen to a partition, kept beside the cluster so properties can speak
+/// about the past: records that were committed, acknowledged to a producer, or read by a consumer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct History<R: Ord> {
+    /// Every (offset, entry) that was ever below some leader's high watermark.
+    pub committed: BTreeSet<(Offset, Entry<R>)>,
+    /// Every (offset, entry) acknowledged to an acks=all producer.
+    pub acknowledged: BTreeSet<(Offset, Entry<R>)>,
+    /// Every (offset, entry) a consumer was given.
+    pub consumed: BTreeSet<(Offset, Entry<R>)>,
+}
+
+impl<R: Ord> Default for History<R> {
+    fn default() -> Self {
+        History {
+            committed: BTreeSet::new(),
+            acknowledged: BTreeSet::new(),
+            consumed: BTreeSet::new(),
+        }
+    }
+}
+
+impl<R: Ord + Clone> History<R> {
+    /// Records as committed everything below the high watermark of every replica that believes
+    /// it leads. Call after every step.
+    pub fn observe_commits<L: Log<Record = R>>(&mut self, replicas: &[Replica<L>]) {
+        for r in replicas.iter().filter(|r| r.is_leader()) {
+            for o in 0..r.high_watermark().0 {
+                if let Some(entry) = r.entry(Offset(o)) {
+                    self.committed.insert((Offset(o), entry));
+                }
+            }
+        }
+    }
+}
+
+/// A snapshot of one partition: the controller, every replica, and the history.
+pub struct ClusterView<'a, L: Log>
+where
+    L::Record: Ord,
+{
+    pub partition: PartitionId,
+    pub controller: &'a Controller,
+    pub replicas: &'a [Replica<L>],
+    pub history: &'a History<L::Record>,
+}
+
+/// A broken property, with the evidence.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum Violation {
+    #[error("StrongIsr: leader {leader} has HW {hw}, but ISR member {member} differs at offset {offset}")]
+    StrongIsr {
+        leader: BrokerId,
+        member: BrokerId,
+        hw: Offset,
+        offset: Offset,
+    },
+    #[error("WeakIsr: leader {leader} has HW {hw}, but its cached ISR member {member} differs at offset {offset}")]
+    WeakIsr {
+        leader: BrokerId,
+        member: BrokerId,
+        hw: Offset,
+        offset: Offset,
+    },
+    #[error("LeaderInIsr: the controller's leader {leader} is not in its ISR")]
+    LeaderInIsr { leader: BrokerId },
+    #[error(
+        "ValidHighWatermark: leader {leader} has HW {hw}, but ISR member {member} has LEO {leo}"
+    )]
+    ValidHighWatermark {
+        leader: BrokerId,
+        member: BrokerId,
+        hw: Offset,
+        leo: Offset,
+    },
+    #[error("LogMatching: {a} and {b} differ at offset {offset}, below both of their HWs")]
+    LogMatching {
+        a: BrokerId,
+        b: BrokerId,
+        offset: Offset,
+    },
+    #[error("CommittedRecordsSurviveLeaderFailure: leader {leader} lacks the committed record at offset {offset} ({record})")]
+    CommittedRecordLost {
+        leader: BrokerId,
+        offset: Offset,
+        record: String,
+    },
+    #[error("ConsumerReadsAreNeverRevoked: leader {leader} lacks the consumed record at offset {offset} ({record})")]
+    ConsumedRecordRevoked {
+        leader: BrokerId,
+        offset: Offset,
+        record: String,
+    },
+    #[error("replica {replica} is inconsistent: {what}")]
+    Replica { replica: BrokerId, what: String },
+}
+
+/// The properties of section 4 of the reference, by their anchor names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Property {
+    StrongIsr,
+    WeakIsr,
+    LeaderInIsr,
+    ValidHighWatermark,
+    LogMatching,
+    CommittedRecordsSurviveLeaderFailure,
+    ConsumerReadsAreNeverRevoked,
+}
+
+impl Property {
+    pub const ALL: [Property; 7] = [
+        Property::StrongIsr,
+        Property::WeakIsr,
+        Property::LeaderInIsr,
+        Property::ValidHighWatermark,
+        Property::LogMatching,
+        Property::CommittedRecordsSurviveLeaderFailure,
+        Property::ConsumerReadsAreNeverRevoked,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Property::StrongIsr => "StrongIsr",
+            Property::WeakIsr => "WeakIsr",
+            Property::LeaderInIsr => "LeaderInIsr",
+            Property::ValidHighWatermark => "ValidHighWatermark",
+            Property::LogMatching => "LogMatching",
+            Property::CommittedRecordsSurviveLeaderFailure => {
+                "CommittedRecordsSurviveLeaderFailure"
+            }
+            Property::ConsumerReadsAreNeverRevoked => "ConsumerReadsAreNeverRevoked",
+        }
+    }
+
+    /// Checks this property on a snapshot.
+    pub fn check<L: Log>(self, view: &ClusterView<'_, L>) -> Result<(), Violation>
+    where
+        L::Record: Ord + Debug,
+    {
+        match self {
+            Property::StrongIsr => strong_isr(view),
+            Property::WeakIsr => weak_isr(view),
+            Property::LeaderInIsr => leader_in_isr(view),
+            Property::ValidHighWatermark => valid_high_watermark(view),
+            Property::LogMatching => log_matching(view),
+            Property::CommittedRecordsSurviveLeaderFailure => committed_records_survive(view),
+            Property::ConsumerReadsAreNeverRevoked => consumer_reads_never_revoked(view),
+        }
+    }
+}
+
+impl fmt::Display for Property {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every property, in order; the first violation found.
+pub fn check_all<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord + Debug,
+{
+    Property::ALL.iter().try_for_each(|p| p.check(view))
+}
+
+impl<L: Log> ClusterView<'_, L>
+where
+    L::Record: Ord,
+{
+    fn replica(&self, id: BrokerId) -> Option<&Replica<L>> {
+        self.replicas.iter().find(|r| r.id() == id)
+    }
+
+    /// The controller's ISR for the partition.
+    fn controller_isr(&self) -> BTreeSet<BrokerId> {
+        self.controller
+            .partition(self.partition)
+            .map(|s| s.isr.clone())
+            .unwrap_or_default()
+    }
+
+    /// The replica that leads according to the controller, once it has taken office in the
+    /// controller's epoch.
+    fn current_leader(&self) -> Option<&Replica<L>> {
+        let state = self.controller.partition(self.partition)?;
+        let leader = self.replica(state.leader?)?;
+        (leader.is_leader() && leader.leader_epoch() == state.leader_epoch).then_some(leader)
+    }
+}
+
+/// The first offset below `hw` where two replicas differ.
+fn first_difference<L: Log>(a: &Replica<L>, b: &Replica<L>, hw: Offset) -> Option<Offset> {
+    (0..hw.0).map(Offset).find(|&o| a.entry(o) != b.entry(o))
+}
+
+/// Checks every leader's committed prefix against the running members of an ISR.
+fn isr_agrees<L: Log, F, V>(
+    view: &ClusterView<'_, L>,
+    isr_of: F,
+    violation: V,
+) -> Result<(), Violation>
+where
+    L::Record: Ord,
+    F: Fn(&Replica<L>) -> BTreeSet<BrokerId>,
+    V: Fn(BrokerId, BrokerId, Offset, Offset) -> Violation,
+{
+    for leader in view.replicas.iter().filter(|r| r.is_leader()) {
+        let hw = leader.high_watermark();
+        for member in isr_of(leader) {
+            let Some(m) = view.replica(member).filter(|m| m.is_online()) else {
+                continue;
+            };
+            if let Some(offset) = first_difference(leader, m, hw) {
+                return Err(violation(leader.id(), member, hw, offset));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// **StrongIsr**: for every replica that believes it leads, each offset below its HW holds the
+/// same entry on it and on every running member of the controller's ISR.
+pub fn strong_isr<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    let isr = view.controller_isr();
+    isr_agrees(
+        view,
+        |_| isr.clone(),
+        |leader, member, hw, offset| Violation::StrongIsr {
+            leader,
+            member,
+            hw,
+            offset,
+        },
+    )
+}
+
+/// **WeakIsr**: the same as StrongIsr, against the leader's own cached ISR.
+pub fn weak_isr<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    let cached = |r: &Replica<L>| r.leader_state().map(|l| l.isr.clone()).unwrap_or_default();
+    isr_agrees(view, cached, |leader, member, hw, offset| {
+        Violation::WeakIsr {
+            leader,
+            member,
+            hw,
+            offset,
+        }
+    })
+}
+
+/// **LeaderInIsr**: the controller's leader, when there is one, is in the controller's ISR.
+pub fn leader_in_isr<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    match view.controller.partition(view.partition) {
+        Some(s) => match s.leader {
+            Some(leader) if !s.isr.contains(&leader) => Err(Violation::LeaderInIsr { leader }),
+            _ => Ok(()),
+        },
+        None => Ok(()),
+    }
+}
+
+/// **ValidHighWatermark**: every running member of the controller's ISR has LEO ≥ the current
+/// leader's HW.
+pub fn valid_high_watermark<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    let Some(leader) = view.current_leader() else {
+        return Ok(());
+    };
+    let hw = leader.high_watermark();
+    for member in view.controller_isr() {
+        if let Some(m) = view.replica(member).filter(|m| m.is_online()) {
+            if m.log_end_offset() < hw {
+                return Err(Violation::ValidHighWatermark {
+                    leader: leader.id(),
+                    member,
+                    hw,
+                    leo: m.log_end_offset(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// **LogMatching**: any two replicas agree on every offset below both of their HWs.
+pub fn log_matching<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    for (i, a) in view.replicas.iter().enumerate() {
+        for b in &view.replicas[i + 1..] {
+            let hw = a.high_watermark().min(b.high_watermark());
+            if let Some(offset) = first_difference(a, b, hw) {
+                return Err(Violation::LogMatching {
+                    a: a.id(),
+                    b: b.id(),
+                    offset,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The first record of `records` the current leader does not hold at its offset.
+fn first_missing<'r, L: Log>(
+    view: &ClusterView<'_, L>,
+    records: impl Iterator<Item = &'r (Offset, Entry<L::Record>)>,
+) -> Option<(BrokerId, Offset, String)>
+where
+    L::Record: Ord + Debug + 'r,
+{
+    let leader = view.current_leader()?;
+    records
+        .filter(|(o, e)| leader.entry(*o).as_ref() != Some(e))
+        .map(|(o, e)| (leader.id(), *o, format!("{:?}@{}", e.record, e.epoch)))
+        .next()
+}
+
+/// **CommittedRecordsSurviveLeaderFailure**: every record that was committed or acknowledged
+/// under acks=all is held, at the same offset, by the current leader.
+pub fn committed_records_survive<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord + Debug,
+{
+    let records = view
+        .history
+        .committed
+        .iter()
+        .chain(&view.history.acknowledged);
+    match first_missing(view, records) {
+        Some((leader, offset, record)) => Err(Violation::CommittedRecordLost {
+            leader,
+            offset,
+            record,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// **ConsumerReadsAreNeverRevoked**: every record a consumer was given is held, at the same
+/// offset, by the current leader.
+pub fn consumer_reads_never_revoked<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord + Debug,
+{
+    match first_missing(view, view.history.consumed.iter()) {
+        Some((leader, offset, record)) => Err(Violation::ConsumedRecordRevoked {
+            leader,
+            offset,
+            record,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Replica-local invariants: HW ≤ LEO, flushed ≤ LEO, the epoch cache is the one derivable from
+/// the log, and a leader is in its own ISR.
+pub fn replica_is_consistent<L: Log>(r: &Replica<L>) -> Result<(), Violation> {
+    let fail = |what: String| {
+        Err(Violation::Replica {
+            replica: r.id(),
+            what,
+        })
+    };
+    let leo = r.log_end_offset();
+    if r.high_watermark() > leo {
+        return fail(format!("HW {} above LEO {leo}", r.high_watermark()));
+    }
+    if r.log().flushed_offset() > leo {
+        return fail(format!(
+            "flushed offset {} above LEO {leo}",
+            r.log().flushed_offset()
+        ));
+    }
+    if *r.epoch_cache() != EpochCache::from_log(r.log()) {
+        return fail(format!(
+            "epoch cache {:?} is not the log's",
+            r.epoch_cache().entries()
+        ));
+    }
+    if let Some(l) = r.leader_state() {
+        if !l.isr.contains(&r.id()) {
+            return fail("leads but is not in its own ISR".to_string());
+        }
+    }
+    Ok(())
+}

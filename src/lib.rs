@@ -1,0 +1,43 @@
+//! # isr: Kafka-style partition replication as pure state transitions
+//!
+//! This crate is the protocol, and only the protocol: leaders and followers of a partition, the
+//! in-sync replica set (ISR), the high watermark (HW), leader epochs and the controller that
+//! elects leaders. It does no I/O, reads no clock, starts no thread and draws no random number.
+//! Inputs (messages, producer writes, ticks, crashes) go in through methods of [`Replica`] and
+//! [`Controller`]; outputs come back as [`Effect`]s for the driver to carry out; logs sit behind
+//! the [`Log`] trait.
+//!
+//! Three drivers use it: the stateright models (`isr-models`), which explore every interleaving;
+//! the property tests, which run random schedules; and the network runtime (`isr-runtime`), which
+//! moves the same messages over TCP. None of them re-implements a transition.
+//!
+//! Every rule whose absence once lost data in Kafka is a switch in [`Rules`]; the default is the
+//! safe protocol. The properties that must hold are pure functions in [`invariants`].
+
+pub mod config;
+pub mod controller;
+pub mod epoch_cache;
+pub mod error;
+pub mod invariants;
+pub mod log;
+pub mod message;
+pub mod replica;
+pub mod types;
+
+pub use config::{Config, FlushPolicy, Rules, TruncationRule};
+pub use controller::{BrokerState, Controller, ControllerError, Election};
+pub use epoch_cache::EpochCache;
+pub use error::{
+    AlterPartitionError, EpochError, IsrChangeError, ParseError, ReadError, WriteError,
+};
+pub use invariants::{ClusterView, History, Property, Violation};
+pub use log::{Entry, Log, MemLog};
+pub use message::{
+    AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
+    FetchResponse, FetchedRecords, LeaderAndIsr, Message, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, PartitionState, ProduceId,
+};
+pub use replica::{
+    FollowerPhase, FollowerProgress, FollowerState, LeaderState, PendingWrite, Replica, Role,
+};
+pub use types::{Acks, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick};

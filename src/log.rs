@@ -1,0 +1,126 @@
+//! The replicated log, behind a trait the core defines.
+//!
+//! The core decides *what* to append, truncate and flush; an implementation decides *how*. The
+//! in-memory [`MemLog`] serves the models and tests (it is `Clone + Hash + Eq` and clones in
+//! constant time, so a model checker can keep millions of them); the runtime implements the
+//! trait over segment files.
+//!
+//! Methods are infallible on purpose: a log that cannot write is a failed disk, which Kafka
+//! answers by taking the log directory offline. A disk implementation records the error and its
+//! driver stops the replica; the protocol never has to reason about half-applied appends.
+
+use crate::types::{LeaderEpoch, Offset};
+use serde::{Deserialize, Serialize};
+use std::fmt::Debug;
+
+/// One record in a log, stamped with the leader epoch it was first appended in (rule 1).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Entry<R> {
+    pub epoch: LeaderEpoch,
+    pub record: R,
+}
+
+/// Storage for one replica's log.
+pub trait Log {
+    /// What a record is: a small number in the models, bytes in the runtime.
+    type Record: Clone + Debug + PartialEq;
+
+    /// The first offset still held (retention may have removed what lies below).
+    fn log_start_offset(&self) -> Offset;
+    /// The offset the next appended record will get (LEO).
+    fn log_end_offset(&self) -> Offset;
+    /// Everything below this offset survives an unclean crash.
+    fn flushed_offset(&self) -> Offset;
+    /// The entry at `offset`, if the log holds it.
+    fn entry(&self, offset: Offset) -> Option<Entry<Self::Record>>;
+    /// Up to `max` entries starting at `from` (fewer at the end of the log).
+    fn read(&self, from: Offset, max: usize) -> Vec<Entry<Self::Record>>;
+    /// Appends entries at the log end offset, in order.
+    fn append(&mut self, entries: &[Entry<Self::Record>]);
+    /// Removes every entry at or above `offset`; a no-op when `offset` is at or past the end.
+    fn truncate_to(&mut self, offset: Offset);
+    /// Makes everything appended so far durable.
+    fn flush(&mut self);
+    /// What an unclean crash does to the log: everything above the flushed offset is gone.
+    /// A disk log has nothing to do here (the crash itself did it); the in-memory log simulates it.
+    fn lose_unflushed(&mut self);
+
+    /// The leader epoch of the entry at `offset`.
+    fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
+        self.entry(offset).map(|e| e.epoch)
+    }
+}
+
+/// An in-memory log backed by a persistent vector: cloning shares structure.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MemLog<R: Clone> {
+    entries: imbl::Vector<Entry<R>>,
+    flushed: Offset,
+}
+
+impl<R: Clone> Default for MemLog<R> {
+    fn default() -> Self {
+        MemLog {
+            entries: imbl::Vector::new(),
+            flushed: Offset(0),
+        }
+    }
+}
+
+impl<R: Clone> MemLog<R> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// All entries, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<R>> {
+        self.entries.iter()
+    }
+}
+
+impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
+    type Record = R;
+
+    fn log_start_offset(&self) -> Offset {
+        Offset(0)
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        Offset(self.entries.len() as u64)
+    }
+
+    fn flushed_offset(&self) -> Offset {
+        self.flushed
+    }
+
+    fn entry(&self, offset: Offset) -> Option<Entry<R>> {
+        usize::try_from(offset.0)
+            .ok()
+            .and_then(|i| self.entries.get(i))
+            .cloned()
+    }
+
+    fn read(&self, from: Offset, max: usize) -> Vec<Entry<R>> {
+        let start = usize::try_from(from.0).unwrap_or(usize::MAX);
+        self.entries.iter().skip(start).take(max).cloned().collect()
+    }
+
+    fn append(&mut self, entries: &[Entry<R>]) {
+        self.entries.extend(entries.iter().cloned());
+    }
+
+    fn truncate_to(&mut self, offset: Offset) {
+        if offset < self.log_end_offset() {
+            self.entries.truncate(offset.0 as usize);
+            self.flushed = self.flushed.min(offset);
+        }
+    }
+
+    fn flush(&mut self) {
+        self.flushed = self.log_end_offset();
+    }
+
+    fn lose_unflushed(&mut self) {
+        self.entries.truncate(self.flushed.0 as usize);
+    }
+}

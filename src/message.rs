@@ -1,0 +1,186 @@
+//! The messages of the protocol, and the effects a transition asks its driver to carry out.
+//!
+//! Messages are plain serde data: the models keep them in a simulated network, the runtime puts
+//! them in length-prefixed frames. Every message names its partition, so one connection between
+//! two brokers can carry the replication of all partitions, as in Kafka.
+
+use crate::error::{AlterPartitionError, EpochError, WriteError};
+use crate::log::Entry;
+use crate::types::{BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// The controller's view of one partition, as sent in LeaderAndIsr and AlterPartition answers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PartitionState {
+    /// The assigned replicas (AR), in preference order.
+    pub assigned: Vec<BrokerId>,
+    pub leader: Option<BrokerId>,
+    pub leader_epoch: LeaderEpoch,
+    pub isr: BTreeSet<BrokerId>,
+    /// Eligible Leader Replicas (KIP-966): out of the ISR, yet known to hold every committed record.
+    pub elr: BTreeSet<BrokerId>,
+    pub partition_epoch: PartitionEpoch,
+    pub min_insync_replicas: usize,
+}
+
+impl PartitionState {
+    /// The out-of-sync replicas: assigned but not in the ISR. Derived, never stored.
+    pub fn osr(&self) -> Vec<BrokerId> {
+        self.assigned
+            .iter()
+            .copied()
+            .filter(|b| !self.isr.contains(b))
+            .collect()
+    }
+}
+
+/// A follower's pull (rule 4: it carries the follower's current leader epoch).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FetchRequest {
+    pub partition: PartitionId,
+    pub replica: BrokerId,
+    pub current_leader_epoch: LeaderEpoch,
+    pub fetch_offset: Offset,
+}
+
+/// The leader's answer to a Fetch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FetchResponse<R> {
+    pub partition: PartitionId,
+    pub leader_epoch: LeaderEpoch,
+    /// Echo of the request's fetch offset, so a late duplicate is recognised.
+    pub fetch_offset: Offset,
+    pub result: Result<FetchedRecords<R>, EpochError>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FetchedRecords<R> {
+    pub entries: Vec<Entry<R>>,
+    pub high_watermark: Offset,
+}
+
+/// A follower's truncation handshake (rule 3).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OffsetForLeaderEpochRequest {
+    pub partition: PartitionId,
+    pub replica: BrokerId,
+    pub current_leader_epoch: LeaderEpoch,
+    /// The follower's latest epoch (or the epoch it asks about after a previous answer).
+    pub requested_epoch: LeaderEpoch,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OffsetForLeaderEpochResponse {
+    pub partition: PartitionId,
+    pub leader_epoch: LeaderEpoch,
+    pub requested_epoch: LeaderEpoch,
+    /// The largest epoch ≤ the requested one that the leader knows, and where it ends;
+    /// `Ok(None)` when the leader knows no epoch that old.
+    pub result: Result<Option<(LeaderEpoch, Offset)>, EpochError>,
+}
+
+/// A leader's request to change the ISR (rule 7).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AlterPartitionRequest {
+    pub partition: PartitionId,
+    pub leader: BrokerId,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: PartitionEpoch,
+    pub new_isr: BTreeSet<BrokerId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AlterPartitionResponse {
+    pub partition: PartitionId,
+    pub result: Result<PartitionState, AlterPartitionError>,
+}
+
+/// The controller's order to a broker about one partition.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaderAndIsr {
+    pub partition: PartitionId,
+    pub state: PartitionState,
+}
+
+/// Everything that travels between brokers and the controller.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Message<R> {
+    Fetch(FetchRequest),
+    FetchResponse(FetchResponse<R>),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse),
+    AlterPartition(AlterPartitionRequest),
+    AlterPartitionResponse(AlterPartitionResponse),
+    LeaderAndIsr(LeaderAndIsr),
+    /// A broker (re)joins the cluster, saying whether its last shutdown was clean (KIP-966).
+    BrokerRegistration {
+        broker: BrokerId,
+        clean_shutdown: bool,
+    },
+    BrokerHeartbeat {
+        broker: BrokerId,
+    },
+}
+
+impl<R> Message<R> {
+    /// The TLA+-style name of the message kind, for traces and diagrams.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Fetch(_) => "Fetch",
+            Message::FetchResponse(_) => "FetchResponse",
+            Message::OffsetForLeaderEpoch(_) => "OffsetForLeaderEpoch",
+            Message::OffsetForLeaderEpochResponse(_) => "OffsetForLeaderEpochResponse",
+            Message::AlterPartition(_) => "AlterPartition",
+            Message::AlterPartitionResponse(_) => "AlterPartitionResponse",
+            Message::LeaderAndIsr(_) => "LeaderAndIsr",
+            Message::BrokerRegistration { .. } => "BrokerRegistration",
+            Message::BrokerHeartbeat { .. } => "BrokerHeartbeat",
+        }
+    }
+}
+
+/// A message with its sender and receiver.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Envelope<R> {
+    pub from: Node,
+    pub to: Node,
+    pub message: Message<R>,
+}
+
+/// Identifies a producer's write so its acknowledgement can find it. Chosen by the driver.
+pub type ProduceId = u64;
+
+/// What a transition asks its driver to do, or tells it happened. The log itself is changed
+/// through the [`crate::Log`] trait; these are the rest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Effect<R> {
+    /// Send a message.
+    Send(Envelope<R>),
+    /// An acks=all write is committed: answer the producer.
+    Acknowledge {
+        partition: PartitionId,
+        id: ProduceId,
+        base_offset: Offset,
+    },
+    /// A pending acks=all write can no longer be acknowledged by this replica.
+    FailWrite {
+        partition: PartitionId,
+        id: ProduceId,
+        error: WriteError,
+    },
+    /// The log was truncated from `from` (its old LEO) down to `to`.
+    Truncated {
+        partition: PartitionId,
+        from: Offset,
+        to: Offset,
+    },
+    /// The high watermark moved; the driver may persist it as a checkpoint.
+    HighWatermark {
+        partition: PartitionId,
+        offset: Offset,
+    },
+}
+
+/// The effects of one transition, in order.
+pub type Effects<R> = Vec<Effect<R>>;

@@ -1,0 +1,158 @@
+//! The follower's side of a replica: reconcile with the leader (rule 3), then fetch.
+
+use super::{FollowerState, Replica, Role};
+use crate::config::{Config, TruncationRule};
+use crate::error::EpochError;
+use crate::log::Log;
+use crate::message::{
+    Effects, Envelope, FetchRequest, FetchResponse, Message, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+};
+use crate::types::{BrokerId, LeaderEpoch, Node};
+use serde::{Deserialize, Serialize};
+
+/// Where a follower stands with its leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FollowerPhase {
+    /// Asking the leader where epoch `requested` ends, to find where the logs agree.
+    Reconciling { requested: LeaderEpoch },
+    /// The logs agree up to the LEO: pulling records.
+    Fetching,
+}
+
+impl<L: Log> Replica<L> {
+    /// `FollowerFetch`: the request a follower sends its leader next — OffsetForLeaderEpoch
+    /// while reconciling, Fetch once the logs agree — or `None` without a leader. Pure: the
+    /// driver decides when (after each answer, or when a request timed out).
+    pub fn next_request(&self) -> Option<Envelope<L::Record>> {
+        let Role::Follower(FollowerState {
+            leader: Some(leader),
+            phase,
+        }) = &self.role
+        else {
+            return None;
+        };
+        let message = match *phase {
+            FollowerPhase::Reconciling { requested } => {
+                Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+                    partition: self.partition,
+                    replica: self.id,
+                    current_leader_epoch: self.leader_epoch,
+                    requested_epoch: requested,
+                })
+            }
+            FollowerPhase::Fetching => Message::Fetch(FetchRequest {
+                partition: self.partition,
+                replica: self.id,
+                current_leader_epoch: self.leader_epoch,
+                fetch_offset: self.log.log_end_offset(),
+            }),
+        };
+        Some(Envelope {
+            from: Node::Broker(self.id),
+            to: Node::Broker(*leader),
+            message,
+        })
+    }
+
+    /// Whether an answer from `from`, sent in `epoch`, is one this follower may act on: it must
+    /// come from the leader it follows and — with epoch fencing (rule 4) — in its own epoch.
+    fn accepts_answer(
+        &self,
+        cfg: &Config,
+        from: BrokerId,
+        epoch: LeaderEpoch,
+    ) -> Option<FollowerPhase> {
+        match &self.role {
+            Role::Follower(FollowerState {
+                leader: Some(leader),
+                phase,
+            }) if *leader == from && (!cfg.rules.epoch_fencing || epoch == self.leader_epoch) => {
+                Some(*phase)
+            }
+            _ => None,
+        }
+    }
+
+    fn set_phase(&mut self, phase: FollowerPhase) {
+        if let Role::Follower(f) = &mut self.role {
+            f.phase = phase;
+        }
+    }
+
+    /// `BecomeFollowerAndTruncateTo`: acts on the leader's OffsetForLeaderEpoch answer.
+    ///
+    /// KIP-279: truncate to the smaller of the two ends of the largest common epoch, and ask
+    /// again until the answer is about the follower's own latest epoch. KIP-101: one lookup,
+    /// falling back to the high watermark when the leader does not know the epoch.
+    pub fn on_offset_for_leader_epoch_response(
+        &mut self,
+        cfg: &Config,
+        from: BrokerId,
+        resp: &OffsetForLeaderEpochResponse,
+    ) -> Effects<L::Record> {
+        let mut effects = Vec::new();
+        let Some(FollowerPhase::Reconciling { requested }) =
+            self.accepts_answer(cfg, from, resp.leader_epoch)
+        else {
+            return effects;
+        };
+        let Ok(answer) = resp.result else {
+            return effects;
+        };
+        if resp.requested_epoch != requested {
+            return effects;
+        }
+        let leo = self.log.log_end_offset();
+        let target = match (cfg.rules.truncation, answer) {
+            (_, None) => self.log.log_start_offset(),
+            (_, Some((epoch, end))) if epoch == requested => end.min(leo),
+            (TruncationRule::Kip279, Some((epoch, end))) => {
+                let own_end = self
+                    .epoch_cache
+                    .end_offset_for(epoch, leo)
+                    .map_or(self.log.log_start_offset(), |(_, own)| own);
+                end.min(own_end)
+            }
+            (_, Some(_)) => self.high_watermark,
+        };
+        self.truncate_to(cfg, target, &mut effects);
+        let done = answer.is_none_or(|(epoch, _)| epoch == requested)
+            || cfg.rules.truncation != TruncationRule::Kip279;
+        let phase = match self.epoch_cache.latest_epoch() {
+            Some(latest) if !done => FollowerPhase::Reconciling { requested: latest },
+            _ => FollowerPhase::Fetching,
+        };
+        self.set_phase(phase);
+        effects
+    }
+
+    /// `FollowerReplicate`: appends the records of a Fetch answer and takes the leader's high
+    /// watermark, capped by the own LEO. An out-of-range answer starts reconciliation anew.
+    pub fn on_fetch_response(
+        &mut self,
+        cfg: &Config,
+        from: BrokerId,
+        resp: &FetchResponse<L::Record>,
+    ) -> Effects<L::Record> {
+        let mut effects = Vec::new();
+        if self.accepts_answer(cfg, from, resp.leader_epoch) != Some(FollowerPhase::Fetching)
+            || resp.fetch_offset != self.log.log_end_offset()
+        {
+            return effects;
+        }
+        match &resp.result {
+            Ok(fetched) => {
+                self.append(cfg, &fetched.entries);
+                let hw = fetched.high_watermark.min(self.log.log_end_offset());
+                self.set_high_watermark(cfg, hw, &mut effects);
+            }
+            Err(EpochError::OffsetOutOfRange) => {
+                let leader = self.leader();
+                self.become_follower(cfg, leader, &mut effects);
+            }
+            Err(_) => {}
+        }
+        effects
+    }
+}

@@ -1,0 +1,333 @@
+//! The leader's side of a replica: producer writes, answering followers, the high watermark and
+//! the ISR.
+
+use super::{PendingWrite, Replica, Role};
+use crate::config::Config;
+use crate::error::{EpochError, IsrChangeError, ReadError, WriteError};
+use crate::log::{Entry, Log};
+use crate::message::{
+    AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
+    FetchResponse, FetchedRecords, Message, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceId,
+};
+use crate::types::{Acks, BrokerId, LeaderEpoch, Node, Offset, Tick};
+
+impl<L: Log> Replica<L> {
+    /// `LeaderWrite`: appends a producer's records under the leader's epoch (rules 1, 2).
+    ///
+    /// Returns the offset of the first record. An acks=all write is refused while the ISR is
+    /// below `min.insync.replicas` (rule 9) and is acknowledged later, by an
+    /// [`Effect::Acknowledge`] carrying `id`, once the high watermark passes it.
+    pub fn leader_write(
+        &mut self,
+        cfg: &Config,
+        records: Vec<L::Record>,
+        acks: Acks,
+        id: ProduceId,
+    ) -> Result<(Offset, Effects<L::Record>), WriteError> {
+        let epoch = self.leader_epoch;
+        let Role::Leader(l) = &self.role else {
+            return Err(WriteError::NotLeader);
+        };
+        if acks == Acks::All && l.isr.len() < l.min_insync_replicas {
+            return Err(WriteError::NotEnoughReplicas {
+                isr: l.isr.len(),
+                min: l.min_insync_replicas,
+            });
+        }
+        let base_offset = self.log.log_end_offset();
+        let entries: Vec<_> = records
+            .into_iter()
+            .map(|record| Entry { epoch, record })
+            .collect();
+        let end_offset = Offset(base_offset.0 + entries.len() as u64);
+        self.append(cfg, &entries);
+        if acks == Acks::All {
+            if let Role::Leader(l) = &mut self.role {
+                l.pending_writes.push(PendingWrite {
+                    id,
+                    base_offset,
+                    end_offset,
+                });
+            }
+        }
+        let mut effects = Vec::new();
+        self.maybe_advance_high_watermark(cfg, &mut effects);
+        Ok((base_offset, effects))
+    }
+
+    /// Checks a request's leader epoch against this leader's (rule 4). Without epoch fencing
+    /// only leadership itself is checked, as before KIP-320.
+    fn check_epoch(&self, cfg: &Config, request_epoch: LeaderEpoch) -> Result<(), EpochError> {
+        if !self.is_leader() {
+            return Err(EpochError::NotLeader);
+        }
+        if cfg.rules.epoch_fencing {
+            if request_epoch < self.leader_epoch {
+                return Err(EpochError::FencedLeaderEpoch);
+            }
+            if request_epoch > self.leader_epoch {
+                return Err(EpochError::UnknownLeaderEpoch);
+            }
+        }
+        Ok(())
+    }
+
+    fn reply(&self, to: BrokerId, message: Message<L::Record>) -> Effect<L::Record> {
+        Effect::Send(Envelope {
+            from: Node::Broker(self.id),
+            to: Node::Broker(to),
+            message,
+        })
+    }
+
+    /// Answers a follower's Fetch: records its progress, may expand the ISR (rule 6) and advance
+    /// the high watermark (rule 5), then replies with records and the high watermark.
+    pub fn on_fetch(&mut self, cfg: &Config, now: Tick, req: &FetchRequest) -> Effects<L::Record> {
+        let mut effects = Vec::new();
+        let result = self.serve_fetch(cfg, now, req, &mut effects);
+        let response = FetchResponse {
+            partition: self.partition,
+            leader_epoch: self.leader_epoch,
+            fetch_offset: req.fetch_offset,
+            result,
+        };
+        effects.push(self.reply(req.replica, Message::FetchResponse(response)));
+        effects
+    }
+
+    fn serve_fetch(
+        &mut self,
+        cfg: &Config,
+        now: Tick,
+        req: &FetchRequest,
+        effects: &mut Effects<L::Record>,
+    ) -> Result<FetchedRecords<L::Record>, EpochError> {
+        self.check_epoch(cfg, req.current_leader_epoch)?;
+        let leo = self.log.log_end_offset();
+        if req.fetch_offset > leo || req.fetch_offset < self.log.log_start_offset() {
+            return Err(EpochError::OffsetOutOfRange);
+        }
+        let Role::Leader(l) = &mut self.role else {
+            return Err(EpochError::NotLeader);
+        };
+        let Some(progress) = l.followers.get_mut(&req.replica) else {
+            return Err(EpochError::NotLeader);
+        };
+        progress.log_end_offset = Some(req.fetch_offset);
+        if req.fetch_offset >= leo {
+            progress.last_caught_up = now;
+        }
+        self.maybe_expand_isr(cfg, req.replica, effects);
+        self.maybe_advance_high_watermark(cfg, effects);
+        Ok(FetchedRecords {
+            entries: self.log.read(req.fetch_offset, cfg.fetch_max_records),
+            high_watermark: self.high_watermark,
+        })
+    }
+
+    /// Rule 6: a follower outside the ISR joins once its LEO has reached the high watermark and,
+    /// under the KAFKA-7128 fix, the high watermark has reached the start of this epoch.
+    fn maybe_expand_isr(
+        &mut self,
+        cfg: &Config,
+        follower: BrokerId,
+        effects: &mut Effects<L::Record>,
+    ) {
+        let hw = self.high_watermark;
+        let Role::Leader(l) = &self.role else { return };
+        let caught_up = l.followers.get(&follower).and_then(|p| p.log_end_offset) >= Some(hw);
+        let epoch_started = !cfg.rules.expansion_epoch_check || hw >= l.epoch_start_offset;
+        if l.proposed_isr.is_none() && !l.isr.contains(&follower) && caught_up && epoch_started {
+            let mut isr = l.isr.clone();
+            isr.insert(follower);
+            self.propose_isr(isr, effects);
+        }
+    }
+
+    /// `LeaderShrinkIsr`: proposes to drop `follower` from the ISR. The driver decides when a
+    /// follower lags (the runtime by ticks in [`Replica::on_tick`], a model at any moment, since
+    /// any amount of time may pass).
+    pub fn shrink_isr(
+        &mut self,
+        cfg: &Config,
+        follower: BrokerId,
+    ) -> Result<Effects<L::Record>, IsrChangeError> {
+        let Role::Leader(l) = &self.role else {
+            return Err(IsrChangeError::NotLeader);
+        };
+        if l.proposed_isr.is_some() {
+            return Err(IsrChangeError::ChangePending);
+        }
+        if follower == self.id || !l.isr.contains(&follower) {
+            return Err(IsrChangeError::NotAFollowerInIsr(follower));
+        }
+        let mut isr = l.isr.clone();
+        isr.remove(&follower);
+        let mut effects = Vec::new();
+        self.propose_isr(isr, &mut effects);
+        self.maybe_advance_high_watermark(cfg, &mut effects);
+        Ok(effects)
+    }
+
+    /// The followers that may leave the ISR now: those in it that have not caught up for longer
+    /// than `replica_lag_max`.
+    pub fn lagging_followers(&self, cfg: &Config, now: Tick) -> Vec<BrokerId> {
+        let Role::Leader(l) = &self.role else {
+            return Vec::new();
+        };
+        l.isr
+            .iter()
+            .filter(|&&b| b != self.id)
+            .filter(|b| {
+                l.followers.get(b).is_some_and(|p| {
+                    now.0.saturating_sub(p.last_caught_up.0) > cfg.replica_lag_max.0
+                })
+            })
+            .copied()
+            .collect()
+    }
+
+    /// Time passes: a leader proposes to drop the first lagging follower from the ISR.
+    pub fn on_tick(&mut self, cfg: &Config, now: Tick) -> Effects<L::Record> {
+        match self.lagging_followers(cfg, now).first() {
+            Some(&follower) => self.shrink_isr(cfg, follower).unwrap_or_default(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Sends an AlterPartition for `isr` and remembers it as pending (rule 7).
+    fn propose_isr(
+        &mut self,
+        isr: std::collections::BTreeSet<BrokerId>,
+        effects: &mut Effects<L::Record>,
+    ) {
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        l.proposed_isr = Some(isr.clone());
+        effects.push(Effect::Send(Envelope {
+            from: Node::Broker(self.id),
+            to: Node::Controller,
+            message: Message::AlterPartition(AlterPartitionRequest {
+                partition: self.partition,
+                leader: self.id,
+                leader_epoch: self.leader_epoch,
+                partition_epoch: self.partition_epoch,
+                new_isr: isr,
+            }),
+        }));
+    }
+
+    /// The controller's answer to AlterPartition: adopt the confirmed ISR, or forget the proposal
+    /// (a LeaderAndIsr with the controller's newer state will follow).
+    pub fn on_alter_partition_response(
+        &mut self,
+        cfg: &Config,
+        resp: &AlterPartitionResponse,
+    ) -> Effects<L::Record> {
+        let mut effects = Vec::new();
+        let (epoch, version) = (self.leader_epoch, self.partition_epoch);
+        let Role::Leader(l) = &mut self.role else {
+            return effects;
+        };
+        if l.proposed_isr.is_none() || resp.partition != self.partition {
+            return effects;
+        }
+        match &resp.result {
+            Ok(state) if state.leader_epoch == epoch && state.partition_epoch > version => {
+                l.isr = state.isr.clone();
+                l.proposed_isr = None;
+                self.partition_epoch = state.partition_epoch;
+            }
+            Ok(_) => return effects,
+            Err(_) => l.proposed_isr = None,
+        }
+        self.maybe_advance_high_watermark(cfg, &mut effects);
+        effects
+    }
+
+    /// Rule 5: raise the high watermark to the minimum LEO over the ISR it is computed over
+    /// (rule 7), counting only followers that fetched in this epoch, and — under strict min ISR —
+    /// only while the confirmed ISR has `min.insync.replicas` members. Then acknowledge the
+    /// acks=all writes it passed (rule 9).
+    pub(super) fn maybe_advance_high_watermark(
+        &mut self,
+        cfg: &Config,
+        effects: &mut Effects<L::Record>,
+    ) {
+        let Role::Leader(l) = &self.role else { return };
+        if cfg.rules.strict_min_isr && l.isr.len() < l.min_insync_replicas {
+            return;
+        }
+        let mut new_hw = self.log.log_end_offset();
+        for member in l.high_watermark_isr(cfg.rules.maximal_isr_hw) {
+            if member == self.id {
+                continue;
+            }
+            match l.followers.get(&member).and_then(|p| p.log_end_offset) {
+                Some(leo) => new_hw = new_hw.min(leo),
+                None => return,
+            }
+        }
+        if new_hw <= self.high_watermark {
+            return;
+        }
+        self.set_high_watermark(cfg, new_hw, effects);
+        let partition = self.partition;
+        if let Role::Leader(l) = &mut self.role {
+            l.pending_writes.retain(|w| {
+                let done = w.end_offset <= new_hw;
+                if done {
+                    effects.push(Effect::Acknowledge {
+                        partition,
+                        id: w.id,
+                        base_offset: w.base_offset,
+                    });
+                }
+                !done
+            });
+        }
+    }
+
+    /// Answers OffsetForLeaderEpoch (rule 3): the largest epoch not above the requested one, and
+    /// the offset where it ends in this leader's log. The leader's own current epoch ends at its
+    /// LEO even before it holds records.
+    pub fn on_offset_for_leader_epoch(
+        &self,
+        cfg: &Config,
+        req: &OffsetForLeaderEpochRequest,
+    ) -> Effects<L::Record> {
+        let leo = self.log.log_end_offset();
+        let result = self.check_epoch(cfg, req.current_leader_epoch).map(|()| {
+            if req.requested_epoch >= self.leader_epoch {
+                Some((self.leader_epoch, leo))
+            } else {
+                self.epoch_cache.end_offset_for(req.requested_epoch, leo)
+            }
+        });
+        let response = OffsetForLeaderEpochResponse {
+            partition: self.partition,
+            leader_epoch: self.leader_epoch,
+            requested_epoch: req.requested_epoch,
+            result,
+        };
+        vec![self.reply(req.replica, Message::OffsetForLeaderEpochResponse(response))]
+    }
+
+    /// A consumer's read: committed records only, from `from` up to the high watermark.
+    pub fn read_committed(
+        &self,
+        from: Offset,
+        max: usize,
+    ) -> Result<Vec<Entry<L::Record>>, ReadError> {
+        if !self.is_leader() {
+            return Err(ReadError::NotLeader);
+        }
+        if from < self.log.log_start_offset() || from > self.high_watermark {
+            return Err(ReadError::OffsetOutOfRange);
+        }
+        let visible = (self.high_watermark.0 - from.0) as usize;
+        Ok(self.log.read(from, max.min(visible)))
+    }
+}
