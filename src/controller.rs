@@ -342,6 +342,8 @@ impl Controller {
             to: Node::Broker(req.leader),
             message: Message::AlterPartitionResponse(AlterPartitionResponse {
                 partition: req.partition,
+                request_partition_epoch: req.partition_epoch,
+                requested_isr: req.new_isr.clone(),
                 result,
             }),
         })]

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Why a leader refused a producer's write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
+)]
 pub enum WriteError {
     /// This replica does not lead the partition (Kafka's NOT_LEADER_OR_FOLLOWER).
     #[error("NOT_LEADER_OR_FOLLOWER: this replica does not lead the partition")]
@@ -16,7 +18,9 @@ pub enum WriteError {
 }
 
 /// Why a request was answered with an error instead of data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
+)]
 pub enum EpochError {
     /// The receiver does not lead the partition.
     #[error("NOT_LEADER_OR_FOLLOWER")]
@@ -33,7 +37,9 @@ pub enum EpochError {
 }
 
 /// Why a leader could not propose an ISR change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
+)]
 pub enum IsrChangeError {
     #[error("this replica does not lead the partition")]
     NotLeader,
@@ -44,7 +50,7 @@ pub enum IsrChangeError {
 }
 
 /// Why the controller refused an AlterPartition (rule 7).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize)]
 pub enum AlterPartitionError {
     #[error("the sender does not lead the partition")]
     NotLeader,
@@ -65,7 +71,9 @@ pub enum AlterPartitionError {
 }
 
 /// Why a consumer's read was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
+)]
 pub enum ReadError {
     #[error("NOT_LEADER_OR_FOLLOWER: this replica does not lead the partition")]
     NotLeader,

@@ -22,6 +22,7 @@ pub mod invariants;
 pub mod log;
 pub mod message;
 pub mod replica;
+pub mod sim;
 pub mod types;
 
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};

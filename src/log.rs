@@ -52,7 +52,7 @@ pub trait Log {
 }
 
 /// An in-memory log backed by a persistent vector: cloning shares structure.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct MemLog<R: Clone> {
     entries: imbl::Vector<Entry<R>>,
     flushed: Offset,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// The controller's view of one partition, as sent in LeaderAndIsr and AlterPartition answers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PartitionState {
     /// The assigned replicas (AR), in preference order.
     pub assigned: Vec<BrokerId>,
@@ -36,7 +36,7 @@ impl PartitionState {
 }
 
 /// A follower's pull (rule 4: it carries the follower's current leader epoch).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FetchRequest {
     pub partition: PartitionId,
     pub replica: BrokerId,
@@ -45,7 +45,7 @@ pub struct FetchRequest {
 }
 
 /// The leader's answer to a Fetch.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FetchResponse<R> {
     pub partition: PartitionId,
     pub leader_epoch: LeaderEpoch,
@@ -54,14 +54,14 @@ pub struct FetchResponse<R> {
     pub result: Result<FetchedRecords<R>, EpochError>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FetchedRecords<R> {
     pub entries: Vec<Entry<R>>,
     pub high_watermark: Offset,
 }
 
 /// A follower's truncation handshake (rule 3).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OffsetForLeaderEpochRequest {
     pub partition: PartitionId,
     pub replica: BrokerId,
@@ -70,7 +70,7 @@ pub struct OffsetForLeaderEpochRequest {
     pub requested_epoch: LeaderEpoch,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OffsetForLeaderEpochResponse {
     pub partition: PartitionId,
     pub leader_epoch: LeaderEpoch,
@@ -81,7 +81,7 @@ pub struct OffsetForLeaderEpochResponse {
 }
 
 /// A leader's request to change the ISR (rule 7).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AlterPartitionRequest {
     pub partition: PartitionId,
     pub leader: BrokerId,
@@ -90,21 +90,25 @@ pub struct AlterPartitionRequest {
     pub new_isr: BTreeSet<BrokerId>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct AlterPartitionResponse {
     pub partition: PartitionId,
+    /// The version the request was based on, and the ISR it proposed: a leader acts only on the
+    /// answer to the proposal it has pending, never on a late answer to an older one.
+    pub request_partition_epoch: PartitionEpoch,
+    pub requested_isr: BTreeSet<BrokerId>,
     pub result: Result<PartitionState, AlterPartitionError>,
 }
 
 /// The controller's order to a broker about one partition.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct LeaderAndIsr {
     pub partition: PartitionId,
     pub state: PartitionState,
 }
 
 /// Everything that travels between brokers and the controller.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Message<R> {
     Fetch(FetchRequest),
     FetchResponse(FetchResponse<R>),
@@ -141,7 +145,7 @@ impl<R> Message<R> {
 }
 
 /// A message with its sender and receiver.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Envelope<R> {
     pub from: Node,
     pub to: Node,
@@ -153,7 +157,7 @@ pub type ProduceId = u64;
 
 /// What a transition asks its driver to do, or tells it happened. The log itself is changed
 /// through the [`crate::Log`] trait; these are the rest.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Effect<R> {
     /// Send a message.
     Send(Envelope<R>),

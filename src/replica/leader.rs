@@ -231,7 +231,10 @@ impl<L: Log> Replica<L> {
         let Role::Leader(l) = &mut self.role else {
             return effects;
         };
-        if l.proposed_isr.is_none() || resp.partition != self.partition {
+        if l.proposed_isr.as_ref() != Some(&resp.requested_isr)
+            || resp.request_partition_epoch != version
+            || resp.partition != self.partition
+        {
             return effects;
         }
         match &resp.result {

@@ -1,0 +1,548 @@
+//! A whole partition's cluster in one value: brokers running the core, the controller, the
+//! messages in flight, a producer, a consumer and the history of what they saw.
+//!
+//! This is the deterministic driver the stateright models and the property tests share. It
+//! makes no protocol decision: every [`Action`] calls one transition of [`Replica`] or
+//! [`Controller`] and routes the [`Effect`]s it returns. What it adds is what a model needs —
+//! a network that delays, reorders, duplicates and drops, crashes with budgets, bounds — and the
+//! ghost state the properties read.
+//!
+//! It is pure, `Clone + Hash + Eq`, and cheap to clone (logs share structure), so a model checker
+//! can hold millions of clusters.
+
+use crate::config::Config;
+use crate::controller::Controller;
+use crate::invariants::{ClusterView, History, Property, Violation};
+use crate::log::{Log, MemLog};
+use crate::message::{Effect, Effects, Envelope, Message};
+use crate::replica::Replica;
+use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// Records in the simulation are small numbers: the n-th record written is `n`.
+pub type Record = u8;
+
+/// The one partition a simulated cluster replicates.
+pub const PARTITION: PartitionId = PartitionId(0);
+
+/// How far a simulation may go: the model checker's bounds, the property tests' limits.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Bounds {
+    /// Brokers, each hosting one replica; broker 0 leads first.
+    pub replicas: u32,
+    /// Records the producer writes in all.
+    pub records: u8,
+    /// No election beyond this leader epoch (the first leader has epoch 1).
+    pub max_leader_epoch: u32,
+    /// Clean shutdowns in all.
+    pub clean_crashes: u8,
+    /// Unclean crashes in all.
+    pub unclean_crashes: u8,
+    /// Messages the network may lose in all.
+    pub drops: u8,
+    /// What the producer asks for.
+    pub acks: Acks,
+    /// Whether a consumer reads.
+    pub consumer: bool,
+    /// Whether the OS may flush a broker's page cache at any time (only matters under the
+    /// page-cache flush policy).
+    pub background_flush: bool,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            replicas: 3,
+            records: 2,
+            max_leader_epoch: 3,
+            clean_crashes: 1,
+            unclean_crashes: 1,
+            drops: 0,
+            acks: Acks::All,
+            consumer: true,
+            background_flush: false,
+        }
+    }
+}
+
+/// One step of a simulation. The names are the TLA+ anchor's where it has one.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Action {
+    /// The producer writes the next record to a broker that believes it leads.
+    LeaderWrite(BrokerId),
+    /// A follower sends its next request (OffsetForLeaderEpoch or Fetch) to its leader.
+    FollowerFetch(BrokerId),
+    /// A message in flight arrives.
+    Deliver(Envelope<Record>),
+    /// A message in flight is lost.
+    Drop(Envelope<Record>),
+    /// A leader proposes to drop a follower from the ISR (any time may have passed).
+    LeaderShrinkIsr {
+        leader: BrokerId,
+        follower: BrokerId,
+    },
+    /// The controller notices a broker is down (session expiry) and shrinks it out of the ISR.
+    ControllerShrinkIsr(BrokerId),
+    /// The controller elects a leader for the leaderless partition.
+    ControllerElectLeader,
+    /// A broker flushes its log and stops.
+    CleanShutdown(BrokerId),
+    /// A broker dies, losing what it had not flushed.
+    UncleanCrash(BrokerId),
+    /// A stopped broker starts again and registers with the controller.
+    Restart(BrokerId),
+    /// The OS flushes a broker's page cache.
+    Flush(BrokerId),
+    /// The consumer reads the committed records it has not read yet from a leader.
+    ConsumerRead(BrokerId),
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::LeaderWrite(b) => write!(f, "LeaderWrite({b})"),
+            Action::FollowerFetch(b) => write!(f, "FollowerFetch({b})"),
+            Action::Deliver(e) => write!(f, "Deliver({})", describe(e)),
+            Action::Drop(e) => write!(f, "Drop({})", describe(e)),
+            Action::LeaderShrinkIsr { leader, follower } => {
+                write!(f, "LeaderShrinkIsr({leader} drops {follower})")
+            }
+            Action::ControllerShrinkIsr(b) => write!(f, "ControllerShrinkIsr({b})"),
+            Action::ControllerElectLeader => write!(f, "ControllerElectLeader"),
+            Action::CleanShutdown(b) => write!(f, "CleanShutdown({b})"),
+            Action::UncleanCrash(b) => write!(f, "UncleanCrash({b})"),
+            Action::Restart(b) => write!(f, "Restart({b})"),
+            Action::Flush(b) => write!(f, "Flush({b})"),
+            Action::ConsumerRead(b) => write!(f, "ConsumerRead({b})"),
+        }
+    }
+}
+
+/// A one-line description of a message: kind, route and the fields that matter.
+pub fn describe(e: &Envelope<Record>) -> String {
+    let body = match &e.message {
+        Message::Fetch(r) => format!("Fetch offset={} {}", r.fetch_offset, r.current_leader_epoch),
+        Message::FetchResponse(r) => match &r.result {
+            Ok(f) => {
+                let recs: Vec<String> = f
+                    .entries
+                    .iter()
+                    .map(|en| format!("{}:{}", en.record, en.epoch))
+                    .collect();
+                format!(
+                    "FetchResponse {} from={} [{}] hw={}",
+                    r.leader_epoch,
+                    r.fetch_offset,
+                    recs.join(","),
+                    f.high_watermark
+                )
+            }
+            Err(err) => format!("FetchResponse {} {err}", r.leader_epoch),
+        },
+        Message::OffsetForLeaderEpoch(r) => format!(
+            "OffsetForLeaderEpoch {} requested={}",
+            r.current_leader_epoch, r.requested_epoch
+        ),
+        Message::OffsetForLeaderEpochResponse(r) => match &r.result {
+            Ok(Some((epoch, end))) => format!(
+                "OffsetForLeaderEpochResponse {} requested={} -> {epoch} ends at {end}",
+                r.leader_epoch, r.requested_epoch
+            ),
+            Ok(None) => format!("OffsetForLeaderEpochResponse {} -> none", r.leader_epoch),
+            Err(err) => format!("OffsetForLeaderEpochResponse {} {err}", r.leader_epoch),
+        },
+        Message::AlterPartition(r) => format!(
+            "AlterPartition isr={} {} {}",
+            set(&r.new_isr),
+            r.leader_epoch,
+            r.partition_epoch
+        ),
+        Message::AlterPartitionResponse(r) => match &r.result {
+            Ok(s) => format!(
+                "AlterPartitionResponse ok isr={} {}",
+                set(&s.isr),
+                s.partition_epoch
+            ),
+            Err(err) => format!("AlterPartitionResponse {err}"),
+        },
+        Message::LeaderAndIsr(l) => {
+            let leader = l.state.leader.map_or("none".into(), |b| b.to_string());
+            format!(
+                "LeaderAndIsr leader={leader} {} isr={} elr={} {}",
+                l.state.leader_epoch,
+                set(&l.state.isr),
+                set(&l.state.elr),
+                l.state.partition_epoch
+            )
+        }
+        Message::BrokerRegistration {
+            broker,
+            clean_shutdown,
+        } => {
+            format!("BrokerRegistration {broker} clean={clean_shutdown}")
+        }
+        Message::BrokerHeartbeat { broker } => format!("BrokerHeartbeat {broker}"),
+    };
+    format!("{}→{}: {body}", e.from, e.to)
+}
+
+/// `{b0,b1}` for a set of brokers.
+pub fn set(s: &BTreeSet<BrokerId>) -> String {
+    let items: Vec<String> = s.iter().map(|b| b.to_string()).collect();
+    format!("{{{}}}", items.join(","))
+}
+
+/// The simulated cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cluster {
+    /// Replica of broker `i` at index `i`.
+    pub replicas: Vec<Replica<MemLog<Record>>>,
+    pub controller: Controller,
+    /// Messages in flight: a multiset, kept sorted so equal networks are equal values.
+    pub network: Vec<Envelope<Record>>,
+    pub history: History<Record>,
+    /// Records written so far (the next one is `written + 1`).
+    pub written: u8,
+    /// The consumer's position.
+    pub consumer_offset: Offset,
+    /// Whether each broker's last stop was clean.
+    pub last_stop_clean: Vec<bool>,
+    pub clean_crashes: u8,
+    pub unclean_crashes: u8,
+    pub drops: u8,
+    /// Brokers that restarted and have not been back in the controller's ISR since.
+    pub awaiting_rejoin: BTreeSet<BrokerId>,
+    /// Ghost: a restarted replica has rejoined the ISR.
+    pub rejoined: bool,
+}
+
+impl Cluster {
+    /// A running cluster: every broker registered, the partition created with broker 0 leading
+    /// in epoch 1, and every broker told so.
+    pub fn new(cfg: &Config, bounds: &Bounds) -> Cluster {
+        let n = bounds.replicas;
+        let mut cluster = Cluster {
+            replicas: (0..n)
+                .map(|b| Replica::new(BrokerId(b), PARTITION, MemLog::new()))
+                .collect(),
+            controller: Controller::new(),
+            network: Vec::new(),
+            history: History::default(),
+            written: 0,
+            consumer_offset: Offset(0),
+            last_stop_clean: vec![true; n as usize],
+            clean_crashes: 0,
+            unclean_crashes: 0,
+            drops: 0,
+            awaiting_rejoin: BTreeSet::new(),
+            rejoined: false,
+        };
+        for b in 0..n {
+            let _: Effects<Record> =
+                cluster
+                    .controller
+                    .on_broker_registration(cfg, Tick(0), BrokerId(b), true);
+        }
+        let assigned = (0..n).map(BrokerId).collect();
+        let announce = cluster
+            .controller
+            .create_partition(PARTITION, assigned, cfg.min_insync_replicas)
+            .expect("a fresh cluster has every broker alive");
+        // The initial LeaderAndIsr arrive at once: the interesting interleavings come later.
+        for effect in announce {
+            if let Effect::Send(envelope) = effect {
+                cluster.deliver(cfg, envelope);
+            }
+        }
+        cluster
+    }
+
+    /// A snapshot for the invariants.
+    pub fn view(&self) -> ClusterView<'_, MemLog<Record>> {
+        ClusterView {
+            partition: PARTITION,
+            controller: &self.controller,
+            replicas: &self.replicas,
+            history: &self.history,
+        }
+    }
+
+    /// Checks one property.
+    pub fn check(&self, property: Property) -> Result<(), Violation> {
+        property.check(&self.view())
+    }
+
+    fn replica(&self, b: BrokerId) -> &Replica<MemLog<Record>> {
+        &self.replicas[b.0 as usize]
+    }
+
+    fn replica_mut(&mut self, b: BrokerId) -> &mut Replica<MemLog<Record>> {
+        &mut self.replicas[b.0 as usize]
+    }
+
+    fn brokers(&self) -> impl Iterator<Item = BrokerId> {
+        (0..self.replicas.len() as u32).map(BrokerId)
+    }
+
+    /// Whether broker `b` has a request to its leader, or the answer to one, in flight.
+    fn request_in_flight(&self, b: BrokerId) -> bool {
+        self.network.iter().any(|e| match &e.message {
+            Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
+            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
+                e.to == Node::Broker(b)
+            }
+            _ => false,
+        })
+    }
+
+    /// Every action enabled in this state within `bounds`, in a deterministic order.
+    pub fn actions(&self, cfg: &Config, bounds: &Bounds) -> Vec<Action> {
+        let mut actions = Vec::new();
+        for b in self.brokers() {
+            let r = self.replica(b);
+            if r.is_leader() && self.written < bounds.records {
+                actions.push(Action::LeaderWrite(b));
+            }
+            if r.next_request().is_some() && !self.request_in_flight(b) {
+                actions.push(Action::FollowerFetch(b));
+            }
+            if let Some(l) = r.leader_state() {
+                if l.proposed_isr.is_none() {
+                    for &follower in l.isr.iter().filter(|&&f| f != b) {
+                        actions.push(Action::LeaderShrinkIsr {
+                            leader: b,
+                            follower,
+                        });
+                    }
+                }
+                if bounds.consumer && self.consumer_offset < r.high_watermark() {
+                    actions.push(Action::ConsumerRead(b));
+                }
+            }
+        }
+        let mut previous = None;
+        for e in &self.network {
+            if previous == Some(e) {
+                continue; // a duplicate: delivering either copy is the same step
+            }
+            previous = Some(e);
+            actions.push(Action::Deliver(e.clone()));
+            if self.drops < bounds.drops {
+                actions.push(Action::Drop(e.clone()));
+            }
+        }
+        for b in self.brokers() {
+            let r = self.replica(b);
+            if r.is_online() {
+                if self.clean_crashes < bounds.clean_crashes {
+                    actions.push(Action::CleanShutdown(b));
+                }
+                if self.unclean_crashes < bounds.unclean_crashes {
+                    actions.push(Action::UncleanCrash(b));
+                }
+                if bounds.background_flush && r.log().flushed_offset() < r.log_end_offset() {
+                    actions.push(Action::Flush(b));
+                }
+            } else {
+                if self.controller.is_alive(b) {
+                    actions.push(Action::ControllerShrinkIsr(b));
+                }
+                actions.push(Action::Restart(b));
+            }
+        }
+        let state = self.controller.partition(PARTITION);
+        if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch)
+            && self.controller.election_candidate(cfg, PARTITION).is_some()
+        {
+            actions.push(Action::ControllerElectLeader);
+        }
+        actions
+    }
+
+    /// Takes one step. Actions that are not enabled change nothing.
+    pub fn apply(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) {
+        let effects = match action {
+            Action::LeaderWrite(b) => {
+                let record = self.written + 1;
+                let id = u64::from(record);
+                match self
+                    .replica_mut(*b)
+                    .leader_write(cfg, vec![record], bounds.acks, id)
+                {
+                    Ok((_, effects)) => {
+                        self.written = record;
+                        effects
+                    }
+                    Err(_) => Vec::new(),
+                }
+            }
+            Action::FollowerFetch(b) => self
+                .replica(*b)
+                .next_request()
+                .map(Effect::Send)
+                .into_iter()
+                .collect(),
+            Action::Deliver(e) => match self.take(e) {
+                Some(e) => self.deliver(cfg, e),
+                None => Vec::new(),
+            },
+            Action::Drop(e) => {
+                if self.take(e).is_some() {
+                    self.drops += 1;
+                }
+                Vec::new()
+            }
+            Action::LeaderShrinkIsr { leader, follower } => self
+                .replica_mut(*leader)
+                .shrink_isr(cfg, *follower)
+                .unwrap_or_default(),
+            Action::ControllerShrinkIsr(b) => self.controller.fence_broker(cfg, *b),
+            Action::ControllerElectLeader => self
+                .controller
+                .elect_leader(cfg, PARTITION)
+                .unwrap_or_default(),
+            Action::CleanShutdown(b) => {
+                self.stop(*b, true);
+                self.replica_mut(*b).clean_shutdown()
+            }
+            Action::UncleanCrash(b) => {
+                self.stop(*b, false);
+                self.replica_mut(*b).crash();
+                Vec::new()
+            }
+            Action::Restart(b) => {
+                self.replica_mut(*b).restart();
+                let clean = self.last_stop_clean[b.0 as usize];
+                let effects = self
+                    .controller
+                    .on_broker_registration(cfg, Tick(0), *b, clean);
+                let in_isr = self
+                    .controller
+                    .partition(PARTITION)
+                    .is_some_and(|s| s.isr.contains(b));
+                if !in_isr {
+                    self.awaiting_rejoin.insert(*b);
+                }
+                effects
+            }
+            Action::Flush(b) => {
+                self.replica_mut(*b).flush();
+                Vec::new()
+            }
+            Action::ConsumerRead(b) => {
+                let from = self.consumer_offset;
+                if let Ok(entries) = self.replica(*b).read_committed(from, usize::MAX) {
+                    for (i, entry) in entries.into_iter().enumerate() {
+                        self.history
+                            .consumed
+                            .insert((Offset(from.0 + i as u64), entry));
+                        self.consumer_offset = Offset(from.0 + i as u64 + 1);
+                    }
+                }
+                Vec::new()
+            }
+        };
+        self.route(effects);
+        self.observe();
+    }
+
+    /// Removes one copy of `e` from the network.
+    fn take(&mut self, e: &Envelope<Record>) -> Option<Envelope<Record>> {
+        let i = self.network.iter().position(|x| x == e)?;
+        Some(self.network.remove(i))
+    }
+
+    /// A broker stops: its budget is spent and its connections close, losing what was in flight
+    /// to it.
+    fn stop(&mut self, b: BrokerId, clean: bool) {
+        if clean {
+            self.clean_crashes += 1;
+        } else {
+            self.unclean_crashes += 1;
+        }
+        self.last_stop_clean[b.0 as usize] = clean;
+        self.network.retain(|e| e.to != Node::Broker(b));
+    }
+
+    /// Hands a message to its receiver's transition.
+    fn deliver(&mut self, cfg: &Config, e: Envelope<Record>) -> Effects<Record> {
+        let now = Tick(0);
+        let Node::Broker(to) = e.to else {
+            return match &e.message {
+                Message::AlterPartition(req) => self.controller.on_alter_partition(cfg, req),
+                _ => Vec::new(),
+            };
+        };
+        let Node::Broker(from) = e.from else {
+            return match &e.message {
+                Message::LeaderAndIsr(m) => self.replica_mut(to).on_leader_and_isr(cfg, now, m),
+                Message::AlterPartitionResponse(m) => {
+                    self.replica_mut(to).on_alter_partition_response(cfg, m)
+                }
+                _ => Vec::new(),
+            };
+        };
+        let r = self.replica_mut(to);
+        match &e.message {
+            Message::Fetch(m) => r.on_fetch(cfg, now, m),
+            Message::FetchResponse(m) => r.on_fetch_response(cfg, from, m),
+            Message::OffsetForLeaderEpoch(m) => r.on_offset_for_leader_epoch(cfg, m),
+            Message::OffsetForLeaderEpochResponse(m) => {
+                r.on_offset_for_leader_epoch_response(cfg, from, m)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Carries out effects: messages join the network (unless their receiver is down), and
+    /// acknowledgements join the history.
+    fn route(&mut self, effects: Effects<Record>) {
+        for effect in effects {
+            match effect {
+                Effect::Send(e) => {
+                    let down = matches!(e.to, Node::Broker(b) if !self.replica(b).is_online());
+                    if !down {
+                        let at = self.network.partition_point(|x| x <= &e);
+                        self.network.insert(at, e);
+                    }
+                }
+                Effect::Acknowledge {
+                    id, base_offset, ..
+                } => {
+                    let entry = self
+                        .replicas
+                        .iter()
+                        .filter(|r| r.is_leader())
+                        .find_map(|r| r.entry(base_offset).filter(|e| u64::from(e.record) == id));
+                    if let Some(entry) = entry {
+                        self.history.acknowledged.insert((base_offset, entry));
+                    }
+                }
+                Effect::FailWrite { .. }
+                | Effect::Truncated { .. }
+                | Effect::HighWatermark { .. } => {}
+            }
+        }
+    }
+
+    /// Updates the ghost state after a step.
+    fn observe(&mut self) {
+        self.history.observe_commits(&self.replicas);
+        if let Some(state) = self.controller.partition(PARTITION) {
+            let back: Vec<BrokerId> = self
+                .awaiting_rejoin
+                .iter()
+                .filter(|b| state.isr.contains(b) && self.replica(**b).is_online())
+                .copied()
+                .collect();
+            if !back.is_empty() {
+                self.rejoined = true;
+            }
+            for b in back {
+                self.awaiting_rejoin.remove(&b);
+            }
+        }
+    }
+}
