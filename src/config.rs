@@ -244,8 +244,8 @@ pub struct Config {
     pub replica_lag_max: Tick,
     /// A broker whose last heartbeat is older than this is fenced by the controller.
     pub session_timeout: Tick,
-    /// The most records one Fetch response carries.
-    pub fetch_max_records: usize,
+    /// The most log entries one Fetch response carries.
+    pub fetch_max_entries: usize,
 }
 
 impl Default for Config {
@@ -255,7 +255,7 @@ impl Default for Config {
             min_insync_replicas: 2,
             replica_lag_max: Tick(30),
             session_timeout: Tick(18),
-            fetch_max_records: 1000,
+            fetch_max_entries: 1000,
         }
     }
 }

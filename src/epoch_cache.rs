@@ -21,10 +21,11 @@ impl EpochCache {
         let mut offset = log.log_start_offset();
         let end = log.log_end_offset();
         while offset < end {
-            if let Some(epoch) = log.epoch_at(offset) {
-                cache.record(epoch, offset);
-            }
-            offset = offset.next();
+            let Some(entry) = log.entry(offset) else {
+                break;
+            };
+            cache.record(entry.epoch, offset);
+            offset = Offset(offset.0 + L::width(&entry.record));
         }
         cache
     }
@@ -54,10 +55,12 @@ impl EpochCache {
         }
     }
 
-    /// Notes appended entries, the first of which sits at `first`.
-    pub fn record_all<R>(&mut self, first: Offset, entries: &[Entry<R>]) {
-        for (i, entry) in entries.iter().enumerate() {
-            self.record(entry.epoch, Offset(first.0 + i as u64));
+    /// Notes entries appended to `L` at `first`.
+    pub fn record_all<L: Log>(&mut self, first: Offset, entries: &[Entry<L::Record>]) {
+        let mut offset = first;
+        for entry in entries {
+            self.record(entry.epoch, offset);
+            offset = Offset(offset.0 + L::width(&entry.record));
         }
     }
 

@@ -33,8 +33,9 @@ pub trait Log {
     fn flushed_offset(&self) -> Offset;
     /// The entry at `offset`, if the log holds it.
     fn entry(&self, offset: Offset) -> Option<Entry<Self::Record>>;
-    /// Up to `max` entries starting at `from` (fewer at the end of the log).
-    fn read(&self, from: Offset, max: usize) -> Vec<Entry<Self::Record>>;
+    /// Up to `max` entries holding offsets in `from..until`, the first being the one that holds
+    /// `from` (fewer at the end of the log).
+    fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<Self::Record>>;
     /// Appends entries at the log end offset, in order.
     fn append(&mut self, entries: &[Entry<Self::Record>]);
     /// Removes every entry at or above `offset`; a no-op when `offset` is at or past the end.
@@ -44,6 +45,14 @@ pub trait Log {
     /// What an unclean crash does to the log: everything above the flushed offset is gone.
     /// A disk log has nothing to do here (the crash itself did it); the in-memory log simulates it.
     fn lose_unflushed(&mut self);
+
+    /// How many offsets a record occupies. One in the models; a Kafka record batch occupies one
+    /// offset per record it holds, so the runtime can keep batches whole. Every offset the
+    /// protocol uses (LEOs, high watermarks, epoch starts) lies on an entry boundary, since
+    /// replicas append and truncate whole entries.
+    fn width(_record: &Self::Record) -> u64 {
+        1
+    }
 
     /// The leader epoch of the entry at `offset`.
     fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
@@ -100,9 +109,15 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
             .cloned()
     }
 
-    fn read(&self, from: Offset, max: usize) -> Vec<Entry<R>> {
+    fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<R>> {
         let start = usize::try_from(from.0).unwrap_or(usize::MAX);
-        self.entries.iter().skip(start).take(max).cloned().collect()
+        let count = until.0.saturating_sub(from.0).min(max as u64) as usize;
+        self.entries
+            .iter()
+            .skip(start)
+            .take(count)
+            .cloned()
+            .collect()
     }
 
     fn append(&mut self, entries: &[Entry<R>]) {

@@ -40,8 +40,8 @@ impl<L: Log> Replica<L> {
             .into_iter()
             .map(|record| Entry { epoch, record })
             .collect();
-        let end_offset = Offset(base_offset.0 + entries.len() as u64);
         self.append(cfg, &entries);
+        let end_offset = self.log.log_end_offset();
         if acks == Acks::All {
             if let Role::Leader(l) = &mut self.role {
                 l.pending_writes.push(PendingWrite {
@@ -121,7 +121,7 @@ impl<L: Log> Replica<L> {
         self.maybe_expand_isr(cfg, req.replica, effects);
         self.maybe_advance_high_watermark(cfg, effects);
         Ok(FetchedRecords {
-            entries: self.log.read(req.fetch_offset, cfg.fetch_max_records),
+            entries: self.log.read(req.fetch_offset, leo, cfg.fetch_max_entries),
             high_watermark: self.high_watermark,
         })
     }
@@ -318,7 +318,8 @@ impl<L: Log> Replica<L> {
         vec![self.reply(req.replica, Message::OffsetForLeaderEpochResponse(response))]
     }
 
-    /// A consumer's read: committed records only, from `from` up to the high watermark.
+    /// A consumer's read: at most `max` entries of committed records, from the one holding `from`
+    /// up to the high watermark.
     pub fn read_committed(
         &self,
         from: Offset,
@@ -330,7 +331,6 @@ impl<L: Log> Replica<L> {
         if from < self.log.log_start_offset() || from > self.high_watermark {
             return Err(ReadError::OffsetOutOfRange);
         }
-        let visible = (self.high_watermark.0 - from.0) as usize;
-        Ok(self.log.read(from, max.min(visible)))
+        Ok(self.log.read(from, self.high_watermark, max))
     }
 }

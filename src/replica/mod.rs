@@ -284,7 +284,7 @@ impl<L: Log> Replica<L> {
     fn append(&mut self, cfg: &Config, entries: &[Entry<L::Record>]) {
         let first = self.log.log_end_offset();
         self.log.append(entries);
-        self.epoch_cache.record_all(first, entries);
+        self.epoch_cache.record_all::<L>(first, entries);
         self.persist(cfg);
     }
 
