@@ -84,7 +84,7 @@ impl<L: Log> Replica<L> {
     ///
     /// KIP-279: truncate to the smaller of the two ends of the largest common epoch, and ask
     /// again until the answer is about the follower's own latest epoch. KIP-101: one lookup,
-    /// falling back to the high watermark when the leader does not know the epoch.
+    /// trusting its end offset, falling back to the high watermark when there is no answer.
     pub fn on_offset_for_leader_epoch_response(
         &mut self,
         cfg: &Config,
@@ -105,16 +105,20 @@ impl<L: Log> Replica<L> {
         }
         let leo = self.log.log_end_offset();
         let target = match (cfg.rules.truncation, answer) {
+            // KIP-101's answer carried no epoch: the follower trusted the end offset even when
+            // it belonged to an older epoch than the one asked about (KAFKA-6361), and fell back
+            // to its high watermark when the leader had no answer at all.
+            (TruncationRule::Kip101, Some((_, end))) => end.min(leo),
+            (TruncationRule::Kip101, None) => self.high_watermark,
             (_, None) => self.log.log_start_offset(),
             (_, Some((epoch, end))) if epoch == requested => end.min(leo),
-            (TruncationRule::Kip279, Some((epoch, end))) => {
+            (_, Some((epoch, end))) => {
                 let own_end = self
                     .epoch_cache
                     .end_offset_for(epoch, leo)
                     .map_or(self.log.log_start_offset(), |(_, own)| own);
                 end.min(own_end)
             }
-            (_, Some(_)) => self.high_watermark,
         };
         self.truncate_to(cfg, target, &mut effects);
         let done = answer.is_none_or(|(epoch, _)| epoch == requested)
