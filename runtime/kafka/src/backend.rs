@@ -1,0 +1,231 @@
+//! What the Kafka layer needs from a broker.
+//!
+//! The Kafka protocol server (`serve_connection`) translates requests into calls on this trait
+//! and answers with what it returns; the runtime implements it over its replicas, storage and
+//! controller. Keeping the boundary this narrow lets the protocol layer be tested against an
+//! in-memory backend and lets the runtime evolve without touching wire encoding.
+//!
+//! Partitions are numbered within their topic (`u32`, Kafka's partition index); brokers, epochs
+//! and offsets use the core's newtypes so that they cannot be confused with one another.
+
+use bytes::Bytes;
+use isr::{Acks, BrokerId, LeaderEpoch, Offset};
+use std::future::Future;
+
+/// A broker as clients should reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerInfo {
+    pub id: BrokerId,
+    /// Host name or address advertised to clients.
+    pub host: String,
+    pub port: u16,
+}
+
+/// One partition of a topic as the controller last described it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Index of the partition within its topic.
+    pub partition: u32,
+    /// `None` while the partition has no leader (clients then see LEADER_NOT_AVAILABLE).
+    pub leader: Option<BrokerId>,
+    pub leader_epoch: LeaderEpoch,
+    pub replicas: Vec<BrokerId>,
+    pub isr: Vec<BrokerId>,
+}
+
+/// A topic and all its partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicInfo {
+    pub name: String,
+    pub partitions: Vec<PartitionInfo>,
+}
+
+/// The whole cluster as this broker knows it. The Kafka layer filters it per request, so
+/// the backend need not know which topics a client asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterMetadata {
+    /// The broker answering: it is also advertised as group coordinator (FindCoordinator).
+    pub this_broker: BrokerId,
+    /// The broker clients should send admin requests to; `None` if unknown.
+    pub controller: Option<BrokerId>,
+    pub brokers: Vec<BrokerInfo>,
+    pub topics: Vec<TopicInfo>,
+}
+
+/// A topic to create (CreateTopics).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: u32,
+    pub replication_factor: u16,
+    /// `None`: the broker's default.
+    pub min_insync_replicas: Option<u16>,
+}
+
+/// What a fetch returns: committed data only.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FetchedData {
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+    /// Whole v2 record batches, each already carrying its assigned base offset, in offset
+    /// order, all below the high watermark. The first may start before the requested offset
+    /// (clients skip the records they did not ask for). Their total size should not exceed the
+    /// requested `max_bytes`, except that one batch is always returned if any is available, so
+    /// that a batch larger than `max_bytes` cannot stall a consumer (Kafka's rule too).
+    pub batches: Vec<Bytes>,
+}
+
+/// Which offset ListOffsets asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// The log start offset.
+    Earliest,
+    /// The high watermark: the offset the next committed record will take.
+    Latest,
+}
+
+/// A consumer group's committed position in one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedOffset {
+    /// The offset of the next record the group will read.
+    pub offset: Offset,
+    /// Opaque client metadata, returned as stored.
+    pub metadata: String,
+}
+
+/// Why a backend refused a request. Each variant maps onto one Kafka error code, which is what
+/// the client sees; the text is for logs and the isr client's one-line messages.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BackendError {
+    #[error("NOT_LEADER_OR_FOLLOWER: this broker does not lead the partition")]
+    NotLeaderOrFollower,
+    #[error("LEADER_NOT_AVAILABLE: the partition has no leader at the moment")]
+    LeaderNotAvailable,
+    #[error("NOT_ENOUGH_REPLICAS: the in-sync replicas are fewer than min.insync.replicas")]
+    NotEnoughReplicas,
+    #[error("NOT_ENOUGH_REPLICAS_AFTER_APPEND: appended, but the ISR shrank below min.insync.replicas before commit")]
+    NotEnoughReplicasAfterAppend,
+    #[error("UNKNOWN_TOPIC_OR_PARTITION: no such topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("OFFSET_OUT_OF_RANGE: offset outside the log")]
+    OffsetOutOfRange,
+    #[error("TOPIC_ALREADY_EXISTS: a topic of that name exists")]
+    TopicAlreadyExists,
+    #[error("INVALID_TOPIC_EXCEPTION: {0}")]
+    InvalidTopic(String),
+    #[error("INVALID_PARTITIONS: {0}")]
+    InvalidPartitions(String),
+    #[error("INVALID_REPLICATION_FACTOR: {0}")]
+    InvalidReplicationFactor(String),
+    #[error("INVALID_CONFIG: {0}")]
+    InvalidConfig(String),
+    #[error("REQUEST_TIMED_OUT: the request did not complete in time")]
+    RequestTimedOut,
+    #[error("CORRUPT_MESSAGE: {0}")]
+    CorruptMessage(String),
+    #[error("COORDINATOR_NOT_AVAILABLE: the group coordinator is not available")]
+    CoordinatorNotAvailable,
+    #[error("KAFKA_STORAGE_ERROR: {0}")]
+    Storage(String),
+    #[error("UNKNOWN_SERVER_ERROR: {0}")]
+    Internal(String),
+}
+
+impl BackendError {
+    /// The Kafka protocol error code sent to the client.
+    pub fn code(&self) -> i16 {
+        match self {
+            BackendError::Internal(_) => -1,
+            BackendError::OffsetOutOfRange => 1,
+            BackendError::CorruptMessage(_) => 2,
+            BackendError::UnknownTopicOrPartition => 3,
+            BackendError::LeaderNotAvailable => 5,
+            BackendError::NotLeaderOrFollower => 6,
+            BackendError::RequestTimedOut => 7,
+            BackendError::CoordinatorNotAvailable => 15,
+            BackendError::InvalidTopic(_) => 17,
+            BackendError::NotEnoughReplicas => 19,
+            BackendError::NotEnoughReplicasAfterAppend => 20,
+            BackendError::TopicAlreadyExists => 36,
+            BackendError::InvalidPartitions(_) => 37,
+            BackendError::InvalidReplicationFactor(_) => 38,
+            BackendError::InvalidConfig(_) => 40,
+            BackendError::Storage(_) => 56,
+        }
+    }
+}
+
+/// What a broker offers the Kafka layer. One value serves every connection (hence `Sync` and
+/// `'static`); methods return `Send` futures so that each connection can run on any worker.
+///
+/// Offsets are assigned by the backend. Batches handed to [`Backend::produce`] have been checked
+/// by the Kafka layer (magic 2, CRC-32C, length, record count: see [`crate::batch`]); the
+/// backend stores them as received except for the base offset and partition leader epoch
+/// header fields, which lie outside the CRC and which it sets with
+/// [`crate::batch::stamp`] so that fetches serve correct offsets.
+pub trait Backend: Send + Sync + 'static {
+    /// The cluster as this broker knows it.
+    fn metadata(&self) -> impl Future<Output = Result<ClusterMetadata, BackendError>> + Send;
+
+    /// Creates a topic; returns once the controller has accepted it.
+    fn create_topic(
+        &self,
+        topic: NewTopic,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Appends one v2 record batch (as received, already validated) to a partition this broker
+    /// leads, and returns the base offset assigned to it. Resolves according to `acks`:
+    /// `All` once the high watermark passes the batch, `Leader` once appended locally. With
+    /// `None` the client expects no answer, but the Kafka layer still awaits the result (to
+    /// keep a connection's writes in order) and discards it.
+    fn produce(
+        &self,
+        topic: &str,
+        partition: u32,
+        acks: Acks,
+        batch: Bytes,
+    ) -> impl Future<Output = Result<Offset, BackendError>> + Send;
+
+    /// Committed batches from `offset` on, at most about `max_bytes` (see [`FetchedData`]).
+    /// Returns promptly with no batches when nothing is committed at `offset` yet; the Kafka
+    /// layer does the long-poll waiting. An `offset` above the high watermark or below the log
+    /// start is `OffsetOutOfRange`; exactly at the high watermark is an empty answer.
+    fn fetch(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: Offset,
+        max_bytes: u32,
+    ) -> impl Future<Output = Result<FetchedData, BackendError>> + Send;
+
+    /// The earliest or latest offset of a partition (ListOffsets).
+    fn list_offsets(
+        &self,
+        topic: &str,
+        partition: u32,
+        spec: OffsetSpec,
+    ) -> impl Future<Output = Result<Offset, BackendError>> + Send;
+
+    /// Records a consumer group's position in a partition (OffsetCommit).
+    fn commit_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        committed: CommittedOffset,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// A consumer group's position in a partition, `None` if it never committed one
+    /// (OffsetFetch).
+    fn fetch_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+    ) -> impl Future<Output = Result<Option<CommittedOffset>, BackendError>> + Send;
+
+    /// A producer id unique in the cluster (InitProducerId), for clients that enable the
+    /// idempotent producer by default. The broker does not deduplicate by producer sequence:
+    /// a retried batch may be stored twice (at-least-once), as without idempotence.
+    fn allocate_producer_id(&self) -> impl Future<Output = Result<i64, BackendError>> + Send;
+}

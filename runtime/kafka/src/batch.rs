@@ -1,0 +1,217 @@
+//! Checks and stamps Kafka v2 record batches without decoding their records.
+//!
+//! The broker stores batches as producers sent them (no recompression, no re-encoding), so all
+//! it needs is to check that a batch is whole and intact, learn how many offsets it spans, and
+//! write the two header fields that Kafka leaves to the broker: the base offset and the
+//! partition leader epoch. Both lie before the CRC-covered part, so stamping keeps the CRC
+//! valid.
+
+use bytes::{Bytes, BytesMut};
+use isr::{LeaderEpoch, Offset};
+
+/// Bytes of the v2 batch header, up to and including the record count.
+pub const HEADER_LEN: usize = 61;
+/// Bytes before the batch-length field ends: the length counts everything after them.
+const LOG_OVERHEAD: usize = 12;
+const LEADER_EPOCH_AT: usize = 12;
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+/// The CRC covers the batch from the attributes field to its end.
+const CRC_FROM: usize = 21;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const PRODUCER_ID_AT: usize = 43;
+const RECORD_COUNT_AT: usize = 57;
+
+/// Why a batch was refused: every case is answered with CORRUPT_MESSAGE.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BatchError {
+    #[error("batch of {0} bytes is shorter than the {HEADER_LEN}-byte v2 header")]
+    TooShort(usize),
+    #[error("batch length field says {declared} bytes but {actual} follow it")]
+    LengthMismatch { declared: i64, actual: usize },
+    #[error("magic byte {0}: only v2 record batches are accepted")]
+    Magic(i8),
+    #[error("CRC-32C mismatch: header says {declared:#010x}, content gives {actual:#010x}")]
+    Crc { declared: u32, actual: u32 },
+    #[error("record count {count} does not match last offset delta {last_offset_delta}")]
+    Count { count: i32, last_offset_delta: i32 },
+}
+
+/// What the broker learns from a valid batch's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Offsets the batch spans: last offset delta + 1.
+    pub offset_count: u32,
+    /// Attribute bits (compression codec, timestamp type, transactional, control).
+    pub attributes: i16,
+    /// -1 unless the producer is idempotent or transactional.
+    pub producer_id: i64,
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Checks that `batch` is exactly one whole, intact v2 record batch.
+pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
+    if batch.len() < HEADER_LEN {
+        return Err(BatchError::TooShort(batch.len()));
+    }
+    let declared = i64::from(be_i32(batch, 8));
+    let actual = batch.len() - LOG_OVERHEAD;
+    if declared != actual as i64 {
+        return Err(BatchError::LengthMismatch { declared, actual });
+    }
+    let magic = batch[MAGIC_AT] as i8;
+    if magic != 2 {
+        return Err(BatchError::Magic(magic));
+    }
+    let declared_crc = be_i32(batch, CRC_AT) as u32;
+    let actual_crc = crc32c::crc32c(&batch[CRC_FROM..]);
+    if declared_crc != actual_crc {
+        return Err(BatchError::Crc {
+            declared: declared_crc,
+            actual: actual_crc,
+        });
+    }
+    let last_offset_delta = be_i32(batch, LAST_OFFSET_DELTA_AT);
+    let count = be_i32(batch, RECORD_COUNT_AT);
+    // An uncompressed or compressed batch alike must span as many offsets as it holds records
+    // when produced: a producer never leaves gaps.
+    if count <= 0 || last_offset_delta != count - 1 {
+        return Err(BatchError::Count {
+            count,
+            last_offset_delta,
+        });
+    }
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    let producer_id = i64::from_be_bytes(
+        batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8]
+            .try_into()
+            .unwrap_or([0xff; 8]),
+    );
+    Ok(BatchHeader {
+        offset_count: count as u32,
+        attributes,
+        producer_id,
+    })
+}
+
+/// Splits a produce request's record set into its batches, each validated. Kafka requires
+/// exactly one batch per partition in a produce request; callers check the count.
+pub fn split(mut records: Bytes) -> Result<Vec<(Bytes, BatchHeader)>, BatchError> {
+    let mut out = Vec::new();
+    while !records.is_empty() {
+        if records.len() < LOG_OVERHEAD {
+            return Err(BatchError::TooShort(records.len()));
+        }
+        let declared = be_i32(&records, 8);
+        let total = usize::try_from(declared)
+            .ok()
+            .and_then(|d| d.checked_add(LOG_OVERHEAD))
+            .filter(|&t| t <= records.len())
+            .ok_or(BatchError::LengthMismatch {
+                declared: i64::from(declared),
+                actual: records.len() - LOG_OVERHEAD,
+            })?;
+        let batch = records.split_to(total);
+        let header = validate(&batch)?;
+        out.push((batch, header));
+    }
+    Ok(out)
+}
+
+/// A copy of `batch` carrying the base offset and partition leader epoch the broker assigned.
+/// The CRC stays valid: neither field is covered by it.
+pub fn stamp(batch: &[u8], base_offset: Offset, leader_epoch: LeaderEpoch) -> Bytes {
+    let mut out = BytesMut::from(batch);
+    if out.len() >= HEADER_LEN {
+        out[..8].copy_from_slice(&(base_offset.0 as i64).to_be_bytes());
+        out[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4]
+            .copy_from_slice(&(leader_epoch.0 as i32).to_be_bytes());
+    }
+    out.freeze()
+}
+
+/// The base offset stamped in a stored batch (its first 8 bytes).
+pub fn base_offset(batch: &[u8]) -> Option<i64> {
+    Some(i64::from_be_bytes(batch.get(..8)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+
+    fn batch(n: usize) -> Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: i as i32,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::from(format!("v{i}"))),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        let opts = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, &records, &opts).expect("encode");
+        buf.freeze()
+    }
+
+    #[test]
+    fn accepts_an_encoded_batch_and_counts_its_offsets() {
+        let h = validate(&batch(3)).expect("valid");
+        assert_eq!(h.offset_count, 3);
+    }
+
+    #[test]
+    fn refuses_a_flipped_bit() {
+        let mut b = BytesMut::from(&batch(2)[..]);
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        assert!(matches!(validate(&b), Err(BatchError::Crc { .. })));
+    }
+
+    #[test]
+    fn refuses_truncation_and_wrong_magic() {
+        let b = batch(2);
+        assert!(matches!(
+            validate(&b[..b.len() - 1]),
+            Err(BatchError::LengthMismatch { .. })
+        ));
+        assert!(matches!(validate(&b[..10]), Err(BatchError::TooShort(10))));
+        let mut m = BytesMut::from(&b[..]);
+        m[MAGIC_AT] = 1;
+        assert!(matches!(validate(&m), Err(BatchError::Magic(1))));
+    }
+
+    #[test]
+    fn stamping_keeps_the_crc_and_sets_the_offset() {
+        let s = stamp(&batch(2), Offset(42), LeaderEpoch(7));
+        assert!(validate(&s).is_ok());
+        assert_eq!(base_offset(&s), Some(42));
+    }
+
+    #[test]
+    fn split_finds_each_batch_and_refuses_garbage() {
+        let mut two = BytesMut::from(&batch(1)[..]);
+        two.extend_from_slice(&batch(2));
+        assert_eq!(split(two.freeze()).expect("two").len(), 2);
+        assert!(split(Bytes::from_static(&[0xff; 20])).is_err());
+    }
+}

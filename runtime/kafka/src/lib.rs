@@ -1,0 +1,14 @@
+//! Kafka wire protocol for isr brokers.
+//!
+//! Real Kafka clients (kcat, kafka-python, confluent-kafka) and the `isr` client commands talk
+//! to isr brokers through this crate. The runtime implements [`Backend`] over its replicas and
+//! hands accepted connections to [`serve_connection`]; this crate owns everything about the
+//! wire: framing, version negotiation, request decoding, batch validation, and responses.
+
+pub mod backend;
+pub mod batch;
+
+pub use backend::{
+    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
+    OffsetSpec, PartitionInfo, TopicInfo,
+};
