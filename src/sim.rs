@@ -455,7 +455,10 @@ impl Cluster {
     }
 
     /// A broker stops: its budget is spent and its connections close, losing what was in flight
-    /// to it.
+    /// to it and from it. A request sent by the old incarnation must not reach its peer after
+    /// the broker restarted: a Fetch sent before an unclean crash would prove to the leader an
+    /// LEO the restarted replica no longer has, and readmit it to the ISR (Kafka closes that gap
+    /// with broker epochs, KIP-903, which this core does not model).
     fn stop(&mut self, b: BrokerId, clean: bool) {
         if clean {
             self.clean_crashes += 1;
@@ -463,7 +466,8 @@ impl Cluster {
             self.unclean_crashes += 1;
         }
         self.last_stop_clean[b.0 as usize] = clean;
-        self.network.retain(|e| e.to != Node::Broker(b));
+        self.network
+            .retain(|e| e.to != Node::Broker(b) && e.from != Node::Broker(b));
     }
 
     /// Hands a message to its receiver's transition.

@@ -1,1 +1,2 @@
+mod storage;
 fn main() {}

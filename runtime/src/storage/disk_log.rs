@@ -1,0 +1,356 @@
+//! The core's [`Log`] over segment files: one Kafka record batch per entry.
+//!
+//! An in-memory index (offset → segment, position, length, epoch) is rebuilt by a recovery scan
+//! when the log is opened; the scan stops at the first torn or corrupt batch and cuts the log
+//! there, dropping any later segment, since nothing after a gap can be trusted to follow it.
+//!
+//! `Log` methods are infallible by design (a failed disk is not a protocol event): the first I/O
+//! error is kept in [`DiskLog::failure`], every later change is refused, and the broker stops
+//! the replica when it sees the failure.
+
+use super::batch;
+use super::segment::{self, BatchPosition, Segment};
+use bytes::Bytes;
+use isr::{Entry, Log, Offset};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use tracing::warn;
+
+/// A new segment is started once the active one has grown past this.
+pub const DEFAULT_SEGMENT_BYTES: u64 = 128 << 20;
+
+#[derive(Debug)]
+struct Indexed {
+    at: BatchPosition,
+    segment: usize,
+}
+
+#[derive(Debug)]
+pub struct DiskLog {
+    dir: PathBuf,
+    segment_bytes: u64,
+    segments: Vec<Segment>,
+    index: Vec<Indexed>,
+    flushed: Offset,
+    failure: Option<io::Error>,
+}
+
+impl DiskLog {
+    /// Opens (or creates) the log in `dir`, recovering it: see the module documentation.
+    pub fn open(dir: &Path, segment_bytes: u64) -> io::Result<DiskLog> {
+        fs::create_dir_all(dir)?;
+        let mut bases: Vec<u64> = fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| segment::parse_name(&e.file_name().to_string_lossy()))
+            .collect();
+        bases.sort_unstable();
+        let mut log = DiskLog {
+            dir: dir.to_path_buf(),
+            segment_bytes,
+            segments: Vec::new(),
+            index: Vec::new(),
+            flushed: Offset(0),
+            failure: None,
+        };
+        let mut cut = false;
+        for base in bases {
+            let expected = log.end();
+            if cut || base != expected {
+                warn!(dir = %dir.display(), base, expected, "removing segment after a gap");
+                fs::remove_file(dir.join(segment::file_name(base)))?;
+                cut = true;
+                continue;
+            }
+            let (mut seg, scan) = Segment::open_and_scan(dir, base)?;
+            if let Some((valid, why)) = scan.torn {
+                warn!(
+                    segment = %seg.path.display(),
+                    valid_bytes = valid,
+                    dropped_bytes = seg.size() - valid,
+                    reason = %why,
+                    "truncating torn or corrupt log tail"
+                );
+                seg.truncate(valid)?;
+                seg.sync()?;
+                cut = true;
+            }
+            let n = log.segments.len();
+            log.index.extend(
+                scan.batches
+                    .into_iter()
+                    .map(|at| Indexed { at, segment: n }),
+            );
+            log.segments.push(seg);
+        }
+        if log.segments.is_empty() {
+            log.segments.push(Segment::create(dir, 0)?);
+            sync_dir(dir)?;
+        }
+        log.flushed = Offset(log.end());
+        Ok(log)
+    }
+
+    /// The first I/O error this log met, after which it refuses every change.
+    pub fn failure(&self) -> Option<&io::Error> {
+        self.failure.as_ref()
+    }
+
+    fn end(&self) -> u64 {
+        self.index
+            .last()
+            .map_or(self.segments.first().map_or(0, |s| s.base), |i| {
+                i.at.base + i.at.width
+            })
+    }
+
+    /// The index position of the entry holding `offset`.
+    fn find(&self, offset: Offset) -> Option<usize> {
+        let i = self
+            .index
+            .partition_point(|e| e.at.base + e.at.width <= offset.0);
+        (i < self.index.len() && self.index[i].at.base <= offset.0).then_some(i)
+    }
+
+    fn load(&self, i: usize) -> Option<Entry<Bytes>> {
+        let e = self.index.get(i)?;
+        match self.segments[e.segment].read(e.at.position, e.at.len) {
+            Ok(bytes) => Some(Entry {
+                epoch: e.at.epoch,
+                record: Bytes::from(bytes),
+            }),
+            Err(err) => {
+                // Reads cannot record the failure (they take &self); a missing entry makes the
+                // replica answer with fewer records, and the next write will fail the log.
+                warn!(dir = %self.dir.display(), offset = e.at.base, %err, "log read failed");
+                None
+            }
+        }
+    }
+
+    fn record<T>(&mut self, result: io::Result<T>) -> Option<T> {
+        match result {
+            Ok(v) => Some(v),
+            Err(err) => {
+                warn!(dir = %self.dir.display(), %err, "log I/O failed; the log is now offline");
+                self.failure.get_or_insert(err);
+                None
+            }
+        }
+    }
+
+    fn append_one(&mut self, entry: &Entry<Bytes>) -> io::Result<()> {
+        let base = self.end();
+        if self
+            .segments
+            .last()
+            .is_some_and(|s| s.size() >= self.segment_bytes)
+        {
+            self.segments.push(Segment::create(&self.dir, base)?);
+            sync_dir(&self.dir)?;
+        }
+        let stamped = batch::stamped(&entry.record, Offset(base), entry.epoch);
+        let n = self.segments.len() - 1;
+        let position = self.segments[n].append(&stamped)?;
+        self.index.push(Indexed {
+            at: BatchPosition {
+                base,
+                width: batch::width(&stamped),
+                epoch: entry.epoch,
+                position,
+                len: stamped.len() as u32,
+            },
+            segment: n,
+        });
+        Ok(())
+    }
+
+    fn truncate_index(&mut self, i: usize) -> io::Result<()> {
+        let (segment, position) = match self.index.get(i) {
+            Some(e) => (e.segment, e.at.position),
+            None => return Ok(()),
+        };
+        self.index.truncate(i);
+        // A segment emptied entirely is removed, unless it is the first (the log keeps one).
+        let keep = if position == 0 && segment > 0 {
+            segment
+        } else {
+            segment + 1
+        };
+        for seg in self.segments.drain(keep..) {
+            fs::remove_file(&seg.path)?;
+        }
+        if keep > segment {
+            self.segments[segment].truncate(position)?;
+        }
+        sync_dir(&self.dir)
+    }
+}
+
+/// Makes a directory's entries (created, renamed, removed files) durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+impl Log for DiskLog {
+    type Record = Bytes;
+
+    fn log_start_offset(&self) -> Offset {
+        Offset(self.segments.first().map_or(0, |s| s.base))
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        Offset(self.end())
+    }
+
+    fn flushed_offset(&self) -> Offset {
+        self.flushed
+    }
+
+    fn entry(&self, offset: Offset) -> Option<Entry<Bytes>> {
+        self.load(self.find(offset)?)
+    }
+
+    fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<Bytes>> {
+        let Some(first) = self.find(from) else {
+            return Vec::new();
+        };
+        (first..self.index.len())
+            .take(max)
+            .take_while(|&i| self.index[i].at.base < until.0)
+            .map_while(|i| self.load(i))
+            .collect()
+    }
+
+    fn append(&mut self, entries: &[Entry<Bytes>]) {
+        for entry in entries {
+            if self.failure.is_some() {
+                return;
+            }
+            let result = self.append_one(entry);
+            self.record(result);
+        }
+    }
+
+    fn truncate_to(&mut self, offset: Offset) {
+        if self.failure.is_some() {
+            return;
+        }
+        let cut = self
+            .find(offset)
+            .unwrap_or_else(|| self.index.partition_point(|e| e.at.base < offset.0));
+        let result = self.truncate_index(cut);
+        self.record(result);
+        self.flushed = self.flushed.min(self.log_end_offset());
+    }
+
+    fn flush(&mut self) {
+        if self.failure.is_some() {
+            return;
+        }
+        let result = self.segments.iter_mut().try_for_each(Segment::sync);
+        if self.record(result).is_some() {
+            self.flushed = self.log_end_offset();
+        }
+    }
+
+    /// Nothing to do: after a real crash the lost bytes are already gone, and recovery found
+    /// the rest.
+    fn lose_unflushed(&mut self) {}
+
+    fn width(record: &Bytes) -> u64 {
+        batch::width(record)
+    }
+
+    fn epoch_at(&self, offset: Offset) -> Option<isr::LeaderEpoch> {
+        self.find(offset).map(|i| self.index[i].at.epoch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::batch::tests::batch_of;
+    use isr::LeaderEpoch;
+    use std::fs::OpenOptions;
+
+    fn entry(epoch: u32, values: &[&str]) -> Entry<Bytes> {
+        Entry {
+            epoch: LeaderEpoch(epoch),
+            record: batch_of(values),
+        }
+    }
+
+    fn values(log: &DiskLog) -> Vec<(u32, u64)> {
+        log.read(Offset(0), log.log_end_offset(), usize::MAX)
+            .iter()
+            .map(|e| (e.epoch.0, batch::base_offset(&e.record).unwrap_or(u64::MAX)))
+            .collect()
+    }
+
+    #[test]
+    fn append_read_truncate_and_reopen_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 200).expect("open");
+        log.append(&[entry(1, &["a", "b"]), entry(1, &["c"])]);
+        log.append(&[entry(2, &["d", "e", "f"]), entry(3, &["g"])]);
+        assert_eq!(log.log_end_offset(), Offset(7));
+        assert!(log.segments.len() > 1, "small segments roll");
+        assert_eq!(values(&log), vec![(1, 0), (1, 2), (2, 3), (3, 6)]);
+        assert_eq!(log.entry(Offset(4)).map(|e| e.epoch), Some(LeaderEpoch(2)));
+        assert_eq!(log.read(Offset(1), Offset(3), 10).len(), 2);
+        assert_eq!(log.read(Offset(1), Offset(7), 1).len(), 1);
+        log.flush();
+        assert_eq!(log.flushed_offset(), Offset(7));
+
+        log.truncate_to(Offset(3));
+        assert_eq!(log.log_end_offset(), Offset(3));
+        log.append(&[entry(4, &["x"])]);
+        drop(log);
+
+        let log = DiskLog::open(dir.path(), 200).expect("reopen");
+        assert_eq!(values(&log), vec![(1, 0), (1, 2), (4, 3)]);
+        assert_eq!(log.log_end_offset(), Offset(4));
+        assert!(log.failure().is_none());
+    }
+
+    #[test]
+    fn a_torn_tail_is_truncated_on_recovery() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), DEFAULT_SEGMENT_BYTES).expect("open");
+        log.append(&[entry(1, &["a"]), entry(1, &["b", "c"]), entry(1, &["d"])]);
+        drop(log);
+        let path = dir.path().join(segment::file_name(0));
+        let len = fs::metadata(&path).expect("segment").len();
+        let file = OpenOptions::new().write(true).open(&path).expect("open");
+        file.set_len(len - 5).expect("tear");
+        drop(file);
+
+        let mut log = DiskLog::open(dir.path(), DEFAULT_SEGMENT_BYTES).expect("recover");
+        assert_eq!(log.log_end_offset(), Offset(3));
+        log.append(&[entry(2, &["e"])]);
+        drop(log);
+        let log = DiskLog::open(dir.path(), DEFAULT_SEGMENT_BYTES).expect("reopen");
+        assert_eq!(values(&log), vec![(1, 0), (1, 1), (2, 3)]);
+    }
+
+    #[test]
+    fn a_flipped_byte_cuts_the_log_there_and_drops_later_segments() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 100).expect("open");
+        for v in ["a", "b", "c", "d"] {
+            log.append(&[entry(1, &[v])]);
+        }
+        let second = log.index[1].at;
+        let path = log.segments[log.index[1].segment].path.clone();
+        drop(log);
+        let mut bytes = fs::read(&path).expect("read");
+        let at = (second.position + u64::from(second.len) - 1) as usize;
+        bytes[at] ^= 0x55;
+        fs::write(&path, bytes).expect("write");
+
+        let log = DiskLog::open(dir.path(), 100).expect("recover");
+        assert_eq!(log.log_end_offset(), Offset(1));
+        assert_eq!(values(&log), vec![(1, 0)]);
+    }
+}

@@ -1,0 +1,11 @@
+//! A broker's storage: per partition, a directory of segment files of Kafka record batches (the
+//! core's [`isr::Log`]), a high watermark checkpoint and a leader epoch checkpoint.
+
+pub mod batch;
+pub mod checkpoint;
+mod disk_log;
+mod partition_dir;
+mod segment;
+
+pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES};
+pub use partition_dir::{OpenError, PartitionDir};
