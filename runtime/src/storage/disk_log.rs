@@ -149,7 +149,7 @@ impl DiskLog {
             self.segments.push(Segment::create(&self.dir, base)?);
             sync_dir(&self.dir)?;
         }
-        let stamped = batch::stamped(&entry.record, Offset(base), entry.epoch);
+        let stamped = batch::stamp(&entry.record, Offset(base), entry.epoch);
         let n = self.segments.len() - 1;
         let position = self.segments[n].append(&stamped)?;
         self.index.push(Indexed {
@@ -281,10 +281,10 @@ mod tests {
         }
     }
 
-    fn values(log: &DiskLog) -> Vec<(u32, u64)> {
+    fn values(log: &DiskLog) -> Vec<(u32, i64)> {
         log.read(Offset(0), log.log_end_offset(), usize::MAX)
             .iter()
-            .map(|e| (e.epoch.0, batch::base_offset(&e.record).unwrap_or(u64::MAX)))
+            .map(|e| (e.epoch.0, batch::base_offset(&e.record).unwrap_or(-1)))
             .collect()
     }
 

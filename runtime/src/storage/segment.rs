@@ -96,7 +96,7 @@ impl Segment {
             if let Err(e) = batch::validate(&buf) {
                 break Some((position, e.to_string()));
             }
-            if batch::base_offset(&buf) != Some(next) {
+            if batch::base_offset(&buf) != i64::try_from(next).ok() {
                 break Some((position, format!("batch does not start at offset {next}")));
             }
             let width = batch::width(&buf);
