@@ -1,0 +1,322 @@
+//! Shared driver of the random-schedule property tests (proptest and quickcheck alike).
+//!
+//! A schedule is a sequence of choices: at each step the driver lists the actions the simulated
+//! cluster enables within its bounds and takes the one the next choice picks (modulo their
+//! number). Both test frameworks generate and shrink plain `Vec<u16>`s this way, so a shrunk
+//! failure is always a short schedule, and the driver turns it back into the actions it took,
+//! which is what a failure report prints.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use isr::sim::{describe, set, Action, Bounds, Cluster, PARTITION};
+use isr::{Acks, Config, FlushPolicy, Log, Property, Role, Rules, Violation};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// The knobs a random schedule varies besides its choices. Kept small and plain so that both
+/// frameworks can generate and shrink them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Knobs {
+    /// 2–4 brokers.
+    pub replicas: u32,
+    /// Asked-for `min.insync.replicas`; clamped to `1..=replicas`.
+    pub min_isr: usize,
+    pub acks_all: bool,
+    pub records: u8,
+    pub max_leader_epoch: u32,
+    pub clean_crashes: u8,
+    pub unclean_crashes: u8,
+    pub drops: u8,
+    pub consumer: bool,
+    pub background_flush: bool,
+}
+
+/// Which protocol a schedule runs, and so which properties must hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Every rule on, followers acknowledge flushed data: every property, any crashes.
+    Safe,
+    /// Every rule on, page-cache acknowledgement, min ISR 2, at most one unclean crash: every
+    /// property but WeakIsr (a leader's cached ISR may still list a replica that restarted empty
+    /// after an unclean crash until the controller's shrink reaches it; StrongIsr, over the
+    /// controller's ISR, must hold).
+    Kip966,
+    /// The safe protocol with some switches at their historical values: every property is
+    /// checked, and the tests expect one to break.
+    Weakened(Rules),
+}
+
+/// A protocol variant with its bounds and the properties it must keep.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub cfg: Config,
+    pub bounds: Bounds,
+    pub properties: Vec<Property>,
+}
+
+impl Scenario {
+    pub fn new(protocol: Protocol, k: &Knobs) -> Scenario {
+        let replicas = k.replicas.clamp(2, 4);
+        let mut cfg = Config::default();
+        let mut bounds = Bounds {
+            replicas,
+            records: k.records,
+            max_leader_epoch: k.max_leader_epoch,
+            clean_crashes: k.clean_crashes,
+            unclean_crashes: k.unclean_crashes,
+            drops: k.drops,
+            acks: if k.acks_all { Acks::All } else { Acks::Leader },
+            consumer: k.consumer,
+            background_flush: k.background_flush,
+        };
+        let properties = match protocol {
+            Protocol::Safe | Protocol::Weakened(_) => {
+                if let Protocol::Weakened(rules) = protocol {
+                    cfg.rules = rules;
+                }
+                cfg.min_insync_replicas = k.min_isr.clamp(1, replicas.min(3) as usize);
+                Property::ALL.to_vec()
+            }
+            Protocol::Kip966 => {
+                cfg.rules.flush = FlushPolicy::PageCache;
+                cfg.min_insync_replicas = 2;
+                bounds.unclean_crashes = bounds.unclean_crashes.min(1);
+                Property::ALL
+                    .into_iter()
+                    .filter(|&p| p != Property::WeakIsr)
+                    .collect()
+            }
+        };
+        Scenario {
+            cfg,
+            bounds,
+            properties,
+        }
+    }
+}
+
+/// A schedule that broke a property: what ran, what it did, what broke, where it ended.
+pub struct Failure {
+    pub scenario: Scenario,
+    pub trace: Vec<Action>,
+    pub violation: Violation,
+    pub cluster: Cluster,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.scenario;
+        let switches = s.cfg.rules.unsafe_switches();
+        writeln!(f)?;
+        writeln!(
+            f,
+            "rules: {}; min.insync.replicas={}",
+            if switches.is_empty() {
+                "safe".to_string()
+            } else {
+                switches.join(" ")
+            },
+            s.cfg.min_insync_replicas
+        )?;
+        writeln!(f, "bounds: {:?}", s.bounds)?;
+        writeln!(f, "schedule ({} steps):", self.trace.len())?;
+        for (i, a) in self.trace.iter().enumerate() {
+            writeln!(f, "  {:>3}. {a}", i + 1)?;
+        }
+        writeln!(f, "violation: {}", self.violation)?;
+        write!(f, "{}", summary(&self.cluster))
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// The end state, one line per replica plus the controller and the network.
+pub fn summary(c: &Cluster) -> String {
+    let mut out = String::from("state:\n");
+    if let Some(s) = c.controller.partition(PARTITION) {
+        let leader = s.leader.map_or("none".to_string(), |b| b.to_string());
+        out += &format!(
+            "  controller: leader={leader} {} isr={} elr={} {}\n",
+            s.leader_epoch,
+            set(&s.isr),
+            set(&s.elr),
+            s.partition_epoch
+        );
+    }
+    for r in &c.replicas {
+        let role = match r.role() {
+            Role::Offline => "offline".to_string(),
+            Role::Follower(f) => format!(
+                "follower of {} ({:?})",
+                f.leader.map_or("none".to_string(), |b| b.to_string()),
+                f.phase
+            ),
+            Role::Leader(l) => format!(
+                "leader isr={} proposed={}",
+                set(&l.isr),
+                l.proposed_isr.as_ref().map_or("-".to_string(), set)
+            ),
+        };
+        let log: Vec<String> = r
+            .log()
+            .entries()
+            .map(|e| format!("{}:{}", e.record, e.epoch))
+            .collect();
+        out += &format!(
+            "  {}: {role} {} hw={} flushed={} log=[{}]\n",
+            r.id(),
+            r.leader_epoch(),
+            r.high_watermark(),
+            r.log().flushed_offset(),
+            log.join(",")
+        );
+    }
+    for e in &c.network {
+        out += &format!("  in flight: {}\n", describe(e));
+    }
+    out
+}
+
+/// Checks what must hold in every state: the scenario's properties and every replica's local
+/// consistency.
+pub fn check_state(c: &Cluster, properties: &[Property]) -> Result<(), Violation> {
+    for r in &c.replicas {
+        r.check_local()?;
+    }
+    for &p in properties {
+        c.check(p)?;
+    }
+    Ok(())
+}
+
+/// Runs one schedule, checking after every step. Returns the number of steps taken and the end
+/// state; a schedule ends early when nothing is enabled.
+pub fn run(scenario: &Scenario, choices: &[u16]) -> Result<(usize, Cluster), Box<Failure>> {
+    let (cfg, bounds) = (&scenario.cfg, &scenario.bounds);
+    let mut cluster = Cluster::new(cfg, bounds);
+    let mut trace = Vec::new();
+    let fail = |cluster: Cluster, trace: Vec<Action>, violation| {
+        Box::new(Failure {
+            scenario: scenario.clone(),
+            trace,
+            violation,
+            cluster,
+        })
+    };
+    if let Err(v) = check_state(&cluster, &scenario.properties) {
+        return Err(fail(cluster, trace, v));
+    }
+    for &choice in choices {
+        let actions = cluster.actions(cfg, bounds);
+        if actions.is_empty() {
+            break;
+        }
+        let action = actions[usize::from(choice) % actions.len()].clone();
+        cluster.apply(cfg, bounds, &action);
+        trace.push(action);
+        if let Err(v) = check_state(&cluster, &scenario.properties) {
+            return Err(fail(cluster, trace, v));
+        }
+    }
+    Ok((trace.len(), cluster))
+}
+
+/// What a property test ran, for the line it prints at its end.
+pub struct Stats {
+    pub schedules: AtomicU64,
+    pub steps: AtomicU64,
+    /// Schedules that committed at least one record: a guard against a vacuous run.
+    pub committed: AtomicU64,
+    /// Schedules where a leader elected after the first committed a record of its own epoch.
+    pub failover_commits: AtomicU64,
+    /// Schedules where a restarted replica rejoined the ISR.
+    pub rejoined: AtomicU64,
+}
+
+impl Stats {
+    pub const fn new() -> Stats {
+        Stats {
+            schedules: AtomicU64::new(0),
+            steps: AtomicU64::new(0),
+            committed: AtomicU64::new(0),
+            failover_commits: AtomicU64::new(0),
+            rejoined: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a schedule of `steps` steps that ended in `end` (`None` when it failed).
+    pub fn count(&self, steps: usize, end: Option<&Cluster>) {
+        self.schedules.fetch_add(1, Ordering::Relaxed);
+        self.steps.fetch_add(steps as u64, Ordering::Relaxed);
+        let Some(c) = end else { return };
+        let committed = &c.history.committed;
+        let flags = [
+            (!committed.is_empty(), &self.committed),
+            (
+                committed.iter().any(|(_, e)| e.epoch.0 >= 2),
+                &self.failover_commits,
+            ),
+            (c.rejoined, &self.rejoined),
+        ];
+        for (flag, counter) in flags {
+            if flag {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Asserts that the run reached the states the reference's reachability checks name: a
+    /// commit, a commit after a failover, a restarted replica back in the ISR.
+    pub fn assert_not_vacuous(&self, name: &str) {
+        for (what, counter) in [
+            ("committed a record", &self.committed),
+            ("committed after a failover", &self.failover_commits),
+            ("saw a restarted replica rejoin the ISR", &self.rejoined),
+        ] {
+            assert!(
+                counter.load(Ordering::Relaxed) > 0,
+                "{name}: no schedule {what}: the run was vacuous"
+            );
+        }
+    }
+
+    /// Prints `name: N schedules, S steps, T s (...)` to stderr and returns N.
+    pub fn report(&self, name: &str, started: Instant) -> u64 {
+        let n = self.schedules.load(Ordering::Relaxed);
+        eprintln!(
+            "{name}: {n} schedules, {} steps, {:.2} s ({} committed a record, {} after a \
+             failover, {} saw a rejoin)",
+            self.steps.load(Ordering::Relaxed),
+            started.elapsed().as_secs_f64(),
+            self.committed.load(Ordering::Relaxed),
+            self.failover_commits.load(Ordering::Relaxed),
+            self.rejoined.load(Ordering::Relaxed),
+        );
+        n
+    }
+}
+
+/// Runs a schedule and counts it; the error is the readable failure report.
+pub fn run_counted(
+    stats: &Stats,
+    protocol: Protocol,
+    knobs: &Knobs,
+    choices: &[u16],
+) -> Result<(), String> {
+    let scenario = Scenario::new(protocol, knobs);
+    match run(&scenario, choices) {
+        Ok((steps, cluster)) => {
+            stats.count(steps, Some(&cluster));
+            Ok(())
+        }
+        Err(failure) => {
+            stats.count(failure.trace.len(), None);
+            Err(failure.to_string())
+        }
+    }
+}
