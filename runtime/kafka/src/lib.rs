@@ -12,3 +12,9 @@ pub use backend::{
     Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
     OffsetSpec, PartitionInfo, TopicInfo,
 };
+pub mod error;
+mod server;
+pub mod versions;
+
+pub use error::KafkaError;
+pub use server::{serve_connection, MAX_FRAME_BYTES};

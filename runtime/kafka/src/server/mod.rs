@@ -1,0 +1,165 @@
+//! Serves one Kafka client connection: framing, header decoding, dispatch, responses.
+//!
+//! Requests on a connection are answered one at a time and in order, as Kafka clients expect
+//! (they match responses by correlation id but librdkafka also relies on ordering). Anything
+//! this layer cannot parse closes the connection; errors a client can act on are answered with
+//! Kafka error codes by the handlers.
+
+mod admin;
+mod codec;
+mod codes;
+mod fetch;
+mod groups;
+mod metadata;
+mod produce;
+
+use crate::backend::Backend;
+use crate::error::KafkaError;
+use crate::versions;
+use bytes::{Bytes, BytesMut};
+use codec::{decode, encode};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
+use kafka_protocol::protocol::Decodable;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+/// Largest request accepted, as Kafka's default `socket.request.max.bytes`: a bigger length
+/// prefix is garbage or abuse, and allocating it would let one client exhaust memory.
+pub const MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
+
+/// Serves Kafka requests on `stream` until the client closes it.
+///
+/// `prefix` holds bytes the caller already read from the stream (for instance the 4-byte
+/// length the runtime peeked at to tell Kafka traffic from its own); they are parsed as if
+/// still unread. Returns `Ok` when the client closes between requests, and an error for any
+/// i/o failure or malformed frame, after which the connection is dropped.
+pub async fn serve_connection<B, S>(
+    stream: S,
+    prefix: Bytes,
+    backend: Arc<B>,
+) -> Result<(), KafkaError>
+where
+    B: Backend,
+    S: AsyncRead + AsyncWrite + Send + Unpin,
+{
+    let (reader, mut writer) = tokio::io::split(stream);
+    let mut reader = BufReader::new(std::io::Cursor::new(prefix).chain(reader));
+    loop {
+        let mut len = [0u8; 4];
+        match reader.read_exact(&mut len).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let len = i32::from_be_bytes(len);
+        let size = usize::try_from(len)
+            .ok()
+            .filter(|&n| n <= MAX_FRAME_BYTES)
+            .ok_or(KafkaError::FrameSize(i64::from(len)))?;
+        let mut frame = BytesMut::zeroed(size);
+        reader.read_exact(&mut frame).await?;
+        if let Some(response) = handle(&backend, frame.freeze()).await? {
+            writer.write_all(&response).await?;
+        }
+    }
+}
+
+/// Answers one request frame; `None` when the client expects no answer (produce, acks=0).
+async fn handle<B: Backend>(
+    backend: &Arc<B>,
+    mut frame: Bytes,
+) -> Result<Option<Bytes>, KafkaError> {
+    // Every header version starts with api key, api version and correlation id.
+    let Some(head) = frame.get(..8) else {
+        return Err(KafkaError::ShortRequest(frame.len()));
+    };
+    let key = i16::from_be_bytes([head[0], head[1]]);
+    let version = i16::from_be_bytes([head[2], head[3]]);
+    let correlation_id = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    let api = ApiKey::try_from(key).map_err(|_| KafkaError::Unsupported { key, version })?;
+    if !versions::supports(api, version) {
+        if api == ApiKey::ApiVersions {
+            let answer = versions::unsupported_api_versions();
+            return encode(correlation_id, 0, &answer).map(Some);
+        }
+        return Err(KafkaError::Unsupported { key, version });
+    }
+    let header_version = api.request_header_version(version);
+    RequestHeader::decode(&mut frame, header_version).map_err(|e| KafkaError::Decode {
+        what: "RequestHeader",
+        version: header_version,
+        reason: e.to_string(),
+    })?;
+    let body = &mut frame;
+    let cid = correlation_id;
+    let answer = match api {
+        ApiKey::ApiVersions => {
+            decode::<ApiVersionsRequest>(body, version)?;
+            encode(cid, version, &versions::api_versions())?
+        }
+        ApiKey::Metadata => {
+            let request = decode(body, version)?;
+            encode(cid, version, &metadata::metadata(&**backend, request).await)?
+        }
+        ApiKey::FindCoordinator => {
+            let request = decode(body, version)?;
+            let answer = metadata::find_coordinator(&**backend, request, version).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::CreateTopics => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &admin::create_topics(&**backend, request).await,
+            )?
+        }
+        ApiKey::InitProducerId => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &admin::init_producer_id(&**backend, request).await,
+            )?
+        }
+        ApiKey::Produce => {
+            let request: kafka_protocol::messages::ProduceRequest = decode(body, version)?;
+            let silent = request.acks == 0;
+            let answer = produce::produce(backend, request).await;
+            if silent {
+                return Ok(None);
+            }
+            encode(cid, version, &answer)?
+        }
+        ApiKey::Fetch => {
+            let request = decode(body, version)?;
+            encode(cid, version, &fetch::fetch(&**backend, request).await)?
+        }
+        ApiKey::ListOffsets => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &fetch::list_offsets(&**backend, request).await,
+            )?
+        }
+        ApiKey::OffsetCommit => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &groups::offset_commit(&**backend, request).await,
+            )?
+        }
+        ApiKey::OffsetFetch => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &groups::offset_fetch(&**backend, request).await,
+            )?
+        }
+        _ => return Err(KafkaError::Unsupported { key, version }),
+    };
+    Ok(Some(answer))
+}

@@ -1,0 +1,139 @@
+//! Produce: validate each partition's batch, append it through the backend, report offsets.
+
+use super::codes;
+use crate::backend::{Backend, BackendError};
+use crate::batch;
+use isr::Acks;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// Why one partition's write was refused before reaching the backend, or by it.
+struct Refusal {
+    code: i16,
+    message: String,
+}
+
+impl From<BackendError> for Refusal {
+    fn from(e: BackendError) -> Self {
+        Refusal {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+fn acks(value: i16) -> Option<Acks> {
+    match value {
+        0 => Some(Acks::None),
+        1 => Some(Acks::Leader),
+        -1 => Some(Acks::All),
+        _ => None,
+    }
+}
+
+/// Checks that `records` is exactly one valid v2 batch, as Kafka requires of producers.
+fn one_batch(records: Option<bytes::Bytes>) -> Result<bytes::Bytes, Refusal> {
+    let batches = batch::split(records.unwrap_or_default())
+        .map_err(|e| Refusal::from(BackendError::CorruptMessage(e.to_string())))?;
+    match <[_; 1]>::try_from(batches) {
+        Ok([(b, _)]) => Ok(b),
+        Err(v) => Err(Refusal {
+            code: codes::INVALID_RECORD,
+            message: format!(
+                "INVALID_RECORD: a produce must carry exactly one record batch per partition, not {}",
+                v.len()
+            ),
+        }),
+    }
+}
+
+/// Appends every partition's batch concurrently (so that acks=all waits overlap rather than
+/// add up) and answers in request order.
+pub async fn produce<B: Backend>(backend: &Arc<B>, request: ProduceRequest) -> ProduceResponse {
+    let raw_acks = request.acks;
+    let acks = acks(raw_acks);
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let mut tasks = JoinSet::new();
+    let mut shape = Vec::with_capacity(request.topic_data.len());
+    for (t, topic) in request.topic_data.into_iter().enumerate() {
+        let name = topic.name.0.as_str().to_owned();
+        let mut indexes = Vec::with_capacity(topic.partition_data.len());
+        for (p, data) in topic.partition_data.into_iter().enumerate() {
+            indexes.push(data.index);
+            let backend = Arc::clone(backend);
+            let name = name.clone();
+            tasks.spawn(async move {
+                let outcome = async {
+                    let acks = acks.ok_or(Refusal {
+                        code: codes::INVALID_REQUIRED_ACKS,
+                        message: format!("INVALID_REQUIRED_ACKS: acks={raw_acks}"),
+                    })?;
+                    let partition = u32::try_from(data.index)
+                        .map_err(|_| Refusal::from(BackendError::UnknownTopicOrPartition))?;
+                    let batch = one_batch(data.records)?;
+                    let append = backend.produce(&name, partition, acks, batch);
+                    match tokio::time::timeout(timeout, append).await {
+                        Ok(result) => result.map_err(Refusal::from),
+                        Err(_) => Err(Refusal::from(BackendError::RequestTimedOut)),
+                    }
+                }
+                .await;
+                (t, p, outcome)
+            });
+        }
+        shape.push((topic.name, indexes));
+    }
+    let mut outcomes: Vec<Vec<Option<Result<isr::Offset, Refusal>>>> = shape
+        .iter()
+        .map(|(_, indexes)| indexes.iter().map(|_| None).collect())
+        .collect();
+    while let Some(joined) = tasks.join_next().await {
+        // A panicking backend loses only that partition's answer (reported below).
+        if let Ok((t, p, outcome)) = joined {
+            outcomes[t][p] = Some(outcome);
+        }
+    }
+    let responses = shape
+        .into_iter()
+        .zip(outcomes)
+        .map(|((name, indexes), outcomes)| topic_response(name, indexes, outcomes))
+        .collect();
+    ProduceResponse::default().with_responses(responses)
+}
+
+fn topic_response(
+    name: TopicName,
+    indexes: Vec<i32>,
+    outcomes: Vec<Option<Result<isr::Offset, Refusal>>>,
+) -> TopicProduceResponse {
+    let partitions = indexes
+        .into_iter()
+        .zip(outcomes)
+        .map(|(index, outcome)| {
+            let answer = PartitionProduceResponse::default().with_index(index);
+            match outcome {
+                Some(Ok(offset)) => {
+                    answer.with_base_offset(i64::try_from(offset.0).unwrap_or(i64::MAX))
+                }
+                Some(Err(refusal)) => answer
+                    .with_base_offset(-1)
+                    .with_error_code(refusal.code)
+                    .with_error_message(Some(StrBytes::from_string(refusal.message))),
+                None => {
+                    let e = BackendError::Internal("the append task failed".into());
+                    answer
+                        .with_base_offset(-1)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                }
+            }
+        })
+        .collect();
+    TopicProduceResponse::default()
+        .with_name(name)
+        .with_partition_responses(partitions)
+}

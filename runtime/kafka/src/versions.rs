@@ -1,0 +1,60 @@
+//! Which APIs and versions isr speaks, and the ApiVersions answer.
+//!
+//! The server advertises this table and the isr client intersects it with what a broker
+//! advertises, so both sides stay within tested ground. Only versions whose requests this crate decodes and whose responses it fills in correctly are
+//! listed: a client picks the highest version both sides know, so an over-claim here breaks
+//! real clients. Each range was exercised by kcat, kafka-python, confluent-kafka or the isr
+//! client (see tests/).
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+
+/// UNSUPPORTED_VERSION: the client's ApiVersions version is newer than ours.
+const UNSUPPORTED_VERSION: i16 = 35;
+
+/// (API, lowest, highest version) served.
+///
+/// Lower bounds: Produce 3 and Fetch 4 are the first versions carrying v2 record batches,
+/// which are all this broker stores. Upper bounds stop before topic-id based Fetch (v13) and
+/// before batched OffsetFetch (v8), which this broker does not implement.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 9),
+    (ApiKey::Fetch, 4, 12),
+    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::OffsetCommit, 2, 8),
+    (ApiKey::OffsetFetch, 1, 7),
+    (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::InitProducerId, 0, 4),
+];
+
+/// Whether `version` of `api` is served.
+pub fn supports(api: ApiKey, version: i16) -> bool {
+    SUPPORTED
+        .iter()
+        .any(|&(k, lo, hi)| k == api && (lo..=hi).contains(&version))
+}
+
+/// The ApiVersions answer. Only non-default fields are set, so no tagged fields are emitted in
+/// flexible versions (librdkafka 2.0 rejects default-valued tagged fields there).
+pub fn api_versions() -> ApiVersionsResponse {
+    ApiVersionsResponse::default().with_api_keys(
+        SUPPORTED
+            .iter()
+            .map(|&(k, lo, hi)| {
+                ApiVersion::default()
+                    .with_api_key(k as i16)
+                    .with_min_version(lo)
+                    .with_max_version(hi)
+            })
+            .collect(),
+    )
+}
+
+/// The answer to an ApiVersions request newer than we know: Kafka's convention is a v0
+/// response with UNSUPPORTED_VERSION and the list, from which the client picks and retries.
+pub fn unsupported_api_versions() -> ApiVersionsResponse {
+    api_versions().with_error_code(UNSUPPORTED_VERSION)
+}
