@@ -1,0 +1,64 @@
+//! kafka-python and confluent-kafka producing to and consuming from the isr Kafka server.
+
+mod common;
+
+use common::TestServer;
+use std::path::PathBuf;
+use std::process::Stdio;
+use tokio::process::Command;
+
+/// Whether `python3` can import `module`; if not, says why the test is skipped. The clients
+/// are installed by tests/clients/install.sh, which CI runs.
+fn importable(module: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "SKIPPED: python3 cannot import {module} (run runtime/kafka/tests/clients/install.sh)"
+        );
+    }
+    ok
+}
+
+async fn run_script(script: &str, topic: &str) {
+    let server = TestServer::start().await;
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "clients", script]
+        .iter()
+        .collect();
+    let child = Command::new("python3")
+        .arg(&path)
+        .args([&server.bootstrap(), topic])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn python3");
+    let out = tokio::time::timeout(std::time::Duration::from_secs(90), child.wait_with_output())
+        .await
+        .expect("script finished within 90 s")
+        .expect("script output");
+    assert!(
+        out.status.success(),
+        "{script} failed\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_roundtrip() {
+    if importable("kafka") {
+        run_script("kafka_python_roundtrip.py", "kp").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_kafka_roundtrip() {
+    if importable("confluent_kafka") {
+        run_script("confluent_roundtrip.py", "ck").await;
+    }
+}
