@@ -1,2 +1,58 @@
+//! `isr`: a Kafka-style replicated log whose every protocol decision is made by the verified
+//! `isr` core. This binary runs the controller and the brokers, starts local clusters, reports
+//! their state, and (through `isr-kafka`) talks to them as a Kafka client.
+
+mod broker;
+mod controller;
 mod storage;
-fn main() {}
+mod timing;
+mod wire;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "isr", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the cluster controller.
+    Controller(controller::ControllerArgs),
+    /// Run a broker.
+    Broker(broker::BrokerArgs),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("isr: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result: Result<(), Box<dyn std::error::Error>> = runtime.block_on(async {
+        match cli.command {
+            Command::Controller(args) => controller::run(args).await.map_err(Into::into),
+            Command::Broker(args) => broker::run(args).await.map_err(Into::into),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("isr: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The broker as the Kafka layer sees it: [`isr_kafka::Backend`] over the replica thread (for
+//! data) and the controller (for metadata, topics and group offsets).
+
+use super::host::{Command, HostError};
+use super::network::Net;
+use crate::timing;
+use crate::wire::admin::{AdminError, ClusterView, Request, Response, TopicSpec};
+use crate::wire::rpc::RpcError;
+use bytes::Bytes;
+use isr::{Acks, BrokerId, Offset, PartitionId, ReadError, WriteError};
+use isr_kafka::{
+    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
+    OffsetSpec, PartitionInfo, TopicInfo,
+};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+pub struct BrokerBackend {
+    net: Arc<Net>,
+    /// The last metadata seen: topic → partition ids never change once created, so lookups use
+    /// it and refresh only on a miss.
+    view: Mutex<ClusterView>,
+}
+
+impl BrokerBackend {
+    pub fn new(net: Arc<Net>) -> BrokerBackend {
+        BrokerBackend {
+            net,
+            view: Mutex::default(),
+        }
+    }
+
+    async fn ask(&self, request: Request) -> Result<Response, BackendError> {
+        let link = self
+            .net
+            .outbox
+            .controller()
+            .ok_or(BackendError::CoordinatorNotAvailable)?;
+        self.net
+            .rpc
+            .call(&link, request, timing::ADMIN_TIMEOUT)
+            .await
+            .map_err(|e| match e {
+                RpcError::NotConnected => BackendError::CoordinatorNotAvailable,
+                RpcError::TimedOut(_) => BackendError::RequestTimedOut,
+                RpcError::Refused(e) => admin_error(e),
+            })
+    }
+
+    async fn refresh(&self) -> Result<ClusterView, BackendError> {
+        match self.ask(Request::Metadata).await? {
+            Response::Metadata(view) => {
+                *self.view.lock().unwrap_or_else(|p| p.into_inner()) = view.clone();
+                Ok(view)
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, BackendError> {
+        let cached = self
+            .view
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .partition_id(topic, index);
+        match cached {
+            Some(id) => Ok(id),
+            None => self
+                .refresh()
+                .await?
+                .partition_id(topic, index)
+                .ok_or(BackendError::UnknownTopicOrPartition),
+        }
+    }
+
+    async fn host<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<Result<T, HostError>>) -> Command,
+    ) -> Result<T, BackendError> {
+        let (tx, rx) = oneshot::channel();
+        self.net
+            .host
+            .send(command(tx))
+            .map_err(|_| BackendError::NotLeaderOrFollower)?;
+        match tokio::time::timeout(timing::PRODUCE_TIMEOUT, rx).await {
+            Ok(Ok(result)) => result.map_err(host_error),
+            Ok(Err(_)) => Err(BackendError::Storage("the replica stopped".into())),
+            Err(_) => Err(BackendError::RequestTimedOut),
+        }
+    }
+}
+
+fn unexpected(response: Response) -> BackendError {
+    BackendError::Internal(format!(
+        "unexpected answer from the controller: {response:?}"
+    ))
+}
+
+fn admin_error(e: AdminError) -> BackendError {
+    match e {
+        AdminError::UnknownTopicOrPartition => BackendError::UnknownTopicOrPartition,
+        AdminError::TopicExists(_) => BackendError::TopicAlreadyExists,
+        AdminError::InvalidTopic(s) => BackendError::InvalidTopic(s),
+        AdminError::InvalidPartitions(s) => BackendError::InvalidPartitions(s),
+        AdminError::InvalidReplicationFactor(s) => BackendError::InvalidReplicationFactor(s),
+        AdminError::InvalidConfig(s) => BackendError::InvalidConfig(s),
+        AdminError::Storage(s) => BackendError::Storage(s),
+        AdminError::Unsupported(s) => BackendError::Internal(s),
+    }
+}
+
+fn host_error(e: HostError) -> BackendError {
+    match e {
+        HostError::NotHosted
+        | HostError::Write(WriteError::NotLeader)
+        | HostError::Read(ReadError::NotLeader) => BackendError::NotLeaderOrFollower,
+        HostError::Write(WriteError::NotEnoughReplicas { .. }) => BackendError::NotEnoughReplicas,
+        HostError::Read(ReadError::OffsetOutOfRange) => BackendError::OffsetOutOfRange,
+        HostError::Storage(s) => BackendError::Storage(s),
+    }
+}
+
+/// Splits "host:port"; an address without a valid port is advertised with port 0.
+fn host_port(address: &str) -> (String, u16) {
+    match address.rsplit_once(':') {
+        Some((host, port)) => (host.to_string(), port.parse().unwrap_or(0)),
+        None => (address.to_string(), 0),
+    }
+}
+
+fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
+    let brokers = view
+        .brokers
+        .iter()
+        .filter(|(_, b)| b.alive)
+        .map(|(&id, b)| {
+            let (host, port) = host_port(&b.address);
+            BrokerInfo { id, host, port }
+        })
+        .collect();
+    let topics = view
+        .topics
+        .iter()
+        .map(|(name, ids)| TopicInfo {
+            name: name.clone(),
+            partitions: ids
+                .iter()
+                .enumerate()
+                .filter_map(|(index, id)| {
+                    let state = view.partitions.get(id)?;
+                    Some(PartitionInfo {
+                        partition: index as u32,
+                        leader: state.leader,
+                        leader_epoch: state.leader_epoch,
+                        replicas: state.assigned.clone(),
+                        isr: state.isr.iter().copied().collect(),
+                    })
+                })
+                .collect(),
+        })
+        .collect();
+    ClusterMetadata {
+        this_broker: me,
+        controller: Some(me),
+        brokers,
+        topics,
+    }
+}
+
+impl Backend for BrokerBackend {
+    async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
+        Ok(to_kafka(self.net.me, &self.refresh().await?))
+    }
+
+    async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
+        let spec = TopicSpec {
+            name: topic.name,
+            partitions: topic.partitions,
+            replication_factor: topic.replication_factor,
+            min_insync_replicas: topic.min_insync_replicas,
+        };
+        match self.ask(Request::CreateTopic(spec)).await? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn produce(
+        &self,
+        topic: &str,
+        partition: u32,
+        acks: Acks,
+        batch: Bytes,
+    ) -> Result<Offset, BackendError> {
+        let partition = self.partition_id(topic, partition).await?;
+        // The Kafka layer validated the batch; checking again here keeps anything malformed out
+        // of the log whoever the caller is.
+        let batches = isr_kafka::batch::split(batch)
+            .map_err(|e| BackendError::CorruptMessage(e.to_string()))?
+            .into_iter()
+            .map(|(batch, _)| batch)
+            .collect();
+        self.host(|reply| Command::Produce {
+            partition,
+            acks,
+            batches,
+            reply,
+        })
+        .await
+    }
+
+    async fn fetch(
+        &self,
+        topic: &str,
+        partition: u32,
+        offset: Offset,
+        max_bytes: u32,
+    ) -> Result<FetchedData, BackendError> {
+        let partition = self.partition_id(topic, partition).await?;
+        let committed = self
+            .host(|reply| Command::Read {
+                partition,
+                offset,
+                max_bytes: max_bytes as usize,
+                reply,
+            })
+            .await?;
+        Ok(FetchedData {
+            high_watermark: committed.high_watermark,
+            log_start_offset: committed.log_start_offset,
+            batches: committed.batches,
+        })
+    }
+
+    async fn list_offsets(
+        &self,
+        topic: &str,
+        partition: u32,
+        spec: OffsetSpec,
+    ) -> Result<Offset, BackendError> {
+        let partition = self.partition_id(topic, partition).await?;
+        let (start, hw) = self
+            .host(|reply| Command::Bounds { partition, reply })
+            .await?;
+        Ok(match spec {
+            OffsetSpec::Earliest => start,
+            OffsetSpec::Latest => hw,
+        })
+    }
+
+    async fn commit_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+        committed: CommittedOffset,
+    ) -> Result<(), BackendError> {
+        let request = Request::CommitOffset {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+            offset: committed.offset,
+        };
+        match self.ask(request).await? {
+            Response::Done => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// The client's metadata string is not kept (the core stores offsets only): it comes back
+    /// empty.
+    async fn fetch_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        partition: u32,
+    ) -> Result<Option<CommittedOffset>, BackendError> {
+        let request = Request::FetchOffset {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            partition,
+        };
+        match self.ask(request).await? {
+            Response::Offset(offset) => Ok(offset.map(|offset| CommittedOffset {
+                offset,
+                metadata: String::new(),
+            })),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn allocate_producer_id(&self) -> Result<i64, BackendError> {
+        match self.ask(Request::AllocateProducerId).await? {
+            Response::ProducerId(id) => Ok(id),
+            other => Err(unexpected(other)),
+        }
+    }
+}

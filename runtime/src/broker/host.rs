@@ -1,0 +1,474 @@
+//! The broker's replicas and the thread that drives them.
+//!
+//! Every transition of every hosted replica runs on this one thread, in arrival order: messages
+//! from the network, producer writes, consumer reads and clock ticks all come in as
+//! [`Command`]s. Disk I/O (appends, fsyncs, checkpoints) happens here too, which is why this is
+//! a plain thread and not an async task. The thread only decides when to call the core and
+//! carries out the [`Effect`]s it returns.
+
+use super::hosted::{Hosted, ProduceReply};
+use super::outbox::Outbox;
+use crate::storage::PartitionDir;
+use crate::timing;
+use crate::wire::admin::ReplicaView;
+use bytes::Bytes;
+use isr::{
+    Acks, BrokerId, Config, Effect, Effects, Envelope, FetchRequest, Message, Node, Offset,
+    PartitionId, ProduceId, ReadError, Tick, WriteError,
+};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+/// Committed batches for a consumer.
+pub struct Committed {
+    pub batches: Vec<Bytes>,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("this broker does not host the partition")]
+    NotHosted,
+    #[error("the replica's storage failed: {0}")]
+    Storage(String),
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}
+
+pub enum Command {
+    /// A protocol message from the controller or a peer (sender already checked).
+    Inbound(Envelope<Bytes>),
+    Produce {
+        partition: PartitionId,
+        acks: Acks,
+        batches: Vec<Bytes>,
+        reply: oneshot::Sender<Result<Offset, HostError>>,
+    },
+    Read {
+        partition: PartitionId,
+        offset: Offset,
+        max_bytes: usize,
+        reply: oneshot::Sender<Result<Committed, HostError>>,
+    },
+    /// The log start offset and high watermark of a partition this broker leads.
+    Bounds {
+        partition: PartitionId,
+        reply: oneshot::Sender<Result<(Offset, Offset), HostError>>,
+    },
+    Status(oneshot::Sender<Vec<ReplicaView>>),
+    Tick,
+    /// Clean shutdown: flush and checkpoint everything, then answer.
+    Shutdown(oneshot::Sender<()>),
+}
+
+pub struct Host {
+    me: BrokerId,
+    cfg: Config,
+    dir: PathBuf,
+    now: Tick,
+    partitions: BTreeMap<PartitionId, Hosted>,
+    outbox: Outbox,
+    next_produce: ProduceId,
+}
+
+impl Host {
+    /// Recovers every partition found under `dir`.
+    pub fn open(me: BrokerId, cfg: Config, dir: PathBuf, outbox: Outbox) -> Result<Host, String> {
+        let mut partitions = BTreeMap::new();
+        for id in PartitionDir::existing(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let hosted = Hosted::open(&dir, me, id).map_err(|e| e.to_string())?;
+            info!(partition = %id, leo = %hosted.replica.log_end_offset(),
+                hw = %hosted.replica.high_watermark(), "recovered");
+            partitions.insert(id, hosted);
+        }
+        Ok(Host {
+            me,
+            cfg,
+            dir,
+            now: Tick(0),
+            partitions,
+            outbox,
+            next_produce: 0,
+        })
+    }
+
+    /// Runs commands until shutdown or until every sender is gone.
+    pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        while let Some(command) = commands.blocking_recv() {
+            match command {
+                Command::Inbound(envelope) => self.on_message(envelope),
+                Command::Produce {
+                    partition,
+                    acks,
+                    batches,
+                    reply,
+                } => self.on_produce(partition, acks, batches, reply),
+                Command::Read {
+                    partition,
+                    offset,
+                    max_bytes,
+                    reply,
+                } => {
+                    let _ = reply.send(self.read(partition, offset, max_bytes));
+                }
+                Command::Bounds { partition, reply } => {
+                    let _ = reply.send(self.bounds(partition));
+                }
+                Command::Status(reply) => {
+                    let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
+                }
+                Command::Tick => self.on_tick(),
+                Command::Shutdown(reply) => {
+                    self.shutdown();
+                    let _ = reply.send(());
+                    return;
+                }
+            }
+        }
+    }
+
+    fn hosted(&mut self, partition: PartitionId) -> Result<&mut Hosted, HostError> {
+        let hosted = self
+            .partitions
+            .get_mut(&partition)
+            .ok_or(HostError::NotHosted)?;
+        match &hosted.failed {
+            Some(why) => Err(HostError::Storage(why.clone())),
+            None => Ok(hosted),
+        }
+    }
+
+    fn on_message(&mut self, envelope: Envelope<Bytes>) {
+        let Node::Broker(me) = envelope.to else {
+            return;
+        };
+        if me != self.me {
+            return;
+        }
+        let from = envelope.from;
+        let (cfg, now) = (self.cfg, self.now);
+        match envelope.message {
+            Message::LeaderAndIsr(order) => {
+                let partition = order.partition;
+                if !self.partitions.contains_key(&partition) {
+                    match Hosted::open(&self.dir, self.me, partition) {
+                        Ok(hosted) => {
+                            self.partitions.insert(partition, hosted);
+                        }
+                        Err(e) => {
+                            warn!(%partition, error = %e, "cannot host partition");
+                            return;
+                        }
+                    }
+                }
+                let Ok(h) = self.hosted(partition) else {
+                    return;
+                };
+                let effects = h.replica.on_leader_and_isr(&cfg, now, &order);
+                if !h.replica.is_leader() {
+                    h.parked.clear();
+                }
+                self.after(partition, effects);
+                // A new leader or epoch: reconcile or fetch right away.
+                self.request_from_leader(partition);
+            }
+            Message::Fetch(req) => {
+                let partition = req.partition;
+                if let Ok(h) = self.hosted(partition) {
+                    let effects = h.replica.on_fetch(&cfg, now, &req);
+                    self.answer_fetch(partition, req, effects);
+                }
+            }
+            Message::FetchResponse(resp) => {
+                let Node::Broker(leader) = from else { return };
+                let partition = resp.partition;
+                let Ok(h) = self.hosted(partition) else {
+                    return;
+                };
+                let effects = h.replica.on_fetch_response(&cfg, leader, &resp);
+                self.after_answer(partition, resp.result.is_ok(), effects);
+            }
+            Message::OffsetForLeaderEpoch(req) => {
+                let partition = req.partition;
+                if let Ok(h) = self.hosted(partition) {
+                    let effects = h.replica.on_offset_for_leader_epoch(&cfg, &req);
+                    self.after(partition, effects);
+                }
+            }
+            Message::OffsetForLeaderEpochResponse(resp) => {
+                let Node::Broker(leader) = from else { return };
+                let partition = resp.partition;
+                let Ok(h) = self.hosted(partition) else {
+                    return;
+                };
+                let effects = h
+                    .replica
+                    .on_offset_for_leader_epoch_response(&cfg, leader, &resp);
+                self.after_answer(partition, resp.result.is_ok(), effects);
+            }
+            Message::AlterPartitionResponse(resp) => {
+                let partition = resp.partition;
+                let Ok(h) = self.hosted(partition) else {
+                    return;
+                };
+                h.alter_sent = None;
+                let effects = h.replica.on_alter_partition_response(&cfg, &resp);
+                self.after(partition, effects);
+                self.wake_parked(partition);
+            }
+            other => debug!(kind = other.kind(), %from, "ignoring message"),
+        }
+    }
+
+    /// Answers a Fetch, unless it found nothing new: then the leader holds the answer (Kafka's
+    /// fetch.max.wait) so that idle followers do not spin. The core has already recorded the
+    /// follower's progress; asking it again later is a redelivery of the same request.
+    fn answer_fetch(
+        &mut self,
+        partition: PartitionId,
+        req: FetchRequest,
+        mut effects: Effects<Bytes>,
+    ) {
+        let empty = matches!(effects.last(), Some(Effect::Send(Envelope {
+            message: Message::FetchResponse(r), ..
+        })) if r.result.as_ref().is_ok_and(|f| f.entries.is_empty()));
+        if empty {
+            effects.pop();
+            if let Ok(h) = self.hosted(partition) {
+                h.parked.retain(|(r, _)| r.replica != req.replica);
+                h.parked.push((req, Instant::now()));
+            }
+        }
+        self.after(partition, effects);
+    }
+
+    /// Answers the held fetches of a partition with whatever they find now.
+    fn wake_parked(&mut self, partition: PartitionId) {
+        let (cfg, now) = (self.cfg, self.now);
+        let Ok(h) = self.hosted(partition) else {
+            return;
+        };
+        let parked = std::mem::take(&mut h.parked);
+        let mut effects = Vec::new();
+        for (req, _) in parked {
+            effects.extend(h.replica.on_fetch(&cfg, now, &req));
+        }
+        self.after(partition, effects);
+    }
+
+    /// After a follower acted on its leader's answer: ask again at once if the answer was data
+    /// or a truncation point; after an error wait for the next tick (the leader may not have
+    /// learned of its new epoch yet, and asking at network speed would only spin).
+    fn after_answer(&mut self, partition: PartitionId, ok: bool, effects: Effects<Bytes>) {
+        self.after(partition, effects);
+        if let Ok(h) = self.hosted(partition) {
+            h.in_flight = None;
+        }
+        if ok {
+            self.request_from_leader(partition);
+        }
+    }
+
+    /// Sends the follower's next request (OffsetForLeaderEpoch or Fetch), as the core says.
+    fn request_from_leader(&mut self, partition: PartitionId) {
+        let Ok(h) = self.hosted(partition) else {
+            return;
+        };
+        h.in_flight = None;
+        if let Some(request) = h.replica.next_request() {
+            if self.outbox.send(request) {
+                if let Ok(h) = self.hosted(partition) {
+                    h.in_flight = Some(Instant::now());
+                }
+            }
+        }
+    }
+
+    fn on_produce(
+        &mut self,
+        partition: PartitionId,
+        acks: Acks,
+        batches: Vec<Bytes>,
+        reply: ProduceReply,
+    ) {
+        let cfg = self.cfg;
+        let id = self.next_produce;
+        self.next_produce += 1;
+        let h = match self.hosted(partition) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        match h.replica.leader_write(&cfg, batches, acks, id) {
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+            }
+            Ok((base, effects)) => {
+                if acks == Acks::All {
+                    h.waiting.insert(id, reply);
+                } else {
+                    let _ = reply.send(Ok(base));
+                }
+                self.after(partition, effects);
+                self.wake_parked(partition);
+            }
+        }
+    }
+
+    fn read(
+        &mut self,
+        partition: PartitionId,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<Committed, HostError> {
+        let max_entries = self.cfg.fetch_max_entries;
+        let h = self.hosted(partition)?;
+        let entries = h.replica.read_committed(offset, max_entries)?;
+        let mut size = 0;
+        let batches = entries
+            .into_iter()
+            .map(|e| e.record)
+            .take_while(|b| {
+                let first = size == 0;
+                size += b.len();
+                first || size <= max_bytes
+            })
+            .collect();
+        Ok(Committed {
+            batches,
+            high_watermark: h.replica.high_watermark(),
+            log_start_offset: h.log_start_offset(),
+        })
+    }
+
+    fn bounds(&mut self, partition: PartitionId) -> Result<(Offset, Offset), HostError> {
+        let h = self.hosted(partition)?;
+        if !h.replica.is_leader() {
+            return Err(ReadError::NotLeader.into());
+        }
+        Ok((h.log_start_offset(), h.replica.high_watermark()))
+    }
+
+    fn on_tick(&mut self) {
+        self.now = Tick(self.now.0 + 1);
+        let (cfg, now) = (self.cfg, self.now);
+        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
+        for partition in ids {
+            let Ok(h) = self.hosted(partition) else {
+                continue;
+            };
+            let effects = h.replica.on_tick(&cfg, now);
+            let expired = h
+                .parked
+                .iter()
+                .any(|(_, at)| at.elapsed() >= timing::FETCH_MAX_WAIT);
+            let stale_request = h
+                .in_flight
+                .is_none_or(|at| at.elapsed() >= timing::REQUEST_TIMEOUT);
+            let alter_again = h
+                .alter_sent
+                .as_ref()
+                .filter(|(_, at)| at.elapsed() >= timing::REQUEST_TIMEOUT)
+                .map(|(envelope, _)| envelope.clone());
+            self.after(partition, effects);
+            if expired {
+                self.wake_parked(partition);
+            }
+            if stale_request {
+                self.request_from_leader(partition);
+            }
+            if let Some(envelope) = alter_again {
+                self.resend_alter_partition(partition, envelope);
+            }
+            if let Ok(h) = self.hosted(partition) {
+                h.checkpoint();
+            }
+        }
+    }
+
+    /// Resends an unanswered AlterPartition while the replica still has that exact proposal
+    /// pending: a lost request would otherwise block ISR changes forever.
+    fn resend_alter_partition(&mut self, partition: PartitionId, envelope: Envelope<Bytes>) {
+        let Ok(h) = self.hosted(partition) else {
+            return;
+        };
+        let pending = h
+            .replica
+            .leader_state()
+            .and_then(|l| l.proposed_isr.as_ref());
+        let still = matches!(&envelope.message, Message::AlterPartition(req) if Some(&req.new_isr) == pending);
+        if still {
+            h.alter_sent = Some((envelope.clone(), Instant::now()));
+            self.outbox.send(envelope);
+        } else {
+            h.alter_sent = None;
+        }
+    }
+
+    /// Carries out a step's effects, then checks the replica's storage and invariants.
+    fn after(&mut self, partition: PartitionId, effects: Effects<Bytes>) {
+        let Some(h) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        for effect in effects {
+            match effect {
+                Effect::Send(envelope) => {
+                    if matches!(envelope.message, Message::AlterPartition(_)) {
+                        h.alter_sent = Some((envelope.clone(), Instant::now()));
+                    }
+                    self.outbox.send(envelope);
+                }
+                Effect::Acknowledge {
+                    id, base_offset, ..
+                } => {
+                    if let Some(tx) = h.waiting.remove(&id) {
+                        let _ = tx.send(Ok(base_offset));
+                    }
+                }
+                Effect::FailWrite { id, error, .. } => {
+                    if let Some(tx) = h.waiting.remove(&id) {
+                        let _ = tx.send(Err(error.into()));
+                    }
+                }
+                Effect::Truncated { from, to, .. } => {
+                    info!(%partition, %from, %to, "log truncated");
+                    // A checkpointed high watermark above the new log end would outlive the
+                    // records it counted: write the lowered one before anything else happens.
+                    h.checkpoint();
+                }
+                // Checkpointed on the next tick: a stale (lower) checkpoint is always safe.
+                Effect::HighWatermark { .. } => {}
+            }
+        }
+        h.check_storage();
+        debug_assert!(
+            h.replica.check_local().is_ok(),
+            "replica invariant broken: {:?}",
+            h.replica.check_local()
+        );
+    }
+
+    fn shutdown(&mut self) {
+        for (partition, h) in self.partitions.iter_mut() {
+            let effects = h.replica.clean_shutdown();
+            for effect in effects {
+                if let Effect::FailWrite { id, error, .. } = effect {
+                    if let Some(tx) = h.waiting.remove(&id) {
+                        let _ = tx.send(Err(error.into()));
+                    }
+                }
+            }
+            h.check_storage();
+            h.checkpoint();
+            debug!(%partition, "shut down");
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! `isr broker`: hosts replicas of many partitions, each an [`isr::Replica`] over a disk log.
+//!
+//! The replicas live on one thread ([`host`]); the network ([`network`]) and the Kafka layer
+//! ([`backend`]) talk to it through commands. A clean shutdown leaves a marker file so that the
+//! next start can tell the controller its log is complete (KIP-966 needs to know).
+
+mod backend;
+mod host;
+mod hosted;
+mod network;
+mod outbox;
+
+use crate::storage::{checkpoint, sync_dir};
+use crate::timing;
+use backend::BrokerBackend;
+use host::{Command, Host};
+use isr::{BrokerId, FlushPolicy};
+use network::Net;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, oneshot};
+use tracing::info;
+
+const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Flush {
+    /// fsync before anything is acknowledged or reported to the leader.
+    Always,
+    /// Leave it to the page cache, as Kafka does by default; fsync on clean shutdown only.
+    PageCache,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BrokerArgs {
+    /// This broker's id, unique in the cluster.
+    #[arg(long)]
+    pub id: u32,
+    /// Address for Kafka clients and other brokers (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    pub listen: String,
+    /// The controller's address.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub controller: String,
+    /// Directory for this broker's partitions.
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[arg(long, value_enum, default_value = "always")]
+    pub flush: Flush,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("cannot listen on {address}: {source}")]
+    Listen { address: String, source: io::Error },
+    #[error("data directory {path}: {source}")]
+    Dir { path: PathBuf, source: io::Error },
+    #[error("recovering partitions: {0}")]
+    Recovery(String),
+    #[error("cannot record the clean shutdown: {0}")]
+    Marker(#[from] checkpoint::CheckpointError),
+}
+
+pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
+    let me = BrokerId(args.id);
+    let dir_error = |source| BrokerError::Dir {
+        path: args.dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&args.dir).map_err(dir_error)?;
+    let clean_shutdown = take_marker(&args.dir).map_err(dir_error)?;
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .map_err(|source| BrokerError::Listen {
+            address: args.listen.clone(),
+            source,
+        })?;
+    let address = listener
+        .local_addr()
+        .map_or(args.listen.clone(), |a| a.to_string());
+    let flush = match args.flush {
+        Flush::Always => FlushPolicy::Always,
+        Flush::PageCache => FlushPolicy::PageCache,
+    };
+    let (commands, inbox) = mpsc::unbounded_channel();
+    let net = Arc::new(Net::new(
+        me,
+        address.clone(),
+        args.controller.clone(),
+        commands.clone(),
+    ));
+    let host = Host::open(
+        me,
+        timing::config(flush),
+        args.dir.clone(),
+        net.outbox.clone(),
+    )
+    .map_err(BrokerError::Recovery)?;
+    let replicas = std::thread::Builder::new()
+        .name(format!("replicas-{me}"))
+        .spawn(move || host.run(inbox))
+        .map_err(dir_error)?;
+    announce(&format!("isr broker {} listening on {address}", me.0));
+    info!(broker = %me, %address, clean_shutdown, "broker started");
+
+    let backend = Arc::new(BrokerBackend::new(net.clone()));
+    tokio::spawn(net.clone().accept_loop(listener, backend));
+    tokio::spawn(net.clone().controller_session(clean_shutdown));
+    tokio::spawn(ticks(commands.clone()));
+
+    wait_for_stop().await;
+    info!("shutting down cleanly");
+    let (tx, rx) = oneshot::channel();
+    if commands.send(Command::Shutdown(tx)).is_ok() && rx.await.is_ok() {
+        let _ = replicas.join();
+        checkpoint::write(&args.dir.join(CLEAN_SHUTDOWN_MARKER), &true)?;
+    }
+    Ok(())
+}
+
+/// Whether the last run ended cleanly; removes the marker, durably, so that a crash of this run
+/// is not mistaken for a clean stop.
+fn take_marker(dir: &Path) -> io::Result<bool> {
+    let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
+    match std::fs::remove_file(&marker) {
+        Ok(()) => {
+            sync_dir(dir)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+async fn ticks(commands: mpsc::UnboundedSender<Command>) {
+    let mut interval = tokio::time::interval(timing::TICK);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        if commands.send(Command::Tick).is_err() {
+            return;
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn wait_for_stop() {
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// Prints a line on stdout for whoever started this process (tests and `isr cluster` read the
+/// bound address from it).
+pub fn announce(line: &str) {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}

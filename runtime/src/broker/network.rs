@@ -1,0 +1,260 @@
+//! A broker's connections: its session with the controller, one connection per peer broker,
+//! and the listener that tells Kafka clients from internal peers.
+//!
+//! Of two brokers, the one with the smaller id dials the other, so each pair shares exactly one
+//! connection, which carries the replication of all their partitions in both directions.
+
+use super::backend::BrokerBackend;
+use super::host::Command;
+use super::outbox::Outbox;
+use crate::timing;
+use crate::wire::admin::{AdminError, Request, Response};
+use crate::wire::link::{self, Link, Opening};
+use crate::wire::rpc::Rpc;
+use crate::wire::{codec, Frame, Peer};
+use bytes::Bytes;
+use isr::{BrokerId, Envelope, Message, Node};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+pub struct Net {
+    pub me: BrokerId,
+    /// Where this broker listens, as told to the controller.
+    pub address: String,
+    pub controller_address: String,
+    pub host: mpsc::UnboundedSender<Command>,
+    pub outbox: Outbox,
+    /// Requests to the controller (metadata, topics, group offsets).
+    pub rpc: Rpc,
+    book: Mutex<BTreeMap<BrokerId, String>>,
+    dialing: Mutex<BTreeSet<BrokerId>>,
+}
+
+impl Net {
+    pub fn new(
+        me: BrokerId,
+        address: String,
+        controller_address: String,
+        host: mpsc::UnboundedSender<Command>,
+    ) -> Net {
+        Net {
+            me,
+            address,
+            controller_address,
+            host,
+            outbox: Outbox::default(),
+            rpc: Rpc::default(),
+            book: Mutex::default(),
+            dialing: Mutex::default(),
+        }
+    }
+
+    fn me_as_peer(&self) -> Peer {
+        Peer::Broker {
+            id: self.me,
+            address: self.address.clone(),
+        }
+    }
+
+    /// Keeps a session with the controller: connect, register, heartbeat, and on loss start
+    /// over. Only the first registration reports how the last shutdown went; later ones come
+    /// from a process whose log never stopped, so they report clean.
+    pub async fn controller_session(self: Arc<Self>, clean_shutdown: bool) {
+        let mut clean = clean_shutdown;
+        loop {
+            match link::dial(&self.controller_address, self.me_as_peer()).await {
+                Ok((reader, link)) => {
+                    info!(controller = %self.controller_address, clean_shutdown = clean, "registering");
+                    self.outbox.set_controller(Some(link.clone()));
+                    self.register(&link, clean);
+                    clean = true;
+                    tokio::spawn(heartbeats(self.me, link.clone()));
+                    self.read_controller(reader, &link).await;
+                    self.outbox.set_controller(None);
+                    warn!("lost the controller; reconnecting");
+                }
+                Err(e) => debug!(error = %e, "controller unreachable"),
+            }
+            tokio::time::sleep(timing::HEARTBEAT_INTERVAL).await;
+        }
+    }
+
+    fn register(&self, link: &Link, clean_shutdown: bool) {
+        link.send(Frame::Envelope(Envelope {
+            from: Node::Broker(self.me),
+            to: Node::Controller,
+            message: Message::BrokerRegistration {
+                broker: self.me,
+                clean_shutdown,
+            },
+        }));
+    }
+
+    async fn read_controller(self: &Arc<Self>, mut reader: OwnedReadHalf, link: &Link) {
+        loop {
+            let frame = match codec::read(&mut reader).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(error = %e, "bad frame from the controller");
+                    return;
+                }
+            };
+            match frame {
+                Frame::Envelope(env) if env.from == Node::Controller => self.deliver(env),
+                Frame::Brokers(book) => self.on_address_book(book),
+                Frame::Response { id, result } => self.rpc.complete(id, result),
+                Frame::Reregister => self.register(link, true),
+                other => debug!(frame = ?other, "ignoring frame from the controller"),
+            }
+        }
+    }
+
+    fn deliver(&self, envelope: Envelope<Bytes>) {
+        let _ = self.host.send(Command::Inbound(envelope));
+    }
+
+    /// Learns where the other brokers listen and dials those it is responsible for.
+    fn on_address_book(self: &Arc<Self>, book: BTreeMap<BrokerId, String>) {
+        let peers: Vec<BrokerId> = book.keys().copied().filter(|&b| b > self.me).collect();
+        *self.book.lock().unwrap_or_else(|p| p.into_inner()) = book;
+        for peer in peers {
+            let new = self
+                .dialing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(peer);
+            if new {
+                tokio::spawn(self.clone().dial_peer(peer));
+            }
+        }
+    }
+
+    /// Keeps the connection to a peer with a larger id open, redialing its latest address.
+    async fn dial_peer(self: Arc<Self>, peer: BrokerId) {
+        loop {
+            let address = self
+                .book
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&peer)
+                .cloned();
+            if let Some(address) = address {
+                match link::dial(&address, self.me_as_peer()).await {
+                    Ok((reader, link)) => {
+                        debug!(%peer, %address, "connected to peer");
+                        self.serve_peer(peer, reader, link).await;
+                    }
+                    Err(e) => debug!(%peer, %address, error = %e, "peer unreachable"),
+                }
+            }
+            tokio::time::sleep(timing::HEARTBEAT_INTERVAL).await;
+        }
+    }
+
+    /// Carries a peer connection until it closes: its envelopes go to the replicas, provided
+    /// they come from that peer and are meant for us.
+    async fn serve_peer(&self, peer: BrokerId, mut reader: OwnedReadHalf, link: Link) {
+        self.outbox.add_peer(peer, link.clone());
+        loop {
+            match codec::read(&mut reader).await {
+                Ok(Some(Frame::Envelope(env)))
+                    if env.from == Node::Broker(peer) && env.to == Node::Broker(self.me) =>
+                {
+                    self.deliver(env)
+                }
+                Ok(Some(other)) => debug!(%peer, frame = ?other, "ignoring frame"),
+                Ok(None) => break,
+                Err(e) => {
+                    warn!(%peer, error = %e, "closing peer connection");
+                    break;
+                }
+            }
+        }
+        self.outbox.remove_peer(peer, &link);
+    }
+
+    pub async fn accept_loop(self: Arc<Self>, listener: TcpListener, backend: Arc<BrokerBackend>) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(self.clone().serve(stream, backend.clone()));
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(timing::TICK).await;
+                }
+            }
+        }
+    }
+
+    async fn serve(self: Arc<Self>, mut stream: TcpStream, backend: Arc<BrokerBackend>) {
+        match link::classify(&mut stream).await {
+            Ok(Opening::Kafka(prefix)) => {
+                let _ = stream.set_nodelay(true);
+                if let Err(e) = isr_kafka::serve_connection(stream, prefix, backend).await {
+                    debug!(error = %e, "Kafka connection closed");
+                }
+            }
+            Ok(Opening::Internal) => {
+                let (mut reader, link) = link::split(stream);
+                match codec::read(&mut reader).await {
+                    Ok(Some(Frame::Hello(Peer::Broker { id, .. }))) if id < self.me => {
+                        self.serve_peer(id, reader, link).await
+                    }
+                    Ok(Some(Frame::Hello(Peer::Client))) => self.serve_client(reader, link).await,
+                    Ok(Some(other)) => warn!(frame = ?other, "unexpected first frame; closing"),
+                    Ok(None) => {}
+                    Err(e) => warn!(error = %e, "bad first frame; closing"),
+                }
+            }
+            Err(e) => debug!(error = %e, "connection closed before it said what it is"),
+        }
+    }
+
+    /// Answers an admin client (`isr status`).
+    async fn serve_client(&self, mut reader: OwnedReadHalf, link: Link) {
+        loop {
+            match codec::read(&mut reader).await {
+                Ok(Some(Frame::Request { id, request })) => {
+                    let result = match request {
+                        Request::Replicas => {
+                            let (tx, rx) = oneshot::channel();
+                            let _ = self.host.send(Command::Status(tx));
+                            rx.await.map(Response::Replicas).map_err(|_| {
+                                AdminError::Unsupported("status while stopping".into())
+                            })
+                        }
+                        other => Err(AdminError::Unsupported(format!("{other:?}"))),
+                    };
+                    link.send(Frame::Response { id, result });
+                }
+                Ok(Some(other)) => debug!(frame = ?other, "ignoring client frame"),
+                Ok(None) => return,
+                Err(e) => {
+                    warn!(error = %e, "closing client connection");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn heartbeats(me: BrokerId, link: Link) {
+    let mut interval = tokio::time::interval(timing::HEARTBEAT_INTERVAL);
+    loop {
+        interval.tick().await;
+        let beat = Frame::Envelope(Envelope {
+            from: Node::Broker(me),
+            to: Node::Controller,
+            message: Message::BrokerHeartbeat { broker: me },
+        });
+        if !link.send(beat) {
+            return;
+        }
+    }
+}

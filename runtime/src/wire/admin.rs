@@ -1,0 +1,102 @@
+//! Admin requests: what a broker asks the controller on behalf of Kafka clients, and what
+//! `isr status` asks of everyone. The replication protocol itself never travels here.
+
+use isr::{BrokerId, LeaderEpoch, Offset, PartitionId, PartitionState};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// The cluster as the controller knows it.
+    Metadata,
+    CreateTopic(TopicSpec),
+    CommitOffset {
+        group: String,
+        topic: String,
+        partition: u32,
+        offset: Offset,
+    },
+    FetchOffset {
+        group: String,
+        topic: String,
+        partition: u32,
+    },
+    /// A producer id unique in the cluster.
+    AllocateProducerId,
+    /// Asked of a broker: the state of every replica it hosts.
+    Replicas,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    Metadata(ClusterView),
+    Done,
+    Offset(Option<Offset>),
+    ProducerId(i64),
+    Replicas(Vec<ReplicaView>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicSpec {
+    pub name: String,
+    pub partitions: u32,
+    pub replication_factor: u16,
+    pub min_insync_replicas: Option<u16>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum AdminError {
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
+    #[error("topic {0} already exists")]
+    TopicExists(String),
+    #[error("invalid topic name: {0}")]
+    InvalidTopic(String),
+    #[error("invalid partition count: {0}")]
+    InvalidPartitions(String),
+    #[error("invalid replication factor: {0}")]
+    InvalidReplicationFactor(String),
+    #[error("invalid min.insync.replicas: {0}")]
+    InvalidConfig(String),
+    #[error("cannot persist cluster metadata: {0}")]
+    Storage(String),
+    #[error("this node does not answer {0}")]
+    Unsupported(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerView {
+    pub address: String,
+    pub alive: bool,
+}
+
+/// The controller's metadata, as clients and status see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterView {
+    pub brokers: BTreeMap<BrokerId, BrokerView>,
+    /// Each topic's partitions, in partition-index order.
+    pub topics: BTreeMap<String, Vec<PartitionId>>,
+    pub partitions: BTreeMap<PartitionId, PartitionState>,
+}
+
+impl ClusterView {
+    /// The core partition behind a topic's partition index.
+    pub fn partition_id(&self, topic: &str, index: u32) -> Option<PartitionId> {
+        self.topics.get(topic)?.get(index as usize).copied()
+    }
+}
+
+/// One replica as its broker sees it, with the leader's view of its followers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaView {
+    pub partition: PartitionId,
+    pub role: String,
+    pub leader_epoch: LeaderEpoch,
+    pub log_end_offset: Offset,
+    pub high_watermark: Offset,
+    /// Leader only: each follower's LEO as proven by its last fetch in this epoch.
+    pub followers: BTreeMap<BrokerId, Option<Offset>>,
+    /// Set when the replica's storage failed and it stopped.
+    pub failed: Option<String>,
+}

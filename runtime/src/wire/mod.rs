@@ -1,0 +1,51 @@
+//! The internal protocol between brokers, the controller and admin clients.
+//!
+//! A broker listens on one address for Kafka clients and for its peers. An internal connection
+//! opens with [`MAGIC`]; a Kafka request opens with its big-endian length, whose first byte is 0
+//! for any size a broker accepts, so the first four bytes tell the two apart. After the magic
+//! come versioned, length-prefixed frames (see [`codec`]) carrying [`Frame`]s: the core's
+//! envelopes, unchanged, plus the few admin messages the core has no opinion on.
+
+pub mod admin;
+pub mod codec;
+pub mod link;
+pub mod rpc;
+
+use admin::{AdminError, Request, Response};
+use bytes::Bytes;
+use isr::{BrokerId, Envelope};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The first bytes of every internal connection; the last byte is the protocol generation.
+pub const MAGIC: [u8; 4] = *b"ISR\x01";
+
+/// Who opened a connection, said in its first frame.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Peer {
+    /// A broker, with the address it listens on (for the controller's address book).
+    Broker { id: BrokerId, address: String },
+    /// An admin client (`isr status`) or a broker asking the controller on a client's behalf.
+    Client,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Frame {
+    /// The first frame on every connection.
+    Hello(Peer),
+    /// A message of the replication protocol.
+    Envelope(Envelope<Bytes>),
+    /// The controller's address book: where each registered broker listens.
+    Brokers(BTreeMap<BrokerId, String>),
+    /// The controller fenced the broker (its session expired) while it still runs: the broker
+    /// must register again to be part of the cluster.
+    Reregister,
+    Request {
+        id: u64,
+        request: Request,
+    },
+    Response {
+        id: u64,
+        result: Result<Response, AdminError>,
+    },
+}
