@@ -11,7 +11,9 @@ use crate::message::{
     AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, LeaderAndIsr,
     Message, PartitionState,
 };
-use crate::types::{BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick};
+use crate::types::{
+    BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
@@ -22,6 +24,8 @@ pub struct BrokerState {
     /// Registered and not fenced.
     pub alive: bool,
     pub last_heartbeat: Tick,
+    /// The incarnation of its latest registration.
+    pub epoch: BrokerEpoch,
 }
 
 /// How a leader was chosen.
@@ -54,11 +58,13 @@ pub enum ControllerError {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Controller {
-    brokers: BTreeMap<BrokerId, BrokerState>,
-    partitions: BTreeMap<PartitionId, PartitionState>,
+    pub(crate) brokers: BTreeMap<BrokerId, BrokerState>,
+    pub(crate) partitions: BTreeMap<PartitionId, PartitionState>,
     /// Consumer groups' committed offsets, kept by the cluster so a consumer resumes after a
     /// restart.
-    group_offsets: BTreeMap<(String, PartitionId), Offset>,
+    pub(crate) group_offsets: BTreeMap<(String, PartitionId), Offset>,
+    /// Registrations so far: the source of broker epochs, which only grow.
+    pub(crate) registrations: u64,
 }
 
 impl Controller {
@@ -129,17 +135,19 @@ impl Controller {
             .assigned
             .iter()
             .filter(|&&b| self.is_alive(b))
-            .map(|&b| Self::send(b, id, state))
+            .map(|&b| self.send(b, id, state))
             .collect()
     }
 
-    fn send<R>(to: BrokerId, partition: PartitionId, state: &PartitionState) -> Effect<R> {
+    fn send<R>(&self, to: BrokerId, partition: PartitionId, state: &PartitionState) -> Effect<R> {
+        let broker_epoch = self.brokers.get(&to).map(|b| b.epoch).unwrap_or_default();
         Effect::Send(Envelope {
             from: Node::Controller,
             to: Node::Broker(to),
             message: Message::LeaderAndIsr(LeaderAndIsr {
                 partition,
                 state: state.clone(),
+                broker_epoch,
             }),
         })
     }
@@ -159,11 +167,13 @@ impl Controller {
         if self.is_alive(broker) {
             effects.extend(self.fence_broker(cfg, broker));
         }
+        self.registrations += 1;
         self.brokers.insert(
             broker,
             BrokerState {
                 alive: true,
                 last_heartbeat: now,
+                epoch: BrokerEpoch(self.registrations),
             },
         );
         let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
@@ -178,7 +188,7 @@ impl Controller {
             }
             let state = &self.partitions[&id];
             if state.assigned.contains(&broker) {
-                effects.push(Self::send(broker, id, state));
+                effects.push(self.send(broker, id, state));
             }
         }
         dedup_sends(effects)
@@ -329,7 +339,7 @@ impl Controller {
     }
 
     /// Accepts or refuses a leader's AlterPartition by compare-and-set on the partition epoch
-    /// (rule 7). Replicas it adds must be alive. Replicas it removes while the ISR is below
+    /// (rule 7). Replicas it adds must be alive in the incarnation that fetched (KIP-903). Replicas it removes while the ISR is below
     /// `min.insync.replicas` join the ELR; once the ISR is back at the floor the ELR is emptied.
     pub fn on_alter_partition<R>(
         &mut self,
@@ -354,7 +364,12 @@ impl Controller {
         cfg: &Config,
         req: &AlterPartitionRequest,
     ) -> Result<PartitionState, AlterPartitionError> {
-        let alive: BTreeSet<BrokerId> = self.alive_brokers().into_iter().collect();
+        let brokers = &self.brokers;
+        let eligible = |b: &BrokerId| {
+            brokers
+                .get(b)
+                .is_some_and(|s| s.alive && req.broker_epochs.get(b) == Some(&s.epoch))
+        };
         let state = self
             .partitions
             .get_mut(&req.partition)
@@ -377,7 +392,7 @@ impl Controller {
         if let Some(&b) = req
             .new_isr
             .iter()
-            .find(|b| !state.isr.contains(b) && (!alive.contains(b) || !state.assigned.contains(b)))
+            .find(|b| !state.isr.contains(b) && (!eligible(b) || !state.assigned.contains(b)))
         {
             return Err(AlterPartitionError::IneligibleReplica(b));
         }

@@ -64,7 +64,7 @@ pub enum AlterPartitionError {
         request: PartitionEpoch,
         current: PartitionEpoch,
     },
-    #[error("INELIGIBLE_REPLICA: {0} is not alive")]
+    #[error("INELIGIBLE_REPLICA: {0} is not alive, or has re-registered since it fetched")]
     IneligibleReplica(BrokerId),
     #[error("unknown partition")]
     UnknownPartition,

@@ -21,6 +21,7 @@ pub mod error;
 pub mod invariants;
 pub mod log;
 pub mod message;
+pub mod permute;
 pub mod replica;
 pub mod sim;
 pub mod types;
@@ -41,4 +42,6 @@ pub use message::{
 pub use replica::{
     FollowerPhase, FollowerProgress, FollowerState, LeaderState, PendingWrite, Replica, Role,
 };
-pub use types::{Acks, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick};
+pub use types::{
+    Acks, BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick,
+};

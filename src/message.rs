@@ -6,8 +6,9 @@
 
 use crate::error::{AlterPartitionError, EpochError, WriteError};
 use crate::log::Entry;
-use crate::types::{BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId};
+use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
 /// The controller's view of one partition, as sent in LeaderAndIsr and AlterPartition answers.
@@ -40,6 +41,8 @@ impl PartitionState {
 pub struct FetchRequest {
     pub partition: PartitionId,
     pub replica: BrokerId,
+    /// The fetching broker's incarnation (KIP-903).
+    pub broker_epoch: BrokerEpoch,
     pub current_leader_epoch: LeaderEpoch,
     pub fetch_offset: Offset,
 }
@@ -88,6 +91,9 @@ pub struct AlterPartitionRequest {
     pub leader_epoch: LeaderEpoch,
     pub partition_epoch: PartitionEpoch,
     pub new_isr: BTreeSet<BrokerId>,
+    /// For each replica the request adds, the incarnation whose fetches proved it caught up
+    /// (KIP-903): the controller refuses the change if that broker has re-registered since.
+    pub broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -105,6 +111,8 @@ pub struct AlterPartitionResponse {
 pub struct LeaderAndIsr {
     pub partition: PartitionId,
     pub state: PartitionState,
+    /// The receiving broker's current incarnation, which its fetches must carry.
+    pub broker_epoch: BrokerEpoch,
 }
 
 /// Everything that travels between brokers and the controller.

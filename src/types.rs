@@ -38,6 +38,12 @@ newtype!(
     PartitionEpoch(u32), "v"
 );
 newtype!(
+    /// A broker's incarnation, assigned by the controller at each registration (KIP-903). A
+    /// Fetch sent by an earlier incarnation must not get the new one into the ISR: after an
+    /// unclean crash the new incarnation may have lost what the old one had fetched.
+    BrokerEpoch(u64), "i"
+);
+newtype!(
     /// A partition of a topic. The runtime maps topic names and partition numbers onto these.
     PartitionId(u32), "p"
 );

@@ -44,6 +44,7 @@ impl<L: Log> Replica<L> {
             FollowerPhase::Fetching => Message::Fetch(FetchRequest {
                 partition: self.partition,
                 replica: self.id,
+                broker_epoch: self.broker_epoch,
                 current_leader_epoch: self.leader_epoch,
                 fetch_offset: self.log.log_end_offset(),
             }),

@@ -10,7 +10,8 @@ use crate::message::{
     FetchResponse, FetchedRecords, Message, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse, ProduceId,
 };
-use crate::types::{Acks, BrokerId, LeaderEpoch, Node, Offset, Tick};
+use crate::types::{Acks, BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, Tick};
+use std::collections::{BTreeMap, BTreeSet};
 
 impl<L: Log> Replica<L> {
     /// `LeaderWrite`: appends a producer's records under the leader's epoch (rules 1, 2).
@@ -115,6 +116,7 @@ impl<L: Log> Replica<L> {
             return Err(EpochError::NotLeader);
         };
         progress.log_end_offset = Some(req.fetch_offset);
+        progress.broker_epoch = req.broker_epoch;
         if req.fetch_offset >= leo {
             progress.last_caught_up = now;
         }
@@ -127,7 +129,10 @@ impl<L: Log> Replica<L> {
     }
 
     /// Rule 6: a follower outside the ISR joins once its LEO has reached the high watermark and,
-    /// under the KAFKA-7128 fix, the high watermark has reached the start of this epoch.
+    /// under the KAFKA-7128 fix, the start of this leader's epoch: a new leader's high watermark
+    /// may lag the committed records, but its epoch starts above all of them. (Checking the
+    /// leader's HW against the epoch start instead would be as safe but could deadlock: HW is
+    /// frozen while the ISR is below `min.insync.replicas`, so the ISR could never grow back.)
     fn maybe_expand_isr(
         &mut self,
         cfg: &Config,
@@ -136,12 +141,17 @@ impl<L: Log> Replica<L> {
     ) {
         let hw = self.high_watermark;
         let Role::Leader(l) = &self.role else { return };
-        let caught_up = l.followers.get(&follower).and_then(|p| p.log_end_offset) >= Some(hw);
-        let epoch_started = !cfg.rules.expansion_epoch_check || hw >= l.epoch_start_offset;
-        if l.proposed_isr.is_none() && !l.isr.contains(&follower) && caught_up && epoch_started {
+        let Some(progress) = l.followers.get(&follower) else {
+            return;
+        };
+        let leo = progress.log_end_offset;
+        let caught_up = leo >= Some(hw);
+        let epoch_reached = !cfg.rules.expansion_epoch_check || leo >= Some(l.epoch_start_offset);
+        if l.proposed_isr.is_none() && !l.isr.contains(&follower) && caught_up && epoch_reached {
             let mut isr = l.isr.clone();
             isr.insert(follower);
-            self.propose_isr(isr, effects);
+            let epochs = BTreeMap::from([(follower, progress.broker_epoch)]);
+            self.propose_isr(isr, epochs, effects);
         }
     }
 
@@ -165,7 +175,7 @@ impl<L: Log> Replica<L> {
         let mut isr = l.isr.clone();
         isr.remove(&follower);
         let mut effects = Vec::new();
-        self.propose_isr(isr, &mut effects);
+        self.propose_isr(isr, BTreeMap::new(), &mut effects);
         self.maybe_advance_high_watermark(cfg, &mut effects);
         Ok(effects)
     }
@@ -199,7 +209,8 @@ impl<L: Log> Replica<L> {
     /// Sends an AlterPartition for `isr` and remembers it as pending (rule 7).
     fn propose_isr(
         &mut self,
-        isr: std::collections::BTreeSet<BrokerId>,
+        isr: BTreeSet<BrokerId>,
+        broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
         effects: &mut Effects<L::Record>,
     ) {
         let Role::Leader(l) = &mut self.role else {
@@ -215,6 +226,7 @@ impl<L: Log> Replica<L> {
                 leader_epoch: self.leader_epoch,
                 partition_epoch: self.partition_epoch,
                 new_isr: isr,
+                broker_epochs,
             }),
         }));
     }

@@ -12,7 +12,7 @@ use crate::config::{Config, FlushPolicy, TruncationRule};
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
 use crate::message::{Effect, Effects, LeaderAndIsr, ProduceId};
-use crate::types::{BrokerId, LeaderEpoch, Offset, PartitionEpoch, PartitionId, Tick};
+use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, PartitionEpoch, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +41,8 @@ pub struct FollowerProgress {
     /// The follower's LEO as proven by its last Fetch in this epoch; `None` until it fetched
     /// (rule 5: only fetches in the leader's current epoch count).
     pub log_end_offset: Option<Offset>,
+    /// The incarnation that sent that fetch (KIP-903).
+    pub broker_epoch: BrokerEpoch,
     /// The last time the follower's fetch reached the leader's LEO.
     pub last_caught_up: Tick,
 }
@@ -83,18 +85,20 @@ impl LeaderState {
 /// One partition's replica on one broker.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Replica<L> {
-    id: BrokerId,
-    partition: PartitionId,
-    log: L,
-    epoch_cache: EpochCache,
-    high_watermark: Offset,
+    pub(crate) id: BrokerId,
+    pub(crate) partition: PartitionId,
+    pub(crate) log: L,
+    pub(crate) epoch_cache: EpochCache,
+    pub(crate) high_watermark: Offset,
     /// The high watermark as of the last flush: what an unclean crash leaves behind.
-    hw_checkpoint: Offset,
+    pub(crate) hw_checkpoint: Offset,
     /// The latest leader epoch this replica has been told of.
-    leader_epoch: LeaderEpoch,
+    pub(crate) leader_epoch: LeaderEpoch,
     /// The version of the controller's partition state this replica acts on.
-    partition_epoch: PartitionEpoch,
-    role: Role,
+    pub(crate) partition_epoch: PartitionEpoch,
+    /// This broker's incarnation, as the controller last told it (KIP-903).
+    pub(crate) broker_epoch: BrokerEpoch,
+    pub(crate) role: Role,
 }
 
 impl<L: Log> Replica<L> {
@@ -115,6 +119,7 @@ impl<L: Log> Replica<L> {
             hw_checkpoint,
             leader_epoch: LeaderEpoch(0),
             partition_epoch: PartitionEpoch(0),
+            broker_epoch: BrokerEpoch(0),
             role: Role::Offline,
         };
         replica.restart();
@@ -151,6 +156,9 @@ impl<L: Log> Replica<L> {
     }
     pub fn partition_epoch(&self) -> PartitionEpoch {
         self.partition_epoch
+    }
+    pub fn broker_epoch(&self) -> BrokerEpoch {
+        self.broker_epoch
     }
     pub fn role(&self) -> &Role {
         &self.role
@@ -202,6 +210,7 @@ impl<L: Log> Replica<L> {
         let was_following = self.leader();
         self.leader_epoch = state.leader_epoch;
         self.partition_epoch = state.partition_epoch;
+        self.broker_epoch = msg.broker_epoch;
         let mut effects = Vec::new();
         if state.leader == Some(self.id) {
             match &mut self.role {
@@ -234,6 +243,7 @@ impl<L: Log> Replica<L> {
             .map(|&b| {
                 let progress = FollowerProgress {
                     log_end_offset: None,
+                    broker_epoch: BrokerEpoch(0),
                     last_caught_up: now,
                 };
                 (b, progress)
@@ -363,6 +373,7 @@ impl<L: Log> Replica<L> {
         self.hw_checkpoint = self.high_watermark;
         self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
         self.partition_epoch = PartitionEpoch(0);
+        self.broker_epoch = BrokerEpoch(0);
         self.role = Role::Follower(FollowerState {
             leader: None,
             phase: FollowerPhase::Fetching,
