@@ -3,7 +3,9 @@
 //! their state, and (through `isr-kafka`) talks to them as a Kafka client.
 
 mod broker;
+mod cluster;
 mod controller;
+mod status;
 mod storage;
 mod timing;
 mod wire;
@@ -24,6 +26,10 @@ enum Command {
     Controller(controller::ControllerArgs),
     /// Run a broker.
     Broker(broker::BrokerArgs),
+    /// Run a controller and N brokers on 127.0.0.1 as child processes.
+    Cluster(cluster::ClusterArgs),
+    /// Show partitions (leader, epoch, AR, ISR, OSR, ELR) and replicas (LEO, HW, lag).
+    Status(status::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +52,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Controller(args) => controller::run(args).await.map_err(Into::into),
             Command::Broker(args) => broker::run(args).await.map_err(Into::into),
+            Command::Cluster(args) => cluster::run(args).await.map_err(Into::into),
+            Command::Status(args) => status::run(args).await.map_err(Into::into),
         }
     });
     match result {

@@ -181,8 +181,14 @@ impl Host {
             Message::Fetch(req) => {
                 let partition = req.partition;
                 if let Ok(h) = self.hosted(partition) {
+                    let hw = h.replica.high_watermark();
                     let effects = h.replica.on_fetch(&cfg, now, &req);
+                    let moved = h.replica.high_watermark() != hw;
                     self.answer_fetch(partition, req, effects);
+                    if moved {
+                        // Followers holding a fetch learn the new high watermark now.
+                        self.wake_parked(partition);
+                    }
                 }
             }
             Message::FetchResponse(resp) => {

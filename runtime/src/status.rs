@@ -1,0 +1,213 @@
+//! `isr status`: each partition's leader, epoch, AR, ISR, OSR and ELR from the controller, and
+//! each replica's LEO, HW and lag from the brokers that host it.
+
+use crate::timing;
+use crate::wire::admin::{ClusterView, ReplicaView, Request, Response};
+use crate::wire::link;
+use crate::wire::rpc::{Rpc, RpcError};
+use crate::wire::{codec, Frame, Peer};
+use isr::{BrokerId, PartitionId};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tokio::net::tcp::OwnedReadHalf;
+
+#[derive(clap::Args, Debug)]
+pub struct StatusArgs {
+    /// Only this topic.
+    pub topic: Option<String>,
+    /// The controller's address.
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub controller: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    #[error("controller at {address}: {source}")]
+    Controller { address: String, source: RpcError },
+    #[error("cannot reach the controller at {address}: {reason}")]
+    Unreachable { address: String, reason: String },
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+}
+
+#[derive(Serialize)]
+struct ReplicaRow {
+    broker: BrokerId,
+    /// `None` when the broker could not be asked.
+    log_end_offset: Option<u64>,
+    high_watermark: Option<u64>,
+    /// How far the replica's LEO is behind the leader's.
+    lag: Option<u64>,
+    role: String,
+}
+
+#[derive(Serialize)]
+struct PartitionRow {
+    topic: String,
+    partition: u32,
+    id: PartitionId,
+    leader: Option<BrokerId>,
+    leader_epoch: u32,
+    assigned: Vec<BrokerId>,
+    isr: Vec<BrokerId>,
+    osr: Vec<BrokerId>,
+    elr: Vec<BrokerId>,
+    replicas: Vec<ReplicaRow>,
+}
+
+/// Asks one node a question over a fresh admin connection.
+async fn ask(address: &str, request: Request) -> Result<Response, RpcError> {
+    let (reader, link) = link::dial(address, Peer::Client)
+        .await
+        .map_err(|_| RpcError::NotConnected)?;
+    let rpc = Rpc::default();
+    let answers = tokio::spawn(read_answers(reader, rpc.clone()));
+    let answer = rpc.call(&link, request, timing::ADMIN_TIMEOUT).await;
+    answers.abort();
+    answer
+}
+
+async fn read_answers(mut reader: OwnedReadHalf, rpc: Rpc) {
+    while let Ok(Some(frame)) = codec::read(&mut reader).await {
+        if let Frame::Response { id, result } = frame {
+            rpc.complete(id, result);
+        }
+    }
+}
+
+/// The controller's view of the cluster.
+pub async fn cluster_view(controller: &str) -> Result<ClusterView, StatusError> {
+    match ask(controller, Request::Metadata).await {
+        Ok(Response::Metadata(view)) => Ok(view),
+        Ok(other) => Err(StatusError::Unreachable {
+            address: controller.to_string(),
+            reason: format!("unexpected answer {other:?}"),
+        }),
+        Err(source) => Err(StatusError::Controller {
+            address: controller.to_string(),
+            source,
+        }),
+    }
+}
+
+pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
+    let view = cluster_view(&args.controller).await?;
+    if let Some(topic) = &args.topic {
+        if !view.topics.contains_key(topic) {
+            return Err(StatusError::UnknownTopic(topic.clone()));
+        }
+    }
+    let mut hosted: BTreeMap<(BrokerId, PartitionId), ReplicaView> = BTreeMap::new();
+    for (&broker, info) in view.brokers.iter().filter(|(_, b)| b.alive) {
+        if let Ok(Response::Replicas(replicas)) = ask(&info.address, Request::Replicas).await {
+            hosted.extend(replicas.into_iter().map(|r| ((broker, r.partition), r)));
+        }
+    }
+    let rows = rows(&view, &hosted, args.topic.as_deref());
+    if args.json {
+        match serde_json::to_string_pretty(&rows) {
+            Ok(json) => println!("{json}"),
+            Err(e) => eprintln!("isr: cannot encode status: {e}"),
+        }
+    } else {
+        print_table(&view, &rows);
+    }
+    Ok(())
+}
+
+fn rows(
+    view: &ClusterView,
+    hosted: &BTreeMap<(BrokerId, PartitionId), ReplicaView>,
+    only: Option<&str>,
+) -> Vec<PartitionRow> {
+    let mut rows = Vec::new();
+    for (topic, ids) in view
+        .topics
+        .iter()
+        .filter(|(t, _)| only.is_none_or(|o| o == *t))
+    {
+        for (index, id) in ids.iter().enumerate() {
+            let Some(state) = view.partitions.get(id) else {
+                continue;
+            };
+            let leader_leo = state
+                .leader
+                .and_then(|l| hosted.get(&(l, *id)))
+                .map(|r| r.log_end_offset.0);
+            let replicas = state
+                .assigned
+                .iter()
+                .map(|&b| {
+                    let r = hosted.get(&(b, *id));
+                    let leo = r.map(|r| r.log_end_offset.0);
+                    ReplicaRow {
+                        broker: b,
+                        log_end_offset: leo,
+                        high_watermark: r.map(|r| r.high_watermark.0),
+                        lag: leader_leo.zip(leo).map(|(l, f)| l.saturating_sub(f)),
+                        role: r.map_or("unreachable".to_string(), |r| match &r.failed {
+                            Some(why) => format!("failed: {why}"),
+                            None => r.role.clone(),
+                        }),
+                    }
+                })
+                .collect();
+            rows.push(PartitionRow {
+                topic: topic.clone(),
+                partition: index as u32,
+                id: *id,
+                leader: state.leader,
+                leader_epoch: state.leader_epoch.0,
+                assigned: state.assigned.clone(),
+                isr: state.isr.iter().copied().collect(),
+                osr: state.osr(),
+                elr: state.elr.iter().copied().collect(),
+                replicas,
+            });
+        }
+    }
+    rows
+}
+
+fn list(ids: &[BrokerId]) -> String {
+    let names: Vec<String> = ids.iter().map(|b| b.0.to_string()).collect();
+    format!("[{}]", names.join(","))
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".to_string(), |v| v.to_string())
+}
+
+fn print_table(view: &ClusterView, rows: &[PartitionRow]) {
+    for (id, b) in &view.brokers {
+        let state = if b.alive { "alive" } else { "fenced" };
+        println!("broker {} {} {state}", id.0, b.address);
+    }
+    for row in rows {
+        let leader = row.leader.map_or("none".to_string(), |l| l.0.to_string());
+        println!(
+            "{}/{} ({}) leader {leader} epoch {} AR {} ISR {} OSR {} ELR {}",
+            row.topic,
+            row.partition,
+            row.id,
+            row.leader_epoch,
+            list(&row.assigned),
+            list(&row.isr),
+            list(&row.osr),
+            list(&row.elr),
+        );
+        for r in &row.replicas {
+            println!(
+                "  broker {} LEO {} HW {} lag {} ({})",
+                r.broker.0,
+                opt(r.log_end_offset),
+                opt(r.high_watermark),
+                opt(r.lag),
+                r.role
+            );
+        }
+    }
+}
