@@ -18,3 +18,10 @@ pub mod versions;
 
 pub use error::KafkaError;
 pub use server::{serve_connection, MAX_FRAME_BYTES};
+
+/// A type's name without its path (`ProduceRequest`), for error messages.
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
+}
+pub mod client;

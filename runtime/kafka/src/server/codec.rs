@@ -5,15 +5,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::ResponseHeader;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
 
-fn short_name<T>() -> &'static str {
-    let full = std::any::type_name::<T>();
-    full.rsplit("::").next().unwrap_or(full)
-}
-
 /// Decodes a request body of `version`.
 pub fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, KafkaError> {
     T::decode(body, version).map_err(|e| KafkaError::Decode {
-        what: short_name::<T>(),
+        what: crate::short_type_name::<T>(),
         version,
         reason: e.to_string(),
     })
@@ -32,9 +27,14 @@ pub fn encode<R: Encodable + HeaderVersion>(
         .encode(&mut buf, R::header_version(version))
         .map_err(|e| encode_error("ResponseHeader", version, e))?;
     body.encode(&mut buf, version)
-        .map_err(|e| encode_error(short_name::<R>(), version, e))?;
-    let len = i32::try_from(buf.len() - 4)
-        .map_err(|_| encode_error(short_name::<R>(), version, "response exceeds 2 GiB"))?;
+        .map_err(|e| encode_error(crate::short_type_name::<R>(), version, e))?;
+    let len = i32::try_from(buf.len() - 4).map_err(|_| {
+        encode_error(
+            crate::short_type_name::<R>(),
+            version,
+            "response exceeds 2 GiB",
+        )
+    })?;
     buf[..4].copy_from_slice(&len.to_be_bytes());
     Ok(buf.freeze())
 }

@@ -1,0 +1,170 @@
+//! One connection to one broker: version negotiation and request/response exchange.
+
+use super::error::ClientError;
+use crate::versions::SUPPORTED;
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use std::collections::HashMap;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// Client id sent in request headers; brokers only log it.
+const CLIENT_ID: &str = "isr";
+/// Largest response accepted: a bigger length prefix means a broken stream.
+const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
+/// A negotiated connection. Requests are sent one at a time; perf runs use several
+/// connections for concurrency.
+pub struct Connection {
+    addr: String,
+    stream: BufReader<TcpStream>,
+    next_correlation: i32,
+    /// Version to use per API: the highest both isr and the broker speak.
+    versions: HashMap<i16, i16>,
+}
+
+impl Connection {
+    /// Connects and negotiates versions with ApiVersions v0, which every broker answers.
+    pub async fn open(addr: &str) -> Result<Connection, ClientError> {
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|source| ClientError::Connect {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        // Requests are small and latency matters (acks=all round trips).
+        stream
+            .set_nodelay(true)
+            .map_err(|source| ClientError::Connect {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        let mut conn = Connection {
+            addr: addr.to_owned(),
+            stream: BufReader::new(stream),
+            next_correlation: 0,
+            versions: HashMap::new(),
+        };
+        let offered = conn.exchange(&ApiVersionsRequest::default(), 0).await?;
+        if let Some(e) = ClientError::from_code(offered.error_code, None) {
+            return Err(e);
+        }
+        for &(api, lo, hi) in SUPPORTED {
+            if let Some(k) = offered.api_keys.iter().find(|k| k.api_key == api as i16) {
+                let best = hi.min(k.max_version);
+                if best >= lo.max(k.min_version) {
+                    conn.versions.insert(api as i16, best);
+                }
+            }
+        }
+        Ok(conn)
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Sends `request` at the negotiated version and returns the broker's answer.
+    pub async fn send<R: Request>(&mut self, request: &R) -> Result<R::Response, ClientError> {
+        let version = self.version_of::<R>()?;
+        self.exchange(request, version).await
+    }
+
+    /// Sends `request` without waiting for an answer (produce with acks=0).
+    pub async fn send_only<R: Request>(&mut self, request: &R) -> Result<(), ClientError> {
+        let version = self.version_of::<R>()?;
+        self.write_request(request, version).await.map(|_| ())
+    }
+
+    /// The version `R` is sent at on this connection.
+    pub fn version_of<R: Request>(&self) -> Result<i16, ClientError> {
+        self.versions
+            .get(&R::KEY)
+            .copied()
+            .ok_or_else(|| ClientError::Version {
+                addr: self.addr.clone(),
+                api: crate::short_type_name::<R>(),
+            })
+    }
+
+    /// Sends `request` at an explicit `version` (tests sweep every advertised version).
+    pub async fn exchange<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        let correlation_id = self.write_request(request, version).await?;
+        let mut len = [0u8; 4];
+        self.stream
+            .read_exact(&mut len)
+            .await
+            .map_err(|e| self.io(e))?;
+        let size = usize::try_from(i32::from_be_bytes(len))
+            .ok()
+            .filter(|&n| n <= MAX_RESPONSE_BYTES)
+            .ok_or_else(|| self.protocol(format!("response length {len:?}")))?;
+        let mut buf = BytesMut::zeroed(size);
+        self.stream
+            .read_exact(&mut buf)
+            .await
+            .map_err(|e| self.io(e))?;
+        let mut body: Bytes = buf.freeze();
+        let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
+            .map_err(|e| self.protocol(format!("response header: {e}")))?;
+        if header.correlation_id != correlation_id {
+            return Err(self.protocol(format!(
+                "correlation id {} answers request {correlation_id}",
+                header.correlation_id
+            )));
+        }
+        R::Response::decode(&mut body, version).map_err(|e| {
+            self.protocol(format!("{} v{version}: {e}", crate::short_type_name::<R>()))
+        })
+    }
+
+    async fn write_request<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+    ) -> Result<i32, ClientError> {
+        let correlation_id = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+        let mut buf = BytesMut::new();
+        buf.put_i32(0);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .and_then(|_| request.encode(&mut buf, version))
+            .map_err(|e| {
+                self.protocol(format!(
+                    "cannot encode {} v{version}: {e}",
+                    crate::short_type_name::<R>()
+                ))
+            })?;
+        let len = i32::try_from(buf.len() - 4)
+            .map_err(|_| self.protocol("request exceeds 2 GiB".into()))?;
+        buf[..4].copy_from_slice(&len.to_be_bytes());
+        let stream = self.stream.get_mut();
+        stream.write_all(&buf).await.map_err(|e| self.io(e))?;
+        Ok(correlation_id)
+    }
+
+    fn io(&self, source: std::io::Error) -> ClientError {
+        ClientError::Io {
+            addr: self.addr.clone(),
+            source,
+        }
+    }
+
+    fn protocol(&self, reason: String) -> ClientError {
+        ClientError::Protocol {
+            addr: self.addr.clone(),
+            reason,
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `isr consume`: prints `OFFSET VALUE` per record of one partition.
+
+use super::cluster::Cluster;
+use super::connection::Connection;
+use super::error::ClientError;
+use super::records::{self, Incoming};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, GroupId, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::io::Write;
+
+/// Long-poll wait per fetch: short enough for prompt exit with --max, long enough to idle.
+const FETCH_WAIT_MS: i32 = 500;
+/// Bytes asked per fetch.
+pub const FETCH_BYTES: i32 = 1024 * 1024;
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct ConsumeArgs {
+    /// A broker to start from: HOST:PORT, or several separated by commas.
+    #[arg(long)]
+    pub bootstrap: String,
+    pub topic: String,
+    #[arg(long, default_value_t = 0)]
+    pub partition: u32,
+    /// Start at the first retained record (default: only new records).
+    #[arg(long, conflicts_with = "offset")]
+    pub from_beginning: bool,
+    /// Start at this offset.
+    #[arg(long)]
+    pub offset: Option<u64>,
+    /// Consumer group: resume from its committed offset, and commit what was printed.
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Stop after this many records (default: run until interrupted).
+    #[arg(long)]
+    pub max: Option<u64>,
+}
+
+/// Where to start reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    Earliest,
+    Latest,
+    At(i64),
+}
+
+/// Consumes to stdout.
+pub async fn run(args: ConsumeArgs) -> Result<(), ClientError> {
+    run_with(args, &mut std::io::stdout().lock()).await
+}
+
+pub async fn run_with(args: ConsumeArgs, out: &mut impl Write) -> Result<(), ClientError> {
+    let mut cluster = Cluster::connect(&args.bootstrap).await?;
+    let (topic, partition) = (args.topic.as_str(), args.partition);
+    let committed = match &args.group {
+        Some(group) => committed(&mut cluster, group, topic, partition).await?,
+        None => None,
+    };
+    let start = match (committed, args.offset, args.from_beginning) {
+        (Some(o), _, _) => Start::At(o),
+        (None, Some(o), _) => Start::At(i64::try_from(o).unwrap_or(i64::MAX)),
+        (None, None, true) => Start::Earliest,
+        (None, None, false) => Start::Latest,
+    };
+    let mut next = resolve(&mut cluster, topic, partition, start).await?;
+    let mut printed = 0u64;
+    while args.max.is_none_or(|max| printed < max) {
+        let batch = fetch(&mut cluster, topic, partition, next).await?;
+        let before = next;
+        for r in &batch {
+            if r.offset < next {
+                continue;
+            }
+            if args.max.is_some_and(|max| printed >= max) {
+                break;
+            }
+            let value = r
+                .value
+                .as_deref()
+                .map(String::from_utf8_lossy)
+                .unwrap_or_default();
+            writeln!(out, "{} {value}", r.offset).map_err(ClientError::Output)?;
+            next = r.offset + 1;
+            printed += 1;
+        }
+        out.flush().map_err(ClientError::Output)?;
+        if let (Some(group), true) = (&args.group, next > before) {
+            commit(&mut cluster, group, topic, partition, next).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The group's committed offset for the partition, if any.
+pub async fn committed(
+    cluster: &mut Cluster,
+    group: &str,
+    topic: &str,
+    partition: u32,
+) -> Result<Option<i64>, ClientError> {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name(topic))
+            .with_partition_indexes(vec![index(partition)])]));
+    let answer = cluster
+        .on_coordinator(group, async |c| c.send(&request).await)
+        .await?;
+    if let Some(e) = ClientError::from_code(answer.error_code, None) {
+        return Err(e);
+    }
+    let p = answer.topics.first().and_then(|t| t.partitions.first());
+    match p {
+        Some(p) => match ClientError::from_code(p.error_code, None) {
+            Some(e) => Err(e),
+            None => Ok(Some(p.committed_offset).filter(|&o| o >= 0)),
+        },
+        None => Ok(None),
+    }
+}
+
+/// Records the group's position in the partition: the next offset it will read.
+pub async fn commit(
+    cluster: &mut Cluster,
+    group: &str,
+    topic: &str,
+    partition: u32,
+    next: i64,
+) -> Result<(), ClientError> {
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        // No group membership: manual assignment commits with generation -1.
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(index(partition))
+                .with_committed_offset(next)])]);
+    let answer = cluster
+        .on_coordinator(group, async |c| c.send(&request).await)
+        .await?;
+    let code = answer
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map_or(0, |p| p.error_code);
+    ClientError::from_code(code, None).map_or(Ok(()), Err)
+}
+
+fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+fn index(partition: u32) -> i32 {
+    i32::try_from(partition).unwrap_or(i32::MAX)
+}
+
+/// Turns a start position into an offset (ListOffsets for earliest and latest).
+pub async fn resolve(
+    cluster: &mut Cluster,
+    topic: &str,
+    partition: u32,
+    start: Start,
+) -> Result<i64, ClientError> {
+    let timestamp = match start {
+        Start::At(o) => return Ok(o),
+        Start::Earliest => -2,
+        Start::Latest => -1,
+    };
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(index(partition))
+                .with_timestamp(timestamp)])]);
+    cluster
+        .on_leader(topic, partition, async |c: &mut Connection| {
+            let answer = c.send(&request).await?;
+            let p = answer
+                .topics
+                .first()
+                .and_then(|t| t.partitions.first())
+                .ok_or_else(|| malformed(c, "ListOffsets answer names no partition"))?;
+            match ClientError::from_code(p.error_code, None) {
+                Some(e) => Err(e),
+                None => Ok(p.offset),
+            }
+        })
+        .await
+}
+
+fn malformed(c: &Connection, reason: &str) -> ClientError {
+    ClientError::Protocol {
+        addr: c.addr().to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+/// One fetch from the leader at `offset`: the records it returned (possibly none after the
+/// long-poll wait), following leader changes.
+pub async fn fetch(
+    cluster: &mut Cluster,
+    topic: &str,
+    partition: u32,
+    offset: i64,
+) -> Result<Vec<Incoming>, ClientError> {
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(FETCH_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_BYTES)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(index(partition))
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(FETCH_BYTES)])]);
+    let data = cluster
+        .on_leader(topic, partition, async |c: &mut Connection| {
+            let answer = c.send(&request).await?;
+            if let Some(e) = ClientError::from_code(answer.error_code, None) {
+                return Err(e);
+            }
+            let p = answer
+                .responses
+                .first()
+                .and_then(|t| t.partitions.first())
+                .ok_or_else(|| malformed(c, "Fetch answer names no partition"))?;
+            match ClientError::from_code(p.error_code, None) {
+                Some(e) => Err(e),
+                None => Ok(p.records.clone().unwrap_or_default()),
+            }
+        })
+        .await?;
+    records::decode(data).map_err(|reason| ClientError::Records {
+        topic: topic.to_owned(),
+        partition,
+        offset,
+        reason,
+    })
+}

@@ -1,0 +1,18 @@
+//! The isr client commands: topic admin, produce, consume and perf, over the Kafka protocol.
+//!
+//! Each command is a clap `Args` struct plus an async `run` that the runtime's `isr` binary
+//! wires as a subcommand; `run_with` variants take explicit input and output so tests can
+//! drive them. Every command starts from `--bootstrap HOST:PORT[,HOST:PORT...]`.
+
+mod cluster;
+mod connection;
+mod error;
+mod records;
+
+pub mod consume;
+pub mod produce;
+pub mod topic;
+
+pub use cluster::{Cluster, PartitionView, TopicView};
+pub use connection::Connection;
+pub use error::{code_name, ClientError};

@@ -1,0 +1,327 @@
+//! The isr client commands against the in-memory Kafka server.
+
+mod common;
+
+use clap::Parser;
+use common::TestServer;
+use isr::Acks;
+use isr_kafka::client::consume::{self, ConsumeArgs};
+use isr_kafka::client::produce::{self, ProduceArgs};
+use isr_kafka::client::topic::{self, CreateArgs, ListArgs, TopicArgs, TopicCommand};
+use isr_kafka::BackendError;
+
+async fn create(
+    server: &TestServer,
+    name: &str,
+    partitions: u32,
+    rf: u16,
+) -> Result<String, String> {
+    let mut out = Vec::new();
+    let args = TopicArgs {
+        command: TopicCommand::Create(CreateArgs {
+            bootstrap: server.bootstrap(),
+            name: name.into(),
+            partitions,
+            replication_factor: rf,
+            min_insync_replicas: Some(1),
+        }),
+    };
+    topic::run_with(args, &mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn produce_args(server: &TestServer, topic: &str) -> ProduceArgs {
+    ProduceArgs {
+        bootstrap: server.bootstrap(),
+        topic: topic.into(),
+        partition: None,
+        key: None,
+        acks: Acks::All,
+    }
+}
+
+async fn produce(args: ProduceArgs, input: &str) -> Result<String, String> {
+    let mut out = Vec::new();
+    produce::run_with(args, input.as_bytes(), &mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+fn consume_args(server: &TestServer, topic: &str) -> ConsumeArgs {
+    ConsumeArgs {
+        bootstrap: server.bootstrap(),
+        topic: topic.into(),
+        partition: 0,
+        from_beginning: true,
+        offset: None,
+        group: None,
+        max: None,
+    }
+}
+
+async fn consume(args: ConsumeArgs) -> Result<String, String> {
+    let mut out = Vec::new();
+    consume::run_with(args, &mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[tokio::test]
+async fn create_list_produce_consume() {
+    let server = TestServer::start().await;
+    assert_eq!(
+        create(&server, "events", 2, 1).await.as_deref(),
+        Ok("created topic events (2 partitions, replication factor 1)\n")
+    );
+    let mut listed = Vec::new();
+    let list = TopicArgs {
+        command: TopicCommand::List(ListArgs {
+            bootstrap: server.bootstrap(),
+        }),
+    };
+    topic::run_with(list, &mut listed).await.expect("list");
+    assert_eq!(
+        String::from_utf8_lossy(&listed),
+        "events partitions=2\n  0 leader=1 epoch=0 replicas=1 isr=1\n  1 leader=1 epoch=0 replicas=1 isr=1\n"
+    );
+    let produced = produce(produce_args(&server, "events"), "a\nb\nc\n").await;
+    assert_eq!(produced.as_deref(), Ok("0 0\n0 1\n0 2\n"));
+    let mut on_one = produce_args(&server, "events");
+    on_one.partition = Some(1);
+    on_one.acks = Acks::Leader;
+    assert_eq!(produce(on_one, "x\n").await.as_deref(), Ok("1 0\n"));
+
+    let read = consume(ConsumeArgs {
+        max: Some(3),
+        ..consume_args(&server, "events")
+    })
+    .await;
+    assert_eq!(read.as_deref(), Ok("0 a\n1 b\n2 c\n"));
+    let from_one = ConsumeArgs {
+        max: Some(2),
+        offset: Some(1),
+        from_beginning: false,
+        ..consume_args(&server, "events")
+    };
+    assert_eq!(consume(from_one).await.as_deref(), Ok("1 b\n2 c\n"));
+}
+
+#[tokio::test]
+async fn acks_zero_prints_nothing_but_writes() {
+    let server = TestServer::start().await;
+    server.backend.add_topic("quiet", 1);
+    let args = ProduceArgs {
+        acks: Acks::None,
+        ..produce_args(&server, "quiet")
+    };
+    assert_eq!(produce(args, "a\nb\n").await.as_deref(), Ok(""));
+    // The server answers nothing to acks=0; a later read shows both records.
+    let read = consume(ConsumeArgs {
+        max: Some(2),
+        ..consume_args(&server, "quiet")
+    })
+    .await;
+    assert_eq!(read.as_deref(), Ok("0 a\n1 b\n"));
+}
+
+#[tokio::test]
+async fn a_group_resumes_where_it_committed() {
+    let server = TestServer::start().await;
+    server.backend.add_topic("g", 1);
+    produce(produce_args(&server, "g"), "a\nb\nc\nd\n")
+        .await
+        .expect("produce");
+    let grouped = |max| ConsumeArgs {
+        group: Some("readers".into()),
+        max: Some(max),
+        ..consume_args(&server, "g")
+    };
+    assert_eq!(consume(grouped(2)).await.as_deref(), Ok("0 a\n1 b\n"));
+    assert_eq!(consume(grouped(2)).await.as_deref(), Ok("2 c\n3 d\n"));
+}
+
+#[tokio::test]
+async fn a_refused_write_names_the_reason() {
+    let server = TestServer::start().await;
+    server.backend.add_topic("t", 1);
+    server
+        .backend
+        .fail_next_produces([BackendError::NotEnoughReplicas]);
+    let err = produce(produce_args(&server, "t"), "a\n")
+        .await
+        .expect_err("refused");
+    assert!(err.starts_with("NOT_ENOUGH_REPLICAS"), "{err}");
+    assert_eq!(server.backend.end("t", 0), 0);
+}
+
+#[tokio::test]
+async fn produce_follows_a_leader_change() {
+    let server = TestServer::start().await;
+    server.backend.add_topic("t", 1);
+    server.backend.fail_next_produces([
+        BackendError::NotLeaderOrFollower,
+        BackendError::LeaderNotAvailable,
+    ]);
+    assert_eq!(
+        produce(produce_args(&server, "t"), "a\n").await.as_deref(),
+        Ok("0 0\n")
+    );
+}
+
+#[tokio::test]
+async fn keys_pick_partitions_as_kafka_does() {
+    let server = TestServer::start().await;
+    server.backend.add_topic("k", 4);
+    let args = ProduceArgs {
+        key: Some("21".into()),
+        ..produce_args(&server, "k")
+    };
+    // murmur2("21") = -973932308; & 0x7fffffff = 1173551340; % 4 = 0.
+    let expected = (((-973932308i32) as u32 & 0x7fff_ffff) % 4).to_string();
+    let out = produce(args, "v\n").await.expect("produce");
+    assert_eq!(out, format!("{expected} 0\n"));
+}
+
+#[tokio::test]
+async fn errors_are_one_clear_line() {
+    let server = TestServer::start().await;
+    create(&server, "dup", 1, 1).await.expect("create");
+    let dup = create(&server, "dup", 1, 1).await.expect_err("duplicate");
+    assert!(dup.starts_with("TOPIC_ALREADY_EXISTS"), "{dup}");
+    let rf = create(&server, "wide", 1, 3)
+        .await
+        .expect_err("rf 3 on one broker");
+    assert!(rf.starts_with("INVALID_REPLICATION_FACTOR"), "{rf}");
+    let bad = create(&server, "no/slash", 1, 1)
+        .await
+        .expect_err("bad name");
+    assert!(bad.starts_with("INVALID_TOPIC_EXCEPTION"), "{bad}");
+    let past = ConsumeArgs {
+        offset: Some(5),
+        from_beginning: false,
+        max: Some(1),
+        ..consume_args(&server, "dup")
+    };
+    let oor = consume(past).await.expect_err("offset past end");
+    assert!(oor.starts_with("OFFSET_OUT_OF_RANGE"), "{oor}");
+    let missing = produce(produce_args(&server, "nope"), "a\n")
+        .await
+        .expect_err("unknown topic");
+    assert!(
+        missing.starts_with("UNKNOWN_TOPIC_OR_PARTITION"),
+        "{missing}"
+    );
+    assert!(!missing.contains('\n'), "{missing}");
+    let nowhere = ListArgs {
+        bootstrap: "127.0.0.1:1".into(),
+    };
+    let e = topic::run_with(
+        TopicArgs {
+            command: TopicCommand::List(nowhere),
+        },
+        &mut Vec::new(),
+    )
+    .await
+    .expect_err("nothing listens on port 1");
+    assert!(
+        e.to_string().starts_with("cannot connect to 127.0.0.1:1"),
+        "{e}"
+    );
+}
+
+/// The commands parse as the runtime's `isr` binary will expose them.
+#[derive(clap::Parser)]
+enum Cli {
+    Produce(ProduceArgs),
+    Consume(ConsumeArgs),
+    Topic(TopicArgs),
+}
+
+#[test]
+fn command_lines_parse() {
+    let p = Cli::try_parse_from([
+        "isr",
+        "produce",
+        "t",
+        "--bootstrap",
+        "h:1",
+        "--acks",
+        "1",
+        "--partition",
+        "2",
+    ]);
+    assert!(matches!(
+        p,
+        Ok(Cli::Produce(ProduceArgs {
+            acks: Acks::Leader,
+            partition: Some(2),
+            ..
+        }))
+    ));
+    assert!(
+        Cli::try_parse_from(["isr", "produce", "t", "--bootstrap", "h:1", "--acks", "2"]).is_err()
+    );
+    assert!(Cli::try_parse_from([
+        "isr",
+        "produce",
+        "t",
+        "--bootstrap",
+        "h:1",
+        "--key",
+        "k",
+        "--partition",
+        "1"
+    ])
+    .is_err());
+    let c = Cli::try_parse_from([
+        "isr",
+        "consume",
+        "t",
+        "--bootstrap",
+        "h:1",
+        "--offset",
+        "3",
+        "--group",
+        "g",
+        "--max",
+        "9",
+    ]);
+    assert!(matches!(
+        c,
+        Ok(Cli::Consume(ConsumeArgs {
+            offset: Some(3),
+            max: Some(9),
+            ..
+        }))
+    ));
+    assert!(Cli::try_parse_from([
+        "isr",
+        "consume",
+        "t",
+        "--bootstrap",
+        "h:1",
+        "--offset",
+        "3",
+        "--from-beginning"
+    ])
+    .is_err());
+    let t = Cli::try_parse_from([
+        "isr",
+        "topic",
+        "create",
+        "n",
+        "--bootstrap",
+        "h:1",
+        "--partitions",
+        "3",
+        "--replication-factor",
+        "3",
+        "--min-insync-replicas",
+        "2",
+    ]);
+    assert!(matches!(t, Ok(Cli::Topic(_))));
+}
