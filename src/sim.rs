@@ -413,12 +413,6 @@ impl Cluster {
                 Vec::new()
             }
             Action::Restart(b) => {
-                // The new incarnation opens new connections: what the old one sent and was not
-                // delivered is gone with the old ones. A Fetch sent before an unclean crash must
-                // not reach the leader after the restart, where it would prove an LEO the
-                // replica no longer has and readmit it to the ISR (Kafka closes the same gap
-                // with broker epochs, KIP-903, which this core does not model).
-                self.network.retain(|e| e.from != Node::Broker(*b));
                 self.replica_mut(*b).restart();
                 let clean = self.last_stop_clean[b.0 as usize];
                 let effects = self
@@ -461,7 +455,7 @@ impl Cluster {
     }
 
     /// A broker stops: its budget is spent and its connections close, losing what was in flight
-    /// to it. What it sent may still arrive while it is down (a dead machine's last packets).
+    /// to it.
     fn stop(&mut self, b: BrokerId, clean: bool) {
         if clean {
             self.clean_crashes += 1;
