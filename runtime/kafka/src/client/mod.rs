@@ -10,6 +10,7 @@ mod error;
 mod records;
 
 pub mod consume;
+pub mod perf;
 pub mod produce;
 pub mod topic;
 
