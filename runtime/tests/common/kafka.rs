@@ -1,0 +1,163 @@
+//! A minimal blocking Kafka client for tests, independent of the code under test: CreateTopics
+//! v4, Produce v7 and Fetch v11 (all non-flexible), encoded with kafka-protocol.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse, ProduceRequest,
+    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+
+fn call<Req: Encodable, Resp: Decodable>(
+    address: &str,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> std::io::Result<Resp> {
+    let mut stream = TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(40)))?;
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("test")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, 1).map_err(other)?;
+    request.encode(&mut body, version).map_err(other)?;
+    stream.write_all(&(body.len() as i32).to_be_bytes())?;
+    stream.write_all(&body)?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len)?;
+    let mut buf = vec![0u8; i32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut buf)?;
+    let mut buf = Bytes::from(buf);
+    ResponseHeader::decode(&mut buf, 0).map_err(other)?;
+    Resp::decode(&mut buf, version).map_err(other)
+}
+
+fn other(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+fn topic_name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+pub fn create_topic(address: &str, topic: &str, partitions: i32, rf: i16, min_isr: u32) -> i16 {
+    let config = CreatableTopicConfig::default()
+        .with_name(StrBytes::from_static_str("min.insync.replicas"))
+        .with_value(Some(StrBytes::from_string(min_isr.to_string())));
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic_name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(rf)
+            .with_configs(vec![config])]);
+    let response: CreateTopicsResponse =
+        call(address, ApiKey::CreateTopics, 4, &request).expect("CreateTopics");
+    response.topics.first().map_or(-1, |t| t.error_code)
+}
+
+/// One batch of `values`, as a producer sends it.
+pub fn batch(values: &[String]) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: i as i32,
+            timestamp: 0,
+            key: None,
+            value: Some(Bytes::from(v.clone())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode batch");
+    buf.freeze()
+}
+
+/// Produces one batch with acks=all: the base offset, or the Kafka error code.
+pub fn produce(address: &str, topic: &str, partition: i32, values: &[String]) -> Result<i64, i16> {
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(topic_name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch(values)))])]);
+    let response: ProduceResponse =
+        call(address, ApiKey::Produce, 7, &request).map_err(|_| -1i16)?;
+    let p = response
+        .responses
+        .first()
+        .and_then(|t| t.partition_responses.first())
+        .ok_or(-1i16)?;
+    if p.error_code != 0 {
+        return Err(p.error_code);
+    }
+    Ok(p.base_offset)
+}
+
+/// Every committed record from `offset` on, as (offset, value), with the high watermark.
+pub fn fetch(
+    address: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(Vec<(i64, String)>, i64), i16> {
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(64 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(64 << 20)])]);
+    let response: FetchResponse = call(address, ApiKey::Fetch, 11, &request).map_err(|_| -1i16)?;
+    let p = response
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or(-1i16)?;
+    if p.error_code != 0 {
+        return Err(p.error_code);
+    }
+    let mut records = Vec::new();
+    if let Some(bytes) = &p.records {
+        let mut bytes = bytes.clone();
+        for set in RecordBatchDecoder::decode_all(&mut bytes).map_err(|_| -2i16)? {
+            for r in set.records {
+                let value = r.value.map(|v| String::from_utf8_lossy(&v).to_string());
+                records.push((r.offset, value.unwrap_or_default()));
+            }
+        }
+    }
+    Ok((records, p.high_watermark))
+}
