@@ -30,6 +30,14 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Show partitions (leader, epoch, AR, ISR, OSR, ELR) and replicas (LEO, HW, lag).
     Status(status::StatusArgs),
+    /// Create or list topics (Kafka protocol).
+    Topic(isr_kafka::client::topic::TopicArgs),
+    /// Produce records from stdin, one per line (Kafka protocol).
+    Produce(isr_kafka::client::produce::ProduceArgs),
+    /// Print records of a partition (Kafka protocol).
+    Consume(isr_kafka::client::consume::ConsumeArgs),
+    /// Measure produce or consume throughput and latency (Kafka protocol).
+    Perf(isr_kafka::client::perf::PerfArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +62,16 @@ fn main() -> ExitCode {
             Command::Broker(args) => broker::run(args).await.map_err(Into::into),
             Command::Cluster(args) => cluster::run(args).await.map_err(Into::into),
             Command::Status(args) => status::run(args).await.map_err(Into::into),
+            Command::Topic(args) => isr_kafka::client::topic::run(args)
+                .await
+                .map_err(Into::into),
+            Command::Produce(args) => isr_kafka::client::produce::run(args)
+                .await
+                .map_err(Into::into),
+            Command::Consume(args) => isr_kafka::client::consume::run(args)
+                .await
+                .map_err(Into::into),
+            Command::Perf(args) => isr_kafka::client::perf::run(args).await.map_err(Into::into),
         }
     });
     match result {
