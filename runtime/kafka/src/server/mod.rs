@@ -10,6 +10,7 @@ mod codec;
 mod codes;
 mod fetch;
 mod groups;
+mod guard;
 mod metadata;
 mod produce;
 
@@ -88,6 +89,11 @@ async fn handle<B: Backend>(
     RequestHeader::decode(&mut frame, header_version).map_err(|e| KafkaError::Decode {
         what: "RequestHeader",
         version: header_version,
+        reason: e.to_string(),
+    })?;
+    guard::check(api, version, &frame).map_err(|e| KafkaError::Decode {
+        what: "request body",
+        version,
         reason: e.to_string(),
     })?;
     let body = &mut frame;
