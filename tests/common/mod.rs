@@ -11,6 +11,7 @@
 use isr::sim::{describe, set, Action, Bounds, Cluster, PARTITION};
 use isr::{Acks, Config, FlushPolicy, Log, Property, Role, Rules, Violation};
 use std::fmt;
+use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -285,10 +286,13 @@ impl Stats {
         }
     }
 
-    /// Prints `name: N schedules, S steps, T s (...)` to stderr and returns N.
+    /// Prints `name: N schedules, S steps, T s (...)` to stderr and returns N. Written to the
+    /// stderr handle rather than with `eprintln!`, which the test harness captures for passing
+    /// tests: the numbers must show in every CI log.
     pub fn report(&self, name: &str, started: Instant) -> u64 {
         let n = self.schedules.load(Ordering::Relaxed);
-        eprintln!(
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "{name}: {n} schedules, {} steps, {:.2} s ({} committed a record, {} after a \
              failover, {} saw a rejoin)",
             self.steps.load(Ordering::Relaxed),
