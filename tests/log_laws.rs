@@ -251,3 +251,114 @@ fn end_offset_for_worked_example() {
     truncated.truncate_to(Offset(2));
     assert_eq!(truncated.entries(), &[(LeaderEpoch(1), Offset(0))]);
 }
+
+/// A log of record batches, as the runtime keeps Kafka's: record `w` occupies `w` offsets.
+/// Only the epoch cache's width handling is under test here, so the log is deliberately naive.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct BatchLog {
+    /// (base offset, entry), ascending.
+    entries: Vec<(Offset, Entry<u8>)>,
+    flushed: Offset,
+}
+
+impl Log for BatchLog {
+    type Record = u8;
+
+    fn log_start_offset(&self) -> Offset {
+        Offset(0)
+    }
+    fn log_end_offset(&self) -> Offset {
+        self.entries
+            .last()
+            .map_or(Offset(0), |(o, e)| Offset(o.0 + u64::from(e.record)))
+    }
+    fn flushed_offset(&self) -> Offset {
+        self.flushed
+    }
+    fn entry(&self, offset: Offset) -> Option<Entry<u8>> {
+        self.entries
+            .iter()
+            .find(|(o, _)| *o == offset)
+            .map(|(_, e)| e.clone())
+    }
+    fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<u8>> {
+        self.entries
+            .iter()
+            .filter(|(o, e)| o.0 + u64::from(e.record) > from.0 && *o < until)
+            .take(max)
+            .map(|(_, e)| e.clone())
+            .collect()
+    }
+    fn append(&mut self, entries: &[Entry<u8>]) {
+        for e in entries {
+            let base = self.log_end_offset();
+            self.entries.push((base, e.clone()));
+        }
+    }
+    fn truncate_to(&mut self, offset: Offset) {
+        self.entries.retain(|(o, _)| *o < offset);
+        self.flushed = self.flushed.min(self.log_end_offset());
+    }
+    fn flush(&mut self) {
+        self.flushed = self.log_end_offset();
+    }
+    fn lose_unflushed(&mut self) {
+        let flushed = self.flushed;
+        self.entries.retain(|(o, _)| *o < flushed);
+    }
+    fn width(record: &u8) -> u64 {
+        u64::from(*record)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+    /// With records spanning several offsets (`Log::width`), the incrementally kept cache still
+    /// equals `from_log`, its starts lie on batch boundaries, and `end_offset_for` still answers
+    /// the largest epoch not above the requested one, ending where the next epoch's first batch
+    /// starts.
+    #[test]
+    fn batch_widths_keep_the_cache_laws(
+        ops in vec((0u32..=2, 1u8..=3, any::<bool>(), any::<prop::sample::Index>()), 0..30),
+        requested in 0u32..=20,
+    ) {
+        let mut log = BatchLog::default();
+        let mut cache = EpochCache::default();
+        for (bump, width, truncate, at) in ops {
+            if truncate && !log.entries.is_empty() {
+                // Replicas truncate on batch boundaries only.
+                let (to, _) = log.entries[at.index(log.entries.len())].clone();
+                log.truncate_to(to);
+                cache.truncate_to(to);
+            } else {
+                let last = log.entries.last().map_or(0, |(_, e)| e.epoch.0);
+                let entry = Entry { epoch: LeaderEpoch(last + bump), record: width };
+                let first = log.log_end_offset();
+                log.append(std::slice::from_ref(&entry));
+                cache.record_all::<BatchLog>(first, std::slice::from_ref(&entry));
+            }
+        }
+        prop_assert_eq!(&cache, &EpochCache::from_log(&log));
+        let bases: Vec<Offset> = log.entries.iter().map(|(o, _)| *o).collect();
+        for &(_, start) in cache.entries() {
+            prop_assert!(bases.contains(&start));
+        }
+        let requested = LeaderEpoch(requested);
+        let oracle = log
+            .entries
+            .iter()
+            .map(|(_, e)| e.epoch)
+            .filter(|&e| e <= requested)
+            .max()
+            .map(|epoch| {
+                let end = log
+                    .entries
+                    .iter()
+                    .find(|(_, e)| e.epoch > epoch)
+                    .map_or(log.log_end_offset(), |(o, _)| *o);
+                (epoch, end)
+            });
+        prop_assert_eq!(cache.end_offset_for(requested, log.log_end_offset()), oracle);
+    }
+}
