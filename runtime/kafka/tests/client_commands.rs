@@ -325,3 +325,37 @@ fn command_lines_parse() {
     ]);
     assert!(matches!(t, Ok(Cli::Topic(_))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_consumer_sees_a_new_record_promptly() {
+    let server = TestServer::start().await;
+    server.backend.add_topic("live", 1);
+    let waiting = ConsumeArgs {
+        from_beginning: false,
+        max: Some(1),
+        ..consume_args(&server, "live")
+    };
+    let reader = tokio::spawn(async move {
+        let mut out = Vec::new();
+        let result = consume::run_with(waiting, &mut out)
+            .await
+            .map_err(|e| e.to_string());
+        result.map(|_| String::from_utf8_lossy(&out).into_owned())
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let started = std::time::Instant::now();
+    produce(produce_args(&server, "live"), "fresh\n")
+        .await
+        .expect("produce");
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), reader)
+        .await
+        .expect("consumer returned")
+        .expect("consumer task");
+    assert_eq!(read.as_deref(), Ok("0 fresh\n"));
+    // The long poll answers within its 5 ms polling step plus scheduling, not at max wait.
+    assert!(
+        started.elapsed() < std::time::Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -124,3 +124,38 @@ async fn kcat_lists_metadata() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_reports_a_refused_write() {
+    if !kcat_present() {
+        return;
+    }
+    let server = TestServer::start().await;
+    server.backend.add_topic("strict", 1);
+    server.backend.fail_next_produces(std::iter::repeat_n(
+        isr_kafka::BackendError::NotEnoughReplicas,
+        50,
+    ));
+    let out = kcat(
+        &[
+            "-b",
+            &server.bootstrap(),
+            "-P",
+            "-t",
+            "strict",
+            "-p",
+            "0",
+            "-X",
+            "acks=all",
+            "-X",
+            "message.timeout.ms=5000",
+            "-X",
+            "retries=0",
+        ],
+        "refused\n",
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Not enough in-sync replicas"), "{stderr}");
+    assert_eq!(server.backend.end("strict", 0), 0);
+}

@@ -4,6 +4,7 @@
 use super::connection::Connection;
 use super::error::ClientError;
 use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, MetadataResponse};
+use kafka_protocol::protocol::Request;
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,6 +14,17 @@ use tokio::time::Instant;
 const RETRY_FOR: Duration = Duration::from_secs(20);
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_millis(1000);
+
+/// Where a request must go.
+#[derive(Clone, Copy, Debug)]
+pub enum Route<'a> {
+    /// The leader of a topic's partition.
+    Leader(&'a str, u32),
+    /// The controller if known, else any broker.
+    Admin,
+    /// A consumer group's coordinator.
+    Coordinator(&'a str),
+}
 
 /// One partition as the last metadata answer described it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -222,74 +234,54 @@ impl Cluster {
         Ok(format!("{}:{port}", host.as_str()))
     }
 
-    /// Runs `op` on the connection to the partition's leader, following leader changes:
-    /// on NOT_LEADER_OR_FOLLOWER, a missing leader or a lost connection it refreshes
-    /// metadata, backs off and retries, for up to 20 seconds.
-    pub async fn on_leader<T>(
+    /// Sends `request` where `route` says and hands the answer to `answer`, following
+    /// leader changes: when sending fails on a lost connection, or `answer` returns
+    /// NOT_LEADER_OR_FOLLOWER, a missing leader and the like, it refreshes metadata, backs off
+    /// and retries, for up to 20 seconds. Other errors return at once.
+    pub async fn send<R, T>(
         &mut self,
-        topic: &str,
-        partition: u32,
-        mut op: impl AsyncFnMut(&mut Connection) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        self.retrying(async |c: &mut Cluster| {
-            let addr = c.leader_address(topic, partition)?;
-            c.run_on(&addr, &mut op).await
+        route: Route<'_>,
+        request: &R,
+        mut answer: impl FnMut(&str, R::Response) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError>
+    where
+        R: Request,
+    {
+        self.retrying(route, request, true, |addr, response| match response {
+            Some(r) => answer(addr, r),
+            None => Err(ClientError::Protocol {
+                addr: addr.to_owned(),
+                reason: "no answer".into(),
+            }),
         })
         .await
     }
 
-    /// Runs `op` on the controller (or any broker), retrying like `on_leader`.
-    pub async fn on_admin<T>(
+    /// Sends a request that gets no answer (produce with acks=0), retrying like `send`
+    /// while the route is stale.
+    pub async fn send_unanswered<R: Request>(
         &mut self,
-        mut op: impl AsyncFnMut(&mut Connection) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        self.retrying(async |c: &mut Cluster| {
-            let addr = c.admin_address()?;
-            c.run_on(&addr, &mut op).await
-        })
-        .await
+        route: Route<'_>,
+        request: &R,
+    ) -> Result<(), ClientError> {
+        self.retrying(route, request, false, |_, _| Ok(())).await
     }
 
-    /// Runs `op` on the group's coordinator, retrying like `on_leader`.
-    pub async fn on_coordinator<T>(
+    async fn retrying<R: Request, T>(
         &mut self,
-        group: &str,
-        mut op: impl AsyncFnMut(&mut Connection) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        self.retrying(async |c: &mut Cluster| {
-            let addr = c.coordinator_address(group).await?;
-            c.run_on(&addr, &mut op).await
-        })
-        .await
-    }
-
-    async fn run_on<T>(
-        &mut self,
-        addr: &str,
-        op: &mut impl AsyncFnMut(&mut Connection) -> Result<T, ClientError>,
-    ) -> Result<T, ClientError> {
-        let result = match self.connection(addr).await {
-            Ok(conn) => op(conn).await,
-            Err(e) => Err(e),
-        };
-        if matches!(
-            result,
-            Err(ClientError::Io { .. } | ClientError::Protocol { .. })
-        ) {
-            // The stream may be mid-response: never reuse it.
-            self.connections.remove(addr);
-        }
-        result
-    }
-
-    async fn retrying<T>(
-        &mut self,
-        mut attempt: impl AsyncFnMut(&mut Cluster) -> Result<T, ClientError>,
+        route: Route<'_>,
+        request: &R,
+        answered: bool,
+        mut answer: impl FnMut(&str, Option<R::Response>) -> Result<T, ClientError>,
     ) -> Result<T, ClientError> {
         let deadline = Instant::now() + RETRY_FOR;
         let mut backoff = FIRST_BACKOFF;
         loop {
-            match attempt(self).await {
+            let result = self
+                .attempt(&route, request, answered)
+                .await
+                .and_then(|(addr, response)| answer(&addr, response));
+            match result {
                 Err(e) if e.is_stale_route() && Instant::now() + backoff < deadline => {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -299,5 +291,32 @@ impl Cluster {
                 result => return result,
             }
         }
+    }
+
+    async fn attempt<R: Request>(
+        &mut self,
+        route: &Route<'_>,
+        request: &R,
+        answered: bool,
+    ) -> Result<(String, Option<R::Response>), ClientError> {
+        let addr = match *route {
+            Route::Leader(topic, partition) => self.leader_address(topic, partition)?,
+            Route::Admin => self.admin_address()?,
+            Route::Coordinator(group) => self.coordinator_address(group).await?,
+        };
+        let conn = self.connection(&addr).await?;
+        let sent = if answered {
+            conn.send(request).await.map(Some)
+        } else {
+            conn.send_only(request).await.map(|_| None)
+        };
+        if matches!(
+            sent,
+            Err(ClientError::Io { .. } | ClientError::Protocol { .. })
+        ) {
+            // The stream may be mid-response: never reuse it.
+            self.connections.remove(&addr);
+        }
+        sent.map(|response| (addr, response))
     }
 }

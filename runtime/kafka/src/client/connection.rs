@@ -61,10 +61,6 @@ impl Connection {
         Ok(conn)
     }
 
-    pub fn addr(&self) -> &str {
-        &self.addr
-    }
-
     /// Sends `request` at the negotiated version and returns the broker's answer.
     pub async fn send<R: Request>(&mut self, request: &R) -> Result<R::Response, ClientError> {
         let version = self.version_of::<R>()?;

@@ -1,8 +1,7 @@
 //! `isr consume`: prints `OFFSET VALUE` per record of one partition.
 
-use super::cluster::Cluster;
-use super::connection::Connection;
-use super::error::ClientError;
+use super::cluster::{Cluster, Route};
+use super::error::{malformed, ClientError};
 use super::records::{self, Incoming};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -11,8 +10,8 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    BrokerId, FetchRequest, GroupId, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest,
-    TopicName,
+    BrokerId, FetchRequest, FetchResponse, GroupId, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::io::Write;
@@ -111,20 +110,24 @@ pub async fn committed(
         .with_topics(Some(vec![OffsetFetchRequestTopic::default()
             .with_name(name(topic))
             .with_partition_indexes(vec![index(partition)])]));
-    let answer = cluster
-        .on_coordinator(group, async |c| c.send(&request).await)
-        .await?;
-    if let Some(e) = ClientError::from_code(answer.error_code, None) {
-        return Err(e);
-    }
-    let p = answer.topics.first().and_then(|t| t.partitions.first());
-    match p {
-        Some(p) => match ClientError::from_code(p.error_code, None) {
-            Some(e) => Err(e),
-            None => Ok(Some(p.committed_offset).filter(|&o| o >= 0)),
-        },
-        None => Ok(None),
-    }
+    cluster
+        .send(
+            Route::Coordinator(group),
+            &request,
+            |_, answer: OffsetFetchResponse| {
+                if let Some(e) = ClientError::from_code(answer.error_code, None) {
+                    return Err(e);
+                }
+                match answer.topics.first().and_then(|t| t.partitions.first()) {
+                    Some(p) => match ClientError::from_code(p.error_code, None) {
+                        Some(e) => Err(e),
+                        None => Ok(Some(p.committed_offset).filter(|&o| o >= 0)),
+                    },
+                    None => Ok(None),
+                }
+            },
+        )
+        .await
 }
 
 /// Records the group's position in the partition: the next offset it will read.
@@ -144,15 +147,20 @@ pub async fn commit(
             .with_partitions(vec![OffsetCommitRequestPartition::default()
                 .with_partition_index(index(partition))
                 .with_committed_offset(next)])]);
-    let answer = cluster
-        .on_coordinator(group, async |c| c.send(&request).await)
-        .await?;
-    let code = answer
-        .topics
-        .first()
-        .and_then(|t| t.partitions.first())
-        .map_or(0, |p| p.error_code);
-    ClientError::from_code(code, None).map_or(Ok(()), Err)
+    cluster
+        .send(
+            Route::Coordinator(group),
+            &request,
+            |_, answer: OffsetCommitResponse| {
+                let code = answer
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .map_or(0, |p| p.error_code);
+                ClientError::from_code(code, None).map_or(Ok(()), Err)
+            },
+        )
+        .await
 }
 
 fn name(topic: &str) -> TopicName {
@@ -183,26 +191,22 @@ pub async fn resolve(
                 .with_partition_index(index(partition))
                 .with_timestamp(timestamp)])]);
     cluster
-        .on_leader(topic, partition, async |c: &mut Connection| {
-            let answer = c.send(&request).await?;
-            let p = answer
-                .topics
-                .first()
-                .and_then(|t| t.partitions.first())
-                .ok_or_else(|| malformed(c, "ListOffsets answer names no partition"))?;
-            match ClientError::from_code(p.error_code, None) {
-                Some(e) => Err(e),
-                None => Ok(p.offset),
-            }
-        })
+        .send(
+            Route::Leader(topic, partition),
+            &request,
+            |addr, answer: ListOffsetsResponse| {
+                let p = answer
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .ok_or_else(|| malformed(addr, "ListOffsets answer names no partition"))?;
+                match ClientError::from_code(p.error_code, None) {
+                    Some(e) => Err(e),
+                    None => Ok(p.offset),
+                }
+            },
+        )
         .await
-}
-
-fn malformed(c: &Connection, reason: &str) -> ClientError {
-    ClientError::Protocol {
-        addr: c.addr().to_owned(),
-        reason: reason.to_owned(),
-    }
 }
 
 /// One fetch from the leader at `offset`: the records it returned (possibly none after the
@@ -226,21 +230,25 @@ pub async fn fetch(
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(FETCH_BYTES)])]);
     let data = cluster
-        .on_leader(topic, partition, async |c: &mut Connection| {
-            let answer = c.send(&request).await?;
-            if let Some(e) = ClientError::from_code(answer.error_code, None) {
-                return Err(e);
-            }
-            let p = answer
-                .responses
-                .first()
-                .and_then(|t| t.partitions.first())
-                .ok_or_else(|| malformed(c, "Fetch answer names no partition"))?;
-            match ClientError::from_code(p.error_code, None) {
-                Some(e) => Err(e),
-                None => Ok(p.records.clone().unwrap_or_default()),
-            }
-        })
+        .send(
+            Route::Leader(topic, partition),
+            &request,
+            |addr, answer: FetchResponse| {
+                if let Some(e) = ClientError::from_code(answer.error_code, None) {
+                    return Err(e);
+                }
+                let p = answer
+                    .responses
+                    .into_iter()
+                    .next()
+                    .and_then(|t| t.partitions.into_iter().next())
+                    .ok_or_else(|| malformed(addr, "Fetch answer names no partition"))?;
+                match ClientError::from_code(p.error_code, None) {
+                    Some(e) => Err(e),
+                    None => Ok(p.records.unwrap_or_default()),
+                }
+            },
+        )
         .await?;
     records::decode(data).map_err(|reason| ClientError::Records {
         topic: topic.to_owned(),

@@ -67,6 +67,14 @@ pub fn code_name(code: i16) -> String {
     }
 }
 
+/// A broker's answer that lacks what the request asked about.
+pub fn malformed(addr: &str, reason: &str) -> ClientError {
+    ClientError::Protocol {
+        addr: addr.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
 impl ClientError {
     /// A Kafka error from a response's code and optional message; `None` when the code is 0.
     pub fn from_code(code: i16, message: Option<&str>) -> Option<ClientError> {

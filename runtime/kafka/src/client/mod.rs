@@ -14,6 +14,6 @@ pub mod perf;
 pub mod produce;
 pub mod topic;
 
-pub use cluster::{Cluster, PartitionView, TopicView};
+pub use cluster::{Cluster, PartitionView, Route, TopicView};
 pub use connection::Connection;
 pub use error::{code_name, ClientError};

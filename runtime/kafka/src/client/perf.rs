@@ -67,13 +67,10 @@ pub async fn run(args: PerfArgs) -> Result<(), ClientError> {
     run_with(args, &mut std::io::stdout().lock()).await
 }
 
-/// Workers run concurrently on one thread (a `LocalSet`): a client is I/O bound, and the
-/// retrying request futures are not `Send`.
 pub async fn run_with(args: PerfArgs, out: &mut impl Write) -> Result<(), ClientError> {
-    let local = tokio::task::LocalSet::new();
     let report = match args.command {
-        PerfCommand::Produce(a) => local.run_until(perf_produce(a)).await?,
-        PerfCommand::Consume(a) => local.run_until(perf_consume(a)).await?,
+        PerfCommand::Produce(a) => perf_produce(a).await?,
+        PerfCommand::Consume(a) => perf_consume(a).await?,
     };
     write!(out, "{report}").map_err(ClientError::Output)
 }
@@ -174,7 +171,7 @@ async fn perf_produce(args: PerfProduceArgs) -> Result<Report, ClientError> {
             + u64::from(u64::from(i) < args.records % u64::from(args.producers));
         let (bootstrap, topic, value) = (args.bootstrap.clone(), args.topic.clone(), value.clone());
         let (acks, batch) = (args.acks, u64::from(args.batch));
-        workers.spawn_local(async move {
+        workers.spawn(async move {
             let mut cluster = Cluster::connect(&bootstrap).await?;
             let partition = i % partitions;
             let mut tally = Tally::default();
@@ -217,7 +214,7 @@ async fn perf_consume(args: PerfConsumeArgs) -> Result<Report, ClientError> {
             args.topic.clone(),
             Arc::clone(&remaining),
         );
-        workers.spawn_local(async move {
+        workers.spawn(async move {
             let mut cluster = Cluster::connect(&bootstrap).await?;
             let mut next =
                 consume::resolve(&mut cluster, &topic, partition, Start::Earliest).await?;

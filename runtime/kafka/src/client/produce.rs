@@ -1,13 +1,12 @@
 //! `isr produce`: one record per input line, acknowledged one at a time.
 
-use super::cluster::Cluster;
-use super::connection::Connection;
-use super::error::ClientError;
+use super::cluster::{Cluster, Route};
+use super::error::{malformed, ClientError};
 use super::records::{self, Outgoing};
 use bytes::Bytes;
 use isr::Acks;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::io::Write;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
@@ -115,20 +114,17 @@ pub async fn send(
     acks: Acks,
     request: &ProduceRequest,
 ) -> Result<Option<i64>, ClientError> {
+    let route = Route::Leader(topic, partition);
+    if acks == Acks::None {
+        return cluster.send_unanswered(route, request).await.map(|_| None);
+    }
     cluster
-        .on_leader(topic, partition, async |c: &mut Connection| {
-            if acks == Acks::None {
-                return c.send_only(request).await.map(|_| None);
-            }
-            let answer = c.send(request).await?;
+        .send(route, request, |addr, answer: ProduceResponse| {
             let p = answer
                 .responses
                 .first()
                 .and_then(|t| t.partition_responses.first())
-                .ok_or_else(|| ClientError::Protocol {
-                    addr: c.addr().to_owned(),
-                    reason: "produce answer names no partition".into(),
-                })?;
+                .ok_or_else(|| malformed(addr, "produce answer names no partition"))?;
             let message = p.error_message.as_ref().map(|m| m.as_str());
             match ClientError::from_code(p.error_code, message) {
                 Some(e) => Err(e),

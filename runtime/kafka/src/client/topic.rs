@@ -1,9 +1,9 @@
 //! `isr topic create` and `isr topic list`.
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, Route};
 use super::error::ClientError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::io::Write;
 
@@ -75,13 +75,17 @@ async fn create(args: CreateArgs, out: &mut impl Write) -> Result<(), ClientErro
         .with_topics(vec![topic])
         .with_timeout_ms(CREATE_TIMEOUT_MS);
     let mut cluster = Cluster::connect(&args.bootstrap).await?;
-    let answer = cluster.on_admin(async |c| c.send(&request).await).await?;
-    for result in &answer.topics {
-        let message = result.error_message.as_ref().map(|m| m.as_str());
-        if let Some(e) = ClientError::from_code(result.error_code, message) {
-            return Err(e);
-        }
-    }
+    cluster
+        .send(Route::Admin, &request, |_, answer: CreateTopicsResponse| {
+            for result in &answer.topics {
+                let message = result.error_message.as_ref().map(|m| m.as_str());
+                if let Some(e) = ClientError::from_code(result.error_code, message) {
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })
+        .await?;
     writeln!(
         out,
         "created topic {} ({} partitions, replication factor {})",
