@@ -47,7 +47,13 @@ impl Hosted {
         let dir = PartitionDir::new(broker_dir, partition);
         let (log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
         let replica = Replica::recover(me, partition, log, hw);
-        let saved_epochs = dir.load_epochs()?.unwrap_or_default();
+        let saved_epochs = match dir.load_epochs() {
+            Ok(saved) => saved.unwrap_or_default(),
+            Err(e) => {
+                warn!(%partition, error = %e, "ignoring the leader epoch checkpoint");
+                EpochCache::default()
+            }
+        };
         if saved_epochs != *replica.epoch_cache() && !saved_epochs.entries().is_empty() {
             warn!(%partition, saved = ?saved_epochs, from_log = ?replica.epoch_cache(),
                 "leader epoch checkpoint disagrees with the log; the log wins");

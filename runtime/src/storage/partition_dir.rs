@@ -6,6 +6,7 @@ use super::disk_log::DiskLog;
 use isr::{EpochCache, Offset, PartitionId};
 use std::io;
 use std::path::{Path, PathBuf};
+use tracing::warn;
 
 const HIGH_WATERMARK: &str = "high-watermark.json";
 const LEADER_EPOCHS: &str = "leader-epochs.json";
@@ -14,8 +15,6 @@ const LEADER_EPOCHS: &str = "leader-epochs.json";
 pub enum OpenError {
     #[error("opening log {path}: {source}")]
     Log { path: PathBuf, source: io::Error },
-    #[error(transparent)]
-    Checkpoint(#[from] CheckpointError),
 }
 
 #[derive(Clone, Debug)]
@@ -51,7 +50,15 @@ impl PartitionDir {
             path: self.path.clone(),
             source,
         })?;
-        let hw = checkpoint::read(&self.path.join(HIGH_WATERMARK))?.unwrap_or_default();
+        // A missing or unreadable checkpoint costs nothing but time: zero is always a safe high
+        // watermark (the leader's fetch answers raise it), so it never stops a broker.
+        let hw = match checkpoint::read(&self.path.join(HIGH_WATERMARK)) {
+            Ok(hw) => hw.unwrap_or_default(),
+            Err(e) => {
+                warn!(error = %e, "ignoring the high watermark checkpoint; starting from 0");
+                Offset(0)
+            }
+        };
         Ok((log, hw))
     }
 
