@@ -4,18 +4,61 @@
 //! to isr brokers through this crate. The runtime implements [`Backend`] over its replicas and
 //! hands accepted connections to [`serve_connection`]; this crate owns everything about the
 //! wire: framing, version negotiation, request decoding, batch validation, and responses.
+//!
+//! Wiring, as the runtime does it:
+//!
+//! ```no_run
+//! use isr_kafka::{client, serve_connection, Backend};
+//! use std::sync::Arc;
+//!
+//! /// Serves Kafka clients on an accepted connection whose first 4 bytes were already read
+//! /// (to tell Kafka traffic from the broker's own protocol).
+//! async fn hand_over<B: Backend>(stream: tokio::net::TcpStream, peeked: [u8; 4], backend: Arc<B>) {
+//!     let prefix = bytes::Bytes::copy_from_slice(&peeked);
+//!     tokio::spawn(async move {
+//!         if let Err(e) = serve_connection(stream, prefix, backend).await {
+//!             eprintln!("kafka connection closed: {e}");
+//!         }
+//!     });
+//! }
+//!
+//! /// The client subcommands, each a clap `Args` with an async `run`.
+//! #[derive(clap::Subcommand)]
+//! enum Command {
+//!     Topic(client::topic::TopicArgs),
+//!     Produce(client::produce::ProduceArgs),
+//!     Consume(client::consume::ConsumeArgs),
+//!     Perf(client::perf::PerfArgs),
+//! }
+//!
+//! async fn run(command: Command) -> std::process::ExitCode {
+//!     let result = match command {
+//!         Command::Topic(a) => client::topic::run(a).await,
+//!         Command::Produce(a) => client::produce::run(a).await,
+//!         Command::Consume(a) => client::consume::run(a).await,
+//!         Command::Perf(a) => client::perf::run(a).await,
+//!     };
+//!     match result {
+//!         Ok(()) => std::process::ExitCode::SUCCESS,
+//!         Err(e) => {
+//!             eprintln!("isr: {e}");
+//!             std::process::ExitCode::FAILURE
+//!         }
+//!     }
+//! }
+//! ```
 
 pub mod backend;
 pub mod batch;
+pub mod client;
+pub mod error;
+mod server;
+pub mod versions;
 
 pub use backend::{
     Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
     OffsetSpec, PartitionInfo, TopicInfo,
 };
-pub mod error;
-mod server;
-pub mod versions;
-
 pub use error::KafkaError;
 pub use server::{serve_connection, MAX_FRAME_BYTES};
 
@@ -24,4 +67,3 @@ fn short_type_name<T>() -> &'static str {
     let full = std::any::type_name::<T>();
     full.rsplit("::").next().unwrap_or(full)
 }
-pub mod client;

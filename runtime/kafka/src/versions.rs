@@ -3,8 +3,8 @@
 //! The server advertises this table and the isr client intersects it with what a broker
 //! advertises, so both sides stay within tested ground. Only versions whose requests this crate decodes and whose responses it fills in correctly are
 //! listed: a client picks the highest version both sides know, so an over-claim here breaks
-//! real clients. Each range was exercised by kcat, kafka-python, confluent-kafka or the isr
-//! client (see tests/).
+//! real clients. tests/versions.rs sends every version listed here through the server and
+//! back; kcat, kafka-python and confluent-kafka exercise the versions they pick.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};

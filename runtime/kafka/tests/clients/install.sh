@@ -12,11 +12,17 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 
 PY="${PYTHON:-python3}"
+# A Debian-managed Python refuses plain pip installs (PEP 668); fall back to overriding that,
+# since these are test-only tools on a throwaway machine.
+pip_install() {
+    "$PY" -m pip install --quiet "$1" || "$PY" -m pip install --quiet --break-system-packages "$1"
+}
 if ! "$PY" -c 'import kafka' >/dev/null 2>&1; then
-    "$PY" -m pip install --quiet kafka-python
+    pip_install kafka-python
 fi
 if ! "$PY" -c 'import confluent_kafka' >/dev/null 2>&1; then
-    "$PY" -m pip install --quiet confluent-kafka
+    pip_install confluent-kafka
 fi
 
-echo "kafka clients: kcat $(kcat -V 2>&1 | head -n1 | tr -d '\n'); $("$PY" -c 'import kafka, confluent_kafka; print("kafka-python", kafka.__version__, "confluent-kafka", confluent_kafka.version()[0])')"
+echo "kcat: $(kcat -V 2>&1 | grep -m1 Version)"
+"$PY" -c 'import kafka, confluent_kafka; print("kafka-python", kafka.__version__, "| confluent-kafka", confluent_kafka.version(), "librdkafka", confluent_kafka.libversion()[0])'
