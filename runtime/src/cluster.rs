@@ -1,7 +1,7 @@
 //! `isr cluster`: a controller and N brokers as child processes on 127.0.0.1, for trying things
 //! out. Each child logs to a file in its directory; SIGINT or SIGTERM stops them all cleanly.
 
-use crate::broker::{announce, wait_for_stop};
+use crate::broker::{announce, StopSignals};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -53,10 +53,11 @@ pub async fn run(args: ClusterArgs) -> Result<(), ClusterError> {
         }
     }
     let addr = |i: u32| format!("127.0.0.1:{}", args.port.map_or(0, |p| u32::from(p) + i));
+    let stop = StopSignals::install();
     let mut running = Vec::new();
     let result = start_all(&args, &addr, &mut running).await;
     if result.is_ok() {
-        wait_for_stop().await;
+        stop.wait().await;
     }
     stop_all(&mut running).await;
     result

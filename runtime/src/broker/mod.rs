@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot};
 use tracing::info;
 
@@ -66,6 +66,7 @@ pub enum BrokerError {
 
 pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     let me = BrokerId(args.id);
+    let stop = StopSignals::install();
     let dir_error = |source| BrokerError::Dir {
         path: args.dir.clone(),
         source,
@@ -111,7 +112,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     tokio::spawn(net.clone().controller_session(clean_shutdown));
     tokio::spawn(ticks(commands.clone()));
 
-    wait_for_stop().await;
+    stop.wait().await;
     info!("shutting down cleanly");
     let (tx, rx) = oneshot::channel();
     if commands.send(Command::Shutdown(tx)).is_ok() && rx.await.is_ok() {
@@ -146,19 +147,34 @@ async fn ticks(commands: mpsc::UnboundedSender<Command>) {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn wait_for_stop() {
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
+/// SIGTERM and SIGINT, caught from the moment this is created: a process installs it before
+/// it announces itself, so a stop request can never arrive while the default action (dying
+/// uncleanly) is still in place.
+pub struct StopSignals {
+    term: Option<Signal>,
+    int: Option<Signal>,
+}
+
+impl StopSignals {
+    pub fn install() -> StopSignals {
+        StopSignals {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
         }
-        _ => {
-            let _ = tokio::signal::ctrl_c().await;
+    }
+
+    /// Resolves on the first SIGTERM or SIGINT.
+    pub async fn wait(mut self) {
+        match (&mut self.term, &mut self.int) {
+            (Some(term), Some(int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }
