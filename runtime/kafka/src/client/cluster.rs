@@ -84,8 +84,11 @@ impl Cluster {
     pub async fn refresh(&mut self) -> Result<(), ClientError> {
         let mut candidates: Vec<String> = self.brokers.values().cloned().collect();
         candidates.sort();
-        candidates.extend(self.bootstrap.iter().cloned());
-        candidates.dedup();
+        for addr in &self.bootstrap {
+            if !candidates.contains(addr) {
+                candidates.push(addr.clone());
+            }
+        }
         let mut last = None;
         for addr in &candidates {
             let request = MetadataRequest::default().with_topics(None);

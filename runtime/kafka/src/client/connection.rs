@@ -6,11 +6,17 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::collections::HashMap;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// Client id sent in request headers; brokers only log it.
 const CLIENT_ID: &str = "isr";
+/// How long to wait for a broker to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait for an answer: beyond the longest a broker may take by request
+/// (produce timeout 30 s), so a silent broker counts as gone and the request is rerouted.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(45);
 /// Largest response accepted: a bigger length prefix means a broken stream.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
@@ -27,8 +33,9 @@ pub struct Connection {
 impl Connection {
     /// Connects and negotiates versions with ApiVersions v0, which every broker answers.
     pub async fn open(addr: &str) -> Result<Connection, ClientError> {
-        let stream = TcpStream::connect(addr)
-            .await
+        let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
+        let stream = connect
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
             .map_err(|source| ClientError::Connect {
                 addr: addr.to_owned(),
                 source,
@@ -91,6 +98,22 @@ impl Connection {
         version: i16,
     ) -> Result<R::Response, ClientError> {
         let correlation_id = self.write_request(request, version).await?;
+        match tokio::time::timeout(
+            RESPONSE_TIMEOUT,
+            self.read_response::<R>(version, correlation_id),
+        )
+        .await
+        {
+            Ok(answer) => answer,
+            Err(_) => Err(self.io(std::io::ErrorKind::TimedOut.into())),
+        }
+    }
+
+    async fn read_response<R: Request>(
+        &mut self,
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<R::Response, ClientError> {
         let mut len = [0u8; 4];
         self.stream
             .read_exact(&mut len)
@@ -100,12 +123,17 @@ impl Connection {
             .ok()
             .filter(|&n| n <= MAX_RESPONSE_BYTES)
             .ok_or_else(|| self.protocol(format!("response length {len:?}")))?;
-        let mut buf = BytesMut::zeroed(size);
-        self.stream
-            .read_exact(&mut buf)
-            .await
-            .map_err(|e| self.io(e))?;
-        let mut body: Bytes = buf.freeze();
+        // Grow with the bytes that arrive rather than trusting the announced length.
+        let mut buf = Vec::new();
+        let read = (&mut self.stream)
+            .take(size as u64)
+            .read_to_end(&mut buf)
+            .await;
+        read.map_err(|e| self.io(e))?;
+        if buf.len() < size {
+            return Err(self.io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        let mut body = Bytes::from(buf);
         let header = ResponseHeader::decode(&mut body, R::Response::header_version(version))
             .map_err(|e| self.protocol(format!("response header: {e}")))?;
         if header.correlation_id != correlation_id {

@@ -17,7 +17,7 @@ mod produce;
 use crate::backend::Backend;
 use crate::error::KafkaError;
 use crate::versions;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use codec::{decode, encode};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
 use kafka_protocol::protocol::Decodable;
@@ -57,9 +57,17 @@ where
             .ok()
             .filter(|&n| n <= MAX_FRAME_BYTES)
             .ok_or(KafkaError::FrameSize(i64::from(len)))?;
-        let mut frame = BytesMut::zeroed(size);
-        reader.read_exact(&mut frame).await?;
-        if let Some(response) = handle(&backend, frame.freeze()).await? {
+        // Grow with the bytes that actually arrive: a client announcing 100 MiB and sending
+        // nothing must not make the broker hold 100 MiB.
+        let mut frame = Vec::new();
+        (&mut reader)
+            .take(size as u64)
+            .read_to_end(&mut frame)
+            .await?;
+        if frame.len() < size {
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+        if let Some(response) = handle(&backend, Bytes::from(frame)).await? {
             writer.write_all(&response).await?;
         }
     }
