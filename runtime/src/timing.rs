@@ -11,6 +11,8 @@ use std::time::Duration;
 pub const TICK: Duration = Duration::from_millis(100);
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);
 const SESSION_TIMEOUT: Tick = Tick(10);
+/// `SESSION_TIMEOUT` as a duration.
+pub const SESSION: Duration = Duration::from_secs(1);
 /// A follower that has not caught up for 3 s leaves the ISR (Kafka: 30 s).
 const REPLICA_LAG_MAX: Tick = Tick(30);
 /// How long a leader holds a Fetch that found nothing new before answering it empty.

@@ -63,8 +63,11 @@ pub enum Command {
     },
     Status(oneshot::Sender<Vec<ReplicaView>>),
     Tick,
-    /// Clean shutdown: flush and checkpoint everything, then answer.
-    Shutdown(oneshot::Sender<()>),
+    /// Restart every replica cleanly before the broker registers again (see
+    /// `Net::register`), then answer.
+    Reincarnate(oneshot::Sender<()>),
+    /// Clean shutdown: flush and checkpoint everything, then stop.
+    Shutdown,
 }
 
 pub struct Host {
@@ -75,6 +78,8 @@ pub struct Host {
     partitions: BTreeMap<PartitionId, Hosted>,
     outbox: Outbox,
     next_produce: ProduceId,
+    /// Set when a replica's storage failed: the thread stops after the current command.
+    storage_failure: Option<String>,
 }
 
 impl Host {
@@ -95,11 +100,15 @@ impl Host {
             partitions,
             outbox,
             next_produce: 0,
+            storage_failure: None,
         })
     }
 
-    /// Runs commands until shutdown or until every sender is gone.
-    pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+    /// Runs commands until shutdown or until every sender is gone. Fails when a replica's
+    /// storage failed: the disk is shared by every partition, so the broker stops as a whole
+    /// (as Kafka does when its log directory fails), the controller fences it, and its
+    /// partitions move to replicas that can still write.
+    pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Result<(), String> {
         while let Some(command) = commands.blocking_recv() {
             match command {
                 Command::Inbound(envelope) => self.on_message(envelope),
@@ -124,13 +133,26 @@ impl Host {
                     let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
                 }
                 Command::Tick => self.on_tick(),
-                Command::Shutdown(reply) => {
+                Command::Reincarnate(reply) => {
                     self.shutdown();
+                    for h in self.partitions.values_mut().filter(|h| h.failed.is_none()) {
+                        h.replica.restart();
+                        h.in_flight = None;
+                        h.alter_sent = None;
+                        h.parked.clear();
+                    }
                     let _ = reply.send(());
-                    return;
+                }
+                Command::Shutdown => {
+                    self.shutdown();
+                    return Ok(());
                 }
             }
+            if let Some(why) = self.storage_failure.take() {
+                return Err(why);
+            }
         }
+        Ok(())
     }
 
     fn hosted(&mut self, partition: PartitionId) -> Result<&mut Hosted, HostError> {
@@ -396,6 +418,9 @@ impl Host {
             }
             if let Ok(h) = self.hosted(partition) {
                 h.checkpoint();
+                if let Some(why) = h.failed.clone() {
+                    self.storage_failure = Some(why);
+                }
             }
         }
     }
@@ -427,6 +452,12 @@ impl Host {
         for effect in effects {
             match effect {
                 Effect::Send(envelope) => {
+                    if !matches!(
+                        envelope.message,
+                        Message::Fetch(_) | Message::FetchResponse(_)
+                    ) {
+                        debug!(%partition, to = %envelope.to, message = ?envelope.message, "send");
+                    }
                     if matches!(envelope.message, Message::AlterPartition(_)) {
                         h.alter_sent = Some((envelope.clone(), Instant::now()));
                     }
@@ -455,6 +486,10 @@ impl Host {
             }
         }
         h.check_storage();
+        if let Some(why) = h.failed.clone() {
+            self.storage_failure = Some(why);
+            return;
+        }
         debug_assert!(
             h.replica.check_local().is_ok(),
             "replica invariant broken: {:?}",

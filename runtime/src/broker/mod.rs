@@ -60,6 +60,8 @@ pub enum BrokerError {
     Dir { path: PathBuf, source: io::Error },
     #[error("recovering partitions: {0}")]
     Recovery(String),
+    #[error("storage failed, stopping the broker: {0}")]
+    Storage(String),
     #[error("cannot record the clean shutdown: {0}")]
     Marker(#[from] checkpoint::CheckpointError),
 }
@@ -100,9 +102,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         net.outbox.clone(),
     )
     .map_err(BrokerError::Recovery)?;
-    let replicas = std::thread::Builder::new()
+    let (finished, mut replicas_done) = oneshot::channel();
+    std::thread::Builder::new()
         .name(format!("replicas-{me}"))
-        .spawn(move || host.run(inbox))
+        .spawn(move || {
+            let _ = finished.send(host.run(inbox));
+        })
         .map_err(dir_error)?;
     announce(&format!("isr broker {} listening on {address}", me.0));
     info!(broker = %me, %address, clean_shutdown, "broker started");
@@ -112,11 +117,20 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     tokio::spawn(net.clone().controller_session(clean_shutdown));
     tokio::spawn(ticks(commands.clone()));
 
-    stop.wait().await;
+    tokio::select! {
+        _ = stop.wait() => {}
+        result = &mut replicas_done => {
+            // The replica thread only stops on its own when storage failed; no marker, since
+            // the log may be incomplete.
+            let why = match result {
+                Ok(Err(why)) => why,
+                _ => "the replica thread ended".to_string(),
+            };
+            return Err(BrokerError::Storage(why));
+        }
+    }
     info!("shutting down cleanly");
-    let (tx, rx) = oneshot::channel();
-    if commands.send(Command::Shutdown(tx)).is_ok() && rx.await.is_ok() {
-        let _ = replicas.join();
+    if commands.send(Command::Shutdown).is_ok() && matches!(replicas_done.await, Ok(Ok(()))) {
         checkpoint::write(&args.dir.join(CLEAN_SHUTDOWN_MARKER), &true)?;
     }
     Ok(())

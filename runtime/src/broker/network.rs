@@ -16,6 +16,7 @@ use bytes::Bytes;
 use isr::{BrokerId, Envelope, Message, Node};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -61,17 +62,14 @@ impl Net {
     }
 
     /// Keeps a session with the controller: connect, register, heartbeat, and on loss start
-    /// over. Only the first registration reports how the last shutdown went; later ones come
-    /// from a process whose log never stopped, so they report clean.
+    /// over.
     pub async fn controller_session(self: Arc<Self>, clean_shutdown: bool) {
-        let mut clean = clean_shutdown;
+        let mut first = Some(clean_shutdown);
         loop {
             match link::dial(&self.controller_address, self.me_as_peer()).await {
                 Ok((reader, link)) => {
-                    info!(controller = %self.controller_address, clean_shutdown = clean, "registering");
                     self.outbox.set_controller(Some(link.clone()));
-                    self.register(&link, clean);
-                    clean = true;
+                    self.register(&link, first.take()).await;
                     tokio::spawn(heartbeats(self.me, link.clone()));
                     self.read_controller(reader, &link).await;
                     self.outbox.set_controller(None);
@@ -83,7 +81,24 @@ impl Net {
         }
     }
 
-    fn register(&self, link: &Link, clean_shutdown: bool) {
+    /// Registers this broker. The first registration follows a real start and reports how the
+    /// last run ended. A later one (the controller fenced us, or we reconnected) makes a new
+    /// incarnation: the controller fences the old one and hands out a new broker epoch, which
+    /// replicas only take from a LeaderAndIsr newer than what they hold. So the replicas are
+    /// first restarted cleanly, exactly as a broker restart would (nothing was lost: the
+    /// process never stopped, hence "clean").
+    async fn register(&self, link: &Link, first: Option<bool>) {
+        let clean_shutdown = match first {
+            Some(clean) => clean,
+            None => {
+                let (tx, rx) = oneshot::channel();
+                if self.host.send(Command::Reincarnate(tx)).is_err() || rx.await.is_err() {
+                    return;
+                }
+                true
+            }
+        };
+        info!(controller = %self.controller_address, clean_shutdown, "registering");
         link.send(Frame::Envelope(Envelope {
             from: Node::Broker(self.me),
             to: Node::Controller,
@@ -95,6 +110,7 @@ impl Net {
     }
 
     async fn read_controller(self: &Arc<Self>, mut reader: OwnedReadHalf, link: &Link) {
+        let mut registered_at = Instant::now();
         loop {
             let frame = match codec::read(&mut reader).await {
                 Ok(Some(frame)) => frame,
@@ -108,7 +124,12 @@ impl Net {
                 Frame::Envelope(env) if env.from == Node::Controller => self.deliver(env),
                 Frame::Brokers(book) => self.on_address_book(book),
                 Frame::Response { id, result } => self.rpc.complete(id, result),
-                Frame::Reregister => self.register(link, true),
+                // Heartbeats sent before our registration reached the controller are answered
+                // with Reregister too; only one per session is genuine.
+                Frame::Reregister if registered_at.elapsed() >= timing::SESSION => {
+                    self.register(link, None).await;
+                    registered_at = Instant::now();
+                }
                 other => debug!(frame = ?other, "ignoring frame from the controller"),
             }
         }
@@ -246,6 +267,8 @@ impl Net {
 
 async fn heartbeats(me: BrokerId, link: Link) {
     let mut interval = tokio::time::interval(timing::HEARTBEAT_INTERVAL);
+    // After a stall (a paused process, an overloaded machine) send one heartbeat, not a burst.
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
         let beat = Frame::Envelope(Envelope {
