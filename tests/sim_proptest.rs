@@ -35,6 +35,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         (0u8..=2, 0u8..=2, 0u8..=3),
         any::<bool>(),
         any::<bool>(),
+        (proptest::option::of(0u32..4), 0u16..=MAX_STEPS as u16),
     )
         .prop_map(
             |(
@@ -46,6 +47,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 (clean_crashes, unclean_crashes, drops),
                 consumer,
                 background_flush,
+                (slow_broker, slow_steps),
             )| Knobs {
                 replicas,
                 min_isr,
@@ -57,6 +59,8 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 drops,
                 consumer,
                 background_flush,
+                slow_broker,
+                slow_steps,
             },
         )
 }

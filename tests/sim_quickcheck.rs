@@ -42,6 +42,8 @@ impl Arbitrary for Schedule {
             drops: pick(g, 0, 3) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
+            slow_broker: bool::arbitrary(g).then(|| u32::from(pick(g, 0, 3))),
+            slow_steps: pick(g, 0, MAX_STEPS as u16),
         };
         let len = usize::from(pick(g, 0, MAX_STEPS as u16));
         let choices = (0..len).map(|_| u16::arbitrary(g)).collect();

@@ -9,7 +9,9 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 use isr::sim::{describe, set, Action, Bounds, Cluster, PARTITION};
-use isr::{Acks, Config, FlushPolicy, Log, Property, Role, Rules, Violation};
+use isr::{
+    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Violation,
+};
 use std::fmt;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +33,12 @@ pub struct Knobs {
     pub drops: u8,
     pub consumer: bool,
     pub background_flush: bool,
+    /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
+    /// first `slow_steps` steps (unless nothing else is enabled). Uniform random choice delivers
+    /// control messages quickly; the bugs of epoch fencing (rule 4) and of ISR expansion
+    /// (rule 6) need a broker that keeps acting on a stale LeaderAndIsr across failovers.
+    pub slow_broker: Option<u32>,
+    pub slow_steps: u16,
 }
 
 /// Which protocol a schedule runs, and so which properties must hold.
@@ -54,6 +62,8 @@ pub struct Scenario {
     pub cfg: Config,
     pub bounds: Bounds,
     pub properties: Vec<Property>,
+    /// The broker whose LeaderAndIsr are held back, and for how many steps.
+    pub slow: Option<(BrokerId, usize)>,
 }
 
 impl Scenario {
@@ -89,10 +99,15 @@ impl Scenario {
                     .collect()
             }
         };
+        let slow = k
+            .slow_broker
+            .filter(|&b| b < replicas)
+            .map(|b| (BrokerId(b), usize::from(k.slow_steps)));
         Scenario {
             cfg,
             bounds,
             properties,
+            slow,
         }
     }
 }
@@ -121,6 +136,12 @@ impl fmt::Display for Failure {
             s.cfg.min_insync_replicas
         )?;
         writeln!(f, "bounds: {:?}", s.bounds)?;
+        if let Some((b, steps)) = s.slow {
+            writeln!(
+                f,
+                "LeaderAndIsr to {b} held back for the first {steps} steps"
+            )?;
+        }
         writeln!(f, "schedule ({} steps):", self.trace.len())?;
         for (i, a) in self.trace.iter().enumerate() {
             writeln!(f, "  {:>3}. {a}", i + 1)?;
@@ -212,10 +233,20 @@ pub fn run(scenario: &Scenario, choices: &[u16]) -> Result<(usize, Cluster), Box
     if let Err(v) = check_state(&cluster, &scenario.properties) {
         return Err(fail(cluster, trace, v));
     }
-    for &choice in choices {
-        let actions = cluster.actions(cfg, bounds);
+    for (step, &choice) in choices.iter().enumerate() {
+        let mut actions = cluster.actions(cfg, bounds);
         if actions.is_empty() {
             break;
+        }
+        if let Some((slow, _)) = scenario.slow.filter(|&(_, until)| step < until) {
+            let held_back = |a: &Action| {
+                matches!(a, Action::Deliver(e) if e.from == Node::Controller
+                    && e.to == Node::Broker(slow)
+                    && matches!(e.message, Message::LeaderAndIsr(_)))
+            };
+            if actions.iter().any(|a| !held_back(a)) {
+                actions.retain(|a| !held_back(a));
+            }
         }
         let action = actions[usize::from(choice) % actions.len()].clone();
         cluster.apply(cfg, bounds, &action);
