@@ -1,12 +1,12 @@
-//! A bounds walk over request bodies before kafka-protocol decodes them.
+//! A bounds walk over message bodies before kafka-protocol decodes them.
 //!
 //! kafka-protocol's decoders preallocate every array from the count on the wire
 //! (`Vec::with_capacity(n)`): a 4-byte Metadata request claiming 2^31 topics asks for hundreds
-//! of gigabytes, and a failed allocation aborts the whole broker rather than failing the
-//! decode. So each body is first walked against the shape of its request (fields per
-//! version, as kafka-protocol 0.18 decodes them) and refused if any array count, string or
-//! byte length exceeds the bytes that remain. A count can never legitimately exceed them:
-//! every element takes at least one byte.
+//! of gigabytes, and a failed allocation aborts the whole process rather than failing the
+//! decode. So the server walks each request body, and the client each response body, against
+//! the shape of its message (fields per version, as kafka-protocol 0.18 decodes them) and
+//! refuses it if any array count, string or byte length exceeds the bytes that remain. A
+//! count can never legitimately exceed them: every element takes at least one byte.
 
 use kafka_protocol::messages::ApiKey;
 
@@ -30,33 +30,40 @@ enum T {
     Strs,
 }
 
-/// A field present in versions `from..=to`.
+/// A field present in versions `from..=to`; a tagged field (flexible versions only) when
+/// `tag` is set, which the decoder reads in place and so must be walked too.
 #[derive(Clone, Copy)]
 struct F {
     from: i16,
     to: i16,
     t: T,
+    tag: Option<i64>,
 }
 
 const fn all(t: T) -> F {
+    between(0, i16::MAX, t)
+}
+const fn since(from: i16, t: T) -> F {
+    between(from, i16::MAX, t)
+}
+const fn until(to: i16, t: T) -> F {
+    between(0, to, t)
+}
+const fn between(from: i16, to: i16, t: T) -> F {
+    F {
+        from,
+        to,
+        t,
+        tag: None,
+    }
+}
+const fn tagged(tag: i64, t: T) -> F {
     F {
         from: 0,
         to: i16::MAX,
         t,
+        tag: Some(tag),
     }
-}
-const fn since(from: i16, t: T) -> F {
-    F {
-        from,
-        to: i16::MAX,
-        t,
-    }
-}
-const fn until(to: i16, t: T) -> F {
-    F { from: 0, to, t }
-}
-const fn between(from: i16, to: i16, t: T) -> F {
-    F { from, to, t }
 }
 
 use T::*;
@@ -158,7 +165,181 @@ const CREATE_TOPICS: &[F] = &[
 
 const INIT_PRODUCER_ID: &[F] = &[all(Str), all(I32), since(3, I64), since(3, I16)];
 
-fn shape(api: ApiKey) -> Option<&'static [F]> {
+const API_VERSIONS_RESPONSE: &[F] = &[
+    all(I16),
+    all(Structs(&[all(I16), all(I16), all(I16)])),
+    since(1, I32),
+    tagged(0, Structs(&[all(Str), all(I16), all(I16)])),
+    tagged(2, Structs(&[all(Str), all(I16), all(I16)])),
+];
+
+const METADATA_RESPONSE: &[F] = &[
+    since(3, I32),
+    all(Structs(&[all(I32), all(Str), all(I32), since(1, Str)])),
+    since(2, Str),
+    since(1, I32),
+    all(Structs(&[
+        all(I16),
+        all(Str),
+        since(10, Uuid),
+        since(1, I8),
+        all(Structs(&[
+            all(I16),
+            all(I32),
+            all(I32),
+            since(7, I32),
+            all(I32s),
+            all(I32s),
+            since(5, I32s),
+        ])),
+        since(8, I32),
+    ])),
+    between(8, 10, I32),
+    since(13, I16),
+];
+
+const PRODUCE_RESPONSE: &[F] = &[
+    all(Structs(&[
+        until(12, Str),
+        since(13, Uuid),
+        all(Structs(&[
+            all(I32),
+            all(I16),
+            all(I64),
+            all(I64),
+            since(5, I64),
+            since(8, Structs(&[all(I32), all(Str)])),
+            since(8, Str),
+        ])),
+    ])),
+    all(I32),
+];
+
+const FETCH_RESPONSE: &[F] = &[
+    all(I32),
+    since(7, I16),
+    since(7, I32),
+    all(Structs(&[
+        until(12, Str),
+        since(13, Uuid),
+        all(Structs(&[
+            all(I32),
+            all(I16),
+            all(I64),
+            all(I64),
+            since(5, I64),
+            all(Structs(&[all(I64), all(I64)])),
+            since(11, I32),
+            all(Bytes),
+        ])),
+    ])),
+];
+
+const LIST_OFFSETS_RESPONSE: &[F] = &[
+    since(2, I32),
+    all(Structs(&[
+        all(Str),
+        all(Structs(&[
+            all(I32),
+            all(I16),
+            all(I64),
+            all(I64),
+            since(4, I32),
+        ])),
+    ])),
+];
+
+const OFFSET_COMMIT_RESPONSE: &[F] = &[
+    since(3, I32),
+    all(Structs(&[
+        until(9, Str),
+        since(10, Uuid),
+        all(Structs(&[all(I32), all(I16)])),
+    ])),
+];
+
+const OFFSET_FETCH_RESPONSE: &[F] = &[
+    since(3, I32),
+    until(
+        7,
+        Structs(&[
+            all(Str),
+            all(Structs(&[
+                all(I32),
+                all(I64),
+                since(5, I32),
+                all(Str),
+                all(I16),
+            ])),
+        ]),
+    ),
+    between(2, 7, I16),
+    since(
+        8,
+        Structs(&[
+            all(Str),
+            all(Structs(&[
+                until(9, Str),
+                since(10, Uuid),
+                all(Structs(&[all(I32), all(I64), all(I32), all(Str), all(I16)])),
+            ])),
+            all(I16),
+        ]),
+    ),
+];
+
+const FIND_COORDINATOR_RESPONSE: &[F] = &[
+    since(1, I32),
+    until(3, I16),
+    between(1, 3, Str),
+    until(3, I32),
+    until(3, Str),
+    until(3, I32),
+    since(
+        4,
+        Structs(&[all(Str), all(I32), all(Str), all(I32), all(I16), all(Str)]),
+    ),
+];
+
+const CREATE_TOPICS_RESPONSE: &[F] = &[
+    all(I32),
+    all(Structs(&[
+        all(Str),
+        since(7, Uuid),
+        all(I16),
+        all(Str),
+        since(5, I32),
+        since(5, I16),
+        since(5, Structs(&[all(Str), all(Str), all(I8), all(I8), all(I8)])),
+    ])),
+];
+
+const INIT_PRODUCER_ID_RESPONSE: &[F] = &[
+    all(I32),
+    all(I16),
+    all(I64),
+    all(I16),
+    since(6, I64),
+    since(6, I16),
+];
+
+fn response_shape(api: ApiKey) -> Option<&'static [F]> {
+    Some(match api {
+        ApiKey::Produce => PRODUCE_RESPONSE,
+        ApiKey::Fetch => FETCH_RESPONSE,
+        ApiKey::ListOffsets => LIST_OFFSETS_RESPONSE,
+        ApiKey::Metadata => METADATA_RESPONSE,
+        ApiKey::OffsetCommit => OFFSET_COMMIT_RESPONSE,
+        ApiKey::OffsetFetch => OFFSET_FETCH_RESPONSE,
+        ApiKey::FindCoordinator => FIND_COORDINATOR_RESPONSE,
+        ApiKey::ApiVersions => API_VERSIONS_RESPONSE,
+        ApiKey::CreateTopics => CREATE_TOPICS_RESPONSE,
+        ApiKey::InitProducerId => INIT_PRODUCER_ID_RESPONSE,
+        _ => return None,
+    })
+}
+
+fn request_shape(api: ApiKey) -> Option<&'static [F]> {
     Some(match api {
         ApiKey::Produce => PRODUCE,
         ApiKey::Fetch => FETCH,
@@ -186,7 +367,7 @@ pub enum GuardError {
     },
     #[error("malformed {what} at byte {at}")]
     Malformed { what: &'static str, at: usize },
-    #[error("no request shape is known for this API")]
+    #[error("no message shape is known for this API")]
     UnknownShape,
 }
 
@@ -303,33 +484,45 @@ impl Walk<'_> {
 
     fn fields(&mut self, fields: &[F]) -> Result<(), GuardError> {
         let version = self.version;
-        for f in fields.iter().filter(|f| (f.from..=f.to).contains(&version)) {
+        let present = |f: &&F| (f.from..=f.to).contains(&version);
+        for f in fields.iter().filter(present).filter(|f| f.tag.is_none()) {
             self.value(f.t)?;
         }
-        if self.flexible {
-            // Tagged fields are length-delimited: skipping them checks their bounds.
-            let count = self.uvarint("tagged field count")?;
-            if count as u64 > self.left() as u64 {
-                return Err(GuardError::Overrun {
-                    what: "tagged field count",
-                    claimed: count,
-                    at: self.at,
-                    left: self.left(),
-                });
-            }
-            for _ in 0..count {
-                self.uvarint("tag")?;
-                let size = self.uvarint("tagged field size")?;
-                self.skip(size, "tagged field")?;
+        if !self.flexible {
+            return Ok(());
+        }
+        let count = self.uvarint("tagged field count")?;
+        if count as u64 > self.left() as u64 {
+            return Err(GuardError::Overrun {
+                what: "tagged field count",
+                claimed: count,
+                at: self.at,
+                left: self.left(),
+            });
+        }
+        for _ in 0..count {
+            let tag = self.uvarint("tag")?;
+            let size = self.uvarint("tagged field size")?;
+            let start = self.at;
+            self.skip(size, "tagged field")?;
+            // A known tagged field is decoded in place: walk it within its own bounds.
+            if let Some(f) = fields.iter().filter(present).find(|f| f.tag == Some(tag)) {
+                Walk {
+                    buf: &self.buf[start..self.at],
+                    at: 0,
+                    version,
+                    flexible: true,
+                }
+                .value(f.t)?;
             }
         }
         Ok(())
     }
 }
 
-/// Checks that `body` (the request after its header) stays within its own bounds.
-pub fn check(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
-    let fields = shape(api).ok_or(GuardError::UnknownShape)?;
+fn walk(fields: Option<&[F]>, api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
+    let fields = fields.ok_or(GuardError::UnknownShape)?;
+    // Bodies are flexible exactly when the request header is (version 2).
     let flexible = api.request_header_version(version) >= 2;
     Walk {
         buf: body,
@@ -338,4 +531,70 @@ pub fn check(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
         flexible,
     }
     .fields(fields)
+}
+
+/// Checks that a request `body` (after its header) stays within its own bounds.
+pub fn check_request(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
+    walk(request_shape(api), api, version, body)
+}
+
+/// Checks that a response `body` (after its header) stays within its own bounds.
+pub fn check_response(api: ApiKey, version: i16, body: &[u8]) -> Result<(), GuardError> {
+    walk(response_shape(api), api, version, body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::messages::api_versions_response::SupportedFeatureKey;
+    use kafka_protocol::messages::ApiVersionsResponse;
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn features(version: i16) -> BytesMut {
+        let answer = ApiVersionsResponse::default().with_supported_features(vec![
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_static_str("metadata.version"))
+                .with_min_version(1)
+                .with_max_version(7),
+        ]);
+        let mut buf = BytesMut::new();
+        answer.encode(&mut buf, version).expect("encode");
+        buf
+    }
+
+    #[test]
+    fn walks_known_tagged_fields() {
+        let buf = features(3);
+        assert_eq!(check_response(ApiKey::ApiVersions, 3, &buf), Ok(()));
+        // The body ends with tag count 1, tag 0, size 23, then the feature array: compact
+        // count (n + 1 = 2), name (1 + 16 bytes), two int16, no tags. Claim 2^28 features.
+        let at = buf.len() - 23;
+        assert_eq!(
+            (buf[at - 1], buf[at]),
+            (23, 2),
+            "tagged field where expected"
+        );
+        let mut bad = buf.to_vec();
+        bad.splice(at..=at, [0x80, 0x80, 0x80, 0x80, 0x01]);
+        let size_at = at - 1;
+        bad[size_at] += 4;
+        assert!(matches!(
+            check_response(ApiKey::ApiVersions, 3, &bad),
+            Err(GuardError::Overrun { .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_absurd_counts_and_lengths() {
+        let huge = [0x7f, 0xff, 0xff, 0xff];
+        assert!(check_request(ApiKey::Metadata, 1, &huge).is_err());
+        assert!(check_request(ApiKey::Metadata, 12, &[0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        assert!(check_request(ApiKey::Produce, 3, &[0, 0]).is_err());
+        assert!(check_response(ApiKey::Fetch, 4, &huge).is_err());
+        assert_eq!(
+            check_request(ApiKey::Heartbeat, 0, &[]),
+            Err(GuardError::UnknownShape)
+        );
+    }
 }

@@ -52,6 +52,7 @@ pub mod backend;
 pub mod batch;
 pub mod client;
 pub mod error;
+mod guard;
 mod server;
 pub mod versions;
 

@@ -3,7 +3,7 @@
 use super::error::ClientError;
 use crate::versions::SUPPORTED;
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -142,6 +142,11 @@ impl Connection {
                 header.correlation_id
             )));
         }
+        let api =
+            ApiKey::try_from(R::KEY).map_err(|_| self.protocol(format!("API key {}", R::KEY)))?;
+        crate::guard::check_response(api, version, &body).map_err(|e| {
+            self.protocol(format!("{} v{version}: {e}", crate::short_type_name::<R>()))
+        })?;
         R::Response::decode(&mut body, version).map_err(|e| {
             self.protocol(format!("{} v{version}: {e}", crate::short_type_name::<R>()))
         })

@@ -10,7 +10,6 @@ mod codec;
 mod codes;
 mod fetch;
 mod groups;
-mod guard;
 mod metadata;
 mod produce;
 
@@ -99,7 +98,7 @@ async fn handle<B: Backend>(
         version: header_version,
         reason: e.to_string(),
     })?;
-    guard::check(api, version, &frame).map_err(|e| KafkaError::Decode {
+    crate::guard::check_request(api, version, &frame).map_err(|e| KafkaError::Decode {
         what: "request body",
         version,
         reason: e.to_string(),
