@@ -1,0 +1,75 @@
+//! The client side of the replica thread: producer writes and consumer reads.
+
+use super::{Committed, Host, HostError};
+use crate::broker::hosted::ProduceReply;
+use bytes::Bytes;
+use isr::{Acks, Offset, PartitionId, ReadError};
+
+impl Host {
+    pub(super) fn on_produce(
+        &mut self,
+        partition: PartitionId,
+        acks: Acks,
+        batches: Vec<Bytes>,
+        reply: ProduceReply,
+    ) {
+        let cfg = self.cfg;
+        let id = self.next_produce;
+        self.next_produce += 1;
+        let h = match self.hosted(partition) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        match h.replica.leader_write(&cfg, batches, acks, id) {
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+            }
+            Ok((base, effects)) => {
+                if acks == Acks::All {
+                    h.waiting.insert(id, reply);
+                } else {
+                    let _ = reply.send(Ok(base));
+                }
+                self.after(partition, effects);
+                self.wake_parked(partition);
+            }
+        }
+    }
+
+    pub(super) fn read(
+        &mut self,
+        partition: PartitionId,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Result<Committed, HostError> {
+        let max_entries = self.cfg.fetch_max_entries;
+        let h = self.hosted(partition)?;
+        let entries = h.replica.read_committed(offset, max_entries)?;
+        let mut size = 0;
+        let batches = entries
+            .into_iter()
+            .map(|e| e.record)
+            .take_while(|b| {
+                let first = size == 0;
+                size += b.len();
+                first || size <= max_bytes
+            })
+            .collect();
+        Ok(Committed {
+            batches,
+            high_watermark: h.replica.high_watermark(),
+            log_start_offset: h.log_start_offset(),
+        })
+    }
+
+    pub(super) fn bounds(&mut self, partition: PartitionId) -> Result<(Offset, Offset), HostError> {
+        let h = self.hosted(partition)?;
+        if !h.replica.is_leader() {
+            return Err(ReadError::NotLeader.into());
+        }
+        Ok((h.log_start_offset(), h.replica.high_watermark()))
+    }
+}
