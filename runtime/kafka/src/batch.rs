@@ -22,6 +22,8 @@ const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
 const PRODUCER_ID_AT: usize = 43;
 const RECORD_COUNT_AT: usize = 57;
+/// Attribute bits naming the compression codec; 0 is none.
+const COMPRESSION_MASK: i16 = 0x07;
 
 /// Why a batch was refused: every case is answered with CORRUPT_MESSAGE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,6 +38,8 @@ pub enum BatchError {
     Crc { declared: u32, actual: u32 },
     #[error("record count {count} does not match last offset delta {last_offset_delta}")]
     Count { count: i32, last_offset_delta: i32 },
+    #[error("record {index}: {reason}")]
+    Record { index: u32, reason: &'static str },
 }
 
 /// What the broker learns from a valid batch's header.
@@ -86,6 +90,9 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
         });
     }
     let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    if attributes & COMPRESSION_MASK == 0 {
+        check_records(&batch[HEADER_LEN..], count as u32)?;
+    }
     let producer_id = i64::from_be_bytes(
         batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8]
             .try_into()
@@ -96,6 +103,74 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
         attributes,
         producer_id,
     })
+}
+
+/// Reads a zigzag varint (Kafka's record fields) from `b` at `*at`.
+fn varint(b: &[u8], at: &mut usize) -> Option<i64> {
+    let mut raw: u64 = 0;
+    for shift in (0..70).step_by(7) {
+        let byte = *b.get(*at)?;
+        *at += 1;
+        raw |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some((raw >> 1) as i64 ^ -((raw & 1) as i64));
+        }
+    }
+    None
+}
+
+/// Skips a length-prefixed field of a record; `nullable` allows -1.
+fn field(b: &[u8], at: &mut usize, nullable: bool) -> Option<()> {
+    let len = varint(b, at)?;
+    if len == -1 && nullable {
+        return Some(());
+    }
+    let end = at.checked_add(usize::try_from(len).ok()?)?;
+    (end <= b.len()).then(|| *at = end)
+}
+
+/// Checks the records of an uncompressed batch: each lies within its length, offset deltas
+/// run 0, 1, 2..., and nothing trails the last. Kafka brokers refuse such batches too; here
+/// it also keeps a poisoned record (say, 2^31 headers) from ever reaching consumers, whose
+/// decoders preallocate from those counts.
+fn check_records(records: &[u8], count: u32) -> Result<(), BatchError> {
+    let mut at = 0;
+    for index in 0..count {
+        let bad = |reason| BatchError::Record { index, reason };
+        let len = varint(records, &mut at).ok_or(bad("truncated length"))?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| at.checked_add(l))
+            .filter(|&e| e <= records.len())
+            .ok_or(bad("length exceeds the batch"))?;
+        let r = &records[..end];
+        at += 1; // attributes
+        varint(r, &mut at).ok_or(bad("truncated timestamp delta"))?;
+        let delta = varint(r, &mut at).ok_or(bad("truncated offset delta"))?;
+        if delta != i64::from(index) {
+            return Err(bad("offset deltas must run 0, 1, 2, ..."));
+        }
+        field(r, &mut at, true).ok_or(bad("key exceeds the record"))?;
+        field(r, &mut at, true).ok_or(bad("value exceeds the record"))?;
+        let headers = varint(r, &mut at).ok_or(bad("truncated header count"))?;
+        if headers < 0 || headers > (end - at.min(end)) as i64 {
+            return Err(bad("header count exceeds the record"));
+        }
+        for _ in 0..headers {
+            field(r, &mut at, false).ok_or(bad("header key exceeds the record"))?;
+            field(r, &mut at, true).ok_or(bad("header value exceeds the record"))?;
+        }
+        if at != end {
+            return Err(bad("fields do not fill the record's length"));
+        }
+    }
+    if at != records.len() {
+        return Err(BatchError::Record {
+            index: count,
+            reason: "bytes trail the last record",
+        });
+    }
+    Ok(())
 }
 
 /// Splits a produce request's record set into its batches, each validated. Kafka requires
@@ -205,6 +280,29 @@ mod tests {
         let s = stamp(&batch(2), Offset(42), LeaderEpoch(7));
         assert!(validate(&s).is_ok());
         assert_eq!(base_offset(&s), Some(42));
+    }
+
+    #[test]
+    fn refuses_a_record_claiming_absurd_headers() {
+        let good = batch(1);
+        // Last record's tail: value "v0" then header count 0 (zigzag 0). Claim 2^30 headers
+        // and fix the CRC so that only the record walk can notice.
+        let mut b = BytesMut::from(&good[..]);
+        let last = b.len() - 1;
+        assert_eq!(b[last], 0, "header count is the last byte");
+        b[last] = 0x80;
+        b.extend_from_slice(&[0x80, 0x80, 0x80, 0x08]);
+        let len = (b.len() - LOG_OVERHEAD) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        // The record's own length prefix (first byte after the header) grows by 4 too.
+        b[HEADER_LEN] += 8; // zigzag: +4 bytes is +8 encoded
+        let crc = crc32c::crc32c(&b[CRC_FROM..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        assert!(
+            matches!(validate(&b), Err(BatchError::Record { index: 0, .. })),
+            "{:?}",
+            validate(&b)
+        );
     }
 
     #[test]

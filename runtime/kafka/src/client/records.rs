@@ -76,6 +76,9 @@ pub fn decode(mut data: Bytes) -> Result<Vec<Incoming>, String> {
             break;
         }
         let mut batch = data.split_to(total);
+        // The same checks the broker applies on produce: CRC, and records within bounds
+        // before the decoder preallocates from their counts.
+        crate::batch::validate(&batch).map_err(|e| e.to_string())?;
         let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| e.to_string())?;
         out.extend(
             set.records
