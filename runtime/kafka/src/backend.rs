@@ -228,4 +228,18 @@ pub trait Backend: Send + Sync + 'static {
     /// idempotent producer by default. The broker does not deduplicate by producer sequence:
     /// a retried batch may be stored twice (at-least-once), as without idempotence.
     fn allocate_producer_id(&self) -> impl Future<Output = Result<i64, BackendError>> + Send;
+
+    /// Resolves when committed data may have grown on this broker (any partition), so that a
+    /// waiting fetch (long poll) reads again. The Kafka layer creates this future *before*
+    /// reading and awaits it after, so a backend built on `tokio::sync::Notify` should return
+    /// a `notified()` future created here (it sees `notify_waiters` from its creation on) and
+    /// call `notify_waiters` whenever a high watermark advances. Spurious wake-ups are fine.
+    ///
+    /// The default polls: it resolves after [`POLL_INTERVAL`], bounding the added latency.
+    fn committed_changed(&self) -> impl Future<Output = ()> + Send {
+        tokio::time::sleep(POLL_INTERVAL)
+    }
 }
+
+/// How often a waiting fetch reads again when the backend does not signal commits.
+pub const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);

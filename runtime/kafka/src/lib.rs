@@ -58,7 +58,7 @@ pub mod versions;
 
 pub use backend::{
     Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
-    OffsetSpec, PartitionInfo, TopicInfo,
+    OffsetSpec, PartitionInfo, TopicInfo, POLL_INTERVAL,
 };
 pub use error::KafkaError;
 pub use server::{serve_connection, MAX_FRAME_BYTES};

@@ -14,9 +14,6 @@ use kafka_protocol::messages::{
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// How often a waiting fetch looks again for newly committed data. The backend offers no
-/// notification, so a long poll is a short sleep loop; 5 ms bounds the added latency.
-const POLL: Duration = Duration::from_millis(5);
 /// Longest wait honoured, whatever the client asks: a connection's later requests queue
 /// behind a waiting fetch.
 const MAX_WAIT: Duration = Duration::from_secs(10);
@@ -88,7 +85,8 @@ fn filled(answer: PartitionData, data: FetchedData) -> PartitionData {
         .with_records(Some(records.freeze()))
 }
 
-/// Answers once `min_bytes` are available, a partition fails, or `max_wait_ms` passes.
+/// Answers once `min_bytes` are available, a partition fails, or `max_wait_ms` passes,
+/// reading again whenever the backend signals a commit.
 /// Fetch sessions are not offered: the answer's session id is 0, so clients send full
 /// fetches, which this broker serves statelessly.
 pub async fn fetch<B: Backend>(backend: &B, request: FetchRequest) -> FetchResponse {
@@ -96,11 +94,14 @@ pub async fn fetch<B: Backend>(backend: &B, request: FetchRequest) -> FetchRespo
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0).max(1);
     loop {
+        // Created before reading, so that a commit landing during the read still wakes us.
+        let changed = backend.committed_changed();
         let (topics, total, failed) = read_all(backend, &request).await;
-        if total >= min_bytes || failed || Instant::now() + POLL > deadline {
+        if total >= min_bytes || failed || Instant::now() >= deadline {
             return FetchResponse::default().with_responses(topics);
         }
-        tokio::time::sleep(POLL).await;
+        // Past the deadline, one last read answers with whatever is there.
+        let _ = tokio::time::timeout_at(deadline, changed).await;
     }
 }
 

@@ -38,6 +38,8 @@ struct State {
 pub struct MemoryBackend {
     port: u16,
     state: Mutex<State>,
+    /// Wakes waiting fetches when a produce commits (here: appends).
+    commits: tokio::sync::Notify,
 }
 
 impl MemoryBackend {
@@ -147,6 +149,7 @@ impl Backend for MemoryBackend {
             p.end += u64::from(count);
             Ok(Offset(base))
         })
+        .inspect(|_| self.commits.notify_waiters())
     }
 
     async fn fetch(
@@ -222,6 +225,10 @@ impl Backend for MemoryBackend {
         state.next_producer_id += 1;
         Ok(state.next_producer_id)
     }
+
+    fn committed_changed(&self) -> impl std::future::Future<Output = ()> + Send {
+        self.commits.notified()
+    }
 }
 
 /// A Kafka server over a `MemoryBackend`; dropping it stops the accept loop and every
@@ -241,6 +248,7 @@ impl TestServer {
         let backend = Arc::new(MemoryBackend {
             port: addr.port(),
             state: Mutex::default(),
+            commits: tokio::sync::Notify::new(),
         });
         let served = Arc::clone(&backend);
         let accept = tokio::spawn(async move {
