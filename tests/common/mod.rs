@@ -136,7 +136,7 @@ impl fmt::Display for Failure {
             s.cfg.min_insync_replicas
         )?;
         writeln!(f, "bounds: {:?}", s.bounds)?;
-        if let Some((b, steps)) = s.slow {
+        if let Some((b, steps)) = s.slow.filter(|&(_, steps)| steps > 0) {
             writeln!(
                 f,
                 "LeaderAndIsr to {b} held back for the first {steps} steps"
