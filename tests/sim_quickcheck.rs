@@ -50,13 +50,36 @@ impl Arbitrary for Schedule {
         Schedule { knobs, choices }
     }
 
-    /// Shrinks the schedule (fewer, smaller choices) under the same knobs.
+    /// Shrinks the knobs first (no held-back broker, fewer brokers), then the schedule (fewer,
+    /// smaller choices) under the same knobs.
     fn shrink(&self) -> Box<dyn Iterator<Item = Self>> {
+        let mut simpler = Vec::new();
+        if self.knobs.slow_broker.is_some() {
+            simpler.push(Knobs {
+                slow_broker: None,
+                ..self.knobs.clone()
+            });
+        }
+        if self.knobs.replicas > 2 {
+            simpler.push(Knobs {
+                replicas: self.knobs.replicas - 1,
+                ..self.knobs.clone()
+            });
+        }
+        let choices = self.choices.clone();
         let knobs = self.knobs.clone();
-        Box::new(self.choices.shrink().map(move |choices| Schedule {
-            knobs: knobs.clone(),
-            choices,
-        }))
+        Box::new(
+            simpler
+                .into_iter()
+                .map(move |knobs| Schedule {
+                    knobs,
+                    choices: choices.clone(),
+                })
+                .chain(self.choices.shrink().map(move |choices| Schedule {
+                    knobs: knobs.clone(),
+                    choices,
+                })),
+        )
     }
 }
 
