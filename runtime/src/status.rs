@@ -41,6 +41,9 @@ struct ReplicaRow {
     high_watermark: Option<u64>,
     /// How far the replica's LEO is behind the leader's.
     lag: Option<u64>,
+    /// For a follower: its LEO as the leader last saw it in a fetch of the current epoch (what
+    /// the leader's high watermark and ISR decisions go by).
+    leader_view: Option<u64>,
     role: String,
 }
 
@@ -133,10 +136,8 @@ fn rows(
             let Some(state) = view.partitions.get(id) else {
                 continue;
             };
-            let leader_leo = state
-                .leader
-                .and_then(|l| hosted.get(&(l, *id)))
-                .map(|r| r.log_end_offset.0);
+            let leader = state.leader.and_then(|l| hosted.get(&(l, *id)));
+            let leader_leo = leader.map(|r| r.log_end_offset.0);
             let replicas = state
                 .assigned
                 .iter()
@@ -148,6 +149,9 @@ fn rows(
                         log_end_offset: leo,
                         high_watermark: r.map(|r| r.high_watermark.0),
                         lag: leader_leo.zip(leo).map(|(l, f)| l.saturating_sub(f)),
+                        leader_view: leader
+                            .and_then(|l| l.followers.get(&b).copied().flatten())
+                            .map(|o| o.0),
                         role: r.map_or("unreachable".to_string(), |r| match &r.failed {
                             Some(why) => format!("failed: {why}"),
                             None => r.role.clone(),
@@ -200,8 +204,11 @@ fn print_table(view: &ClusterView, rows: &[PartitionRow]) {
             list(&row.elr),
         );
         for r in &row.replicas {
+            let seen = r
+                .leader_view
+                .map_or(String::new(), |o| format!(", leader saw LEO {o}"));
             println!(
-                "  broker {} LEO {} HW {} lag {} ({})",
+                "  broker {} LEO {} HW {} lag {} ({}{seen})",
                 r.broker.0,
                 opt(r.log_end_offset),
                 opt(r.high_watermark),
