@@ -347,7 +347,16 @@ impl Controller {
         req: &AlterPartitionRequest,
     ) -> Effects<R> {
         let result = self.alter_partition(cfg, req);
-        vec![Effect::Send(Envelope {
+        let mut effects = Vec::new();
+        if let (Err(AlterPartitionError::InvalidUpdateVersion { .. }), Some(state)) =
+            (&result, self.partitions.get(&req.partition))
+        {
+            // The leader acts on an old version: send it the current one, as the metadata
+            // update that follows such a refusal in Kafka. A duplicate of an accepted request
+            // lands here too, and this is how its sender learns the outcome.
+            effects.push(self.send(req.leader, req.partition, state));
+        }
+        effects.push(Effect::Send(Envelope {
             from: Node::Controller,
             to: Node::Broker(req.leader),
             message: Message::AlterPartitionResponse(AlterPartitionResponse {
@@ -356,7 +365,8 @@ impl Controller {
                 requested_isr: req.new_isr.clone(),
                 result,
             }),
-        })]
+        }));
+        effects
     }
 
     fn alter_partition(

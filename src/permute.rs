@@ -208,6 +208,7 @@ impl Cluster {
             clean_crashes: self.clean_crashes,
             unclean_crashes: self.unclean_crashes,
             drops: self.drops,
+            duplicates: self.duplicates,
             awaiting_rejoin: self.awaiting_rejoin.rename_brokers(&f),
             rejoined: self.rejoined,
         }

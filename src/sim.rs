@@ -42,6 +42,8 @@ pub struct Bounds {
     pub unclean_crashes: u8,
     /// Messages the network may lose in all.
     pub drops: u8,
+    /// Messages the network may deliver twice, in all.
+    pub duplicates: u8,
     /// What the producer asks for.
     pub acks: Acks,
     /// Whether a consumer reads.
@@ -60,6 +62,7 @@ impl Default for Bounds {
             clean_crashes: 1,
             unclean_crashes: 1,
             drops: 0,
+            duplicates: 0,
             acks: Acks::All,
             consumer: true,
             background_flush: false,
@@ -78,6 +81,8 @@ pub enum Action {
     Deliver(Envelope<Record>),
     /// A message in flight is lost.
     Drop(Envelope<Record>),
+    /// A message in flight is copied: it will arrive twice.
+    Duplicate(Envelope<Record>),
     /// A leader proposes to drop a follower from the ISR (any time may have passed).
     LeaderShrinkIsr {
         leader: BrokerId,
@@ -106,6 +111,7 @@ impl fmt::Display for Action {
             Action::FollowerFetch(b) => write!(f, "FollowerFetch({b})"),
             Action::Deliver(e) => write!(f, "Deliver({})", describe(e)),
             Action::Drop(e) => write!(f, "Drop({})", describe(e)),
+            Action::Duplicate(e) => write!(f, "Duplicate({})", describe(e)),
             Action::LeaderShrinkIsr { leader, follower } => {
                 write!(f, "LeaderShrinkIsr({leader} drops {follower})")
             }
@@ -212,6 +218,7 @@ pub struct Cluster {
     pub clean_crashes: u8,
     pub unclean_crashes: u8,
     pub drops: u8,
+    pub duplicates: u8,
     /// Brokers that restarted and have not been back in the controller's ISR since.
     pub awaiting_rejoin: BTreeSet<BrokerId>,
     /// Ghost: a restarted replica has rejoined the ISR.
@@ -236,6 +243,7 @@ impl Cluster {
             clean_crashes: 0,
             unclean_crashes: 0,
             drops: 0,
+            duplicates: 0,
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
         };
@@ -332,6 +340,9 @@ impl Cluster {
             if self.drops < bounds.drops {
                 actions.push(Action::Drop(e.clone()));
             }
+            if self.duplicates < bounds.duplicates {
+                actions.push(Action::Duplicate(e.clone()));
+            }
         }
         for b in self.brokers() {
             let r = self.replica(b);
@@ -393,6 +404,14 @@ impl Cluster {
                     self.drops += 1;
                 }
                 Vec::new()
+            }
+            Action::Duplicate(e) => {
+                if self.network.contains(e) {
+                    self.duplicates += 1;
+                    vec![Effect::Send(e.clone())]
+                } else {
+                    Vec::new()
+                }
             }
             Action::LeaderShrinkIsr { leader, follower } => self
                 .replica_mut(*leader)

@@ -92,6 +92,7 @@ impl Run {
             clean_crashes: 5,
             unclean_crashes: 5,
             drops: 5,
+            duplicates: 0,
             acks: v.acks,
             consumer: true,
             background_flush: false,

@@ -24,7 +24,8 @@ const KIP966_CASES: u32 = 20_000;
 const MAX_STEPS: usize = 300;
 
 /// Bounds across the ranges the task names: 2–4 brokers, min ISR 1–3 (clamped to the broker
-/// count), acks all or 1, up to two clean and two unclean crashes, three drops, five epochs.
+/// count), acks all or 1, up to two clean and two unclean crashes, three drops, three
+/// duplicated messages, five epochs.
 fn knobs() -> impl Strategy<Value = Knobs> {
     (
         2u32..=4,
@@ -32,7 +33,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         any::<bool>(),
         1u8..=4,
         2u32..=5,
-        (0u8..=2, 0u8..=2, 0u8..=3),
+        (0u8..=2, 0u8..=2, 0u8..=3, 0u8..=3),
         any::<bool>(),
         any::<bool>(),
         (proptest::option::of(0u32..4), 0u16..=MAX_STEPS as u16),
@@ -44,7 +45,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 acks_all,
                 records,
                 max_leader_epoch,
-                (clean_crashes, unclean_crashes, drops),
+                (clean_crashes, unclean_crashes, drops, duplicates),
                 consumer,
                 background_flush,
                 (slow_broker, slow_steps),
@@ -57,6 +58,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 clean_crashes,
                 unclean_crashes,
                 drops,
+                duplicates,
                 consumer,
                 background_flush,
                 slow_broker,

@@ -40,6 +40,7 @@ impl Arbitrary for Schedule {
             clean_crashes: pick(g, 0, 2) as u8,
             unclean_crashes: pick(g, 0, 2) as u8,
             drops: pick(g, 0, 3) as u8,
+            duplicates: pick(g, 0, 3) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             slow_broker: bool::arbitrary(g).then(|| u32::from(pick(g, 0, 3))),

@@ -3,7 +3,7 @@
 
 use super::{PendingWrite, Replica, Role};
 use crate::config::Config;
-use crate::error::{EpochError, IsrChangeError, ReadError, WriteError};
+use crate::error::{AlterPartitionError, EpochError, IsrChangeError, ReadError, WriteError};
 use crate::log::{Entry, Log};
 use crate::message::{
     AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
@@ -231,8 +231,9 @@ impl<L: Log> Replica<L> {
         }));
     }
 
-    /// The controller's answer to AlterPartition: adopt the confirmed ISR, or forget the proposal
-    /// (a LeaderAndIsr with the controller's newer state will follow).
+    /// The controller's answer to AlterPartition: adopt the confirmed ISR, or forget a refused
+    /// proposal. A version conflict keeps the proposal pending until the LeaderAndIsr that
+    /// comes with it.
     pub fn on_alter_partition_response(
         &mut self,
         cfg: &Config,
@@ -256,6 +257,11 @@ impl<L: Log> Replica<L> {
                 self.partition_epoch = state.partition_epoch;
             }
             Ok(_) => return effects,
+            // The controller moved on without this proposal, or a duplicate of an accepted one
+            // came back refused: either way the controller's state may hold the proposed ISR,
+            // so HW stays over the maximal ISR until the LeaderAndIsr that the controller sends
+            // with the refusal says which.
+            Err(AlterPartitionError::InvalidUpdateVersion { .. }) => return effects,
             Err(_) => l.proposed_isr = None,
         }
         self.maybe_advance_high_watermark(cfg, &mut effects);

@@ -31,6 +31,8 @@ pub struct Knobs {
     pub clean_crashes: u8,
     pub unclean_crashes: u8,
     pub drops: u8,
+    /// Messages the network may deliver twice.
+    pub duplicates: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
@@ -77,6 +79,7 @@ impl Scenario {
             clean_crashes: k.clean_crashes,
             unclean_crashes: k.unclean_crashes,
             drops: k.drops,
+            duplicates: k.duplicates,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
