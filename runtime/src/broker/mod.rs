@@ -131,7 +131,11 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     }
     info!("shutting down cleanly");
     if commands.send(Command::Shutdown).is_ok() && matches!(replicas_done.await, Ok(Ok(()))) {
-        checkpoint::write(&args.dir.join(CLEAN_SHUTDOWN_MARKER), &true)?;
+        checkpoint::write(
+            &args.dir.join(CLEAN_SHUTDOWN_MARKER),
+            &true,
+            checkpoint::Encoding::Json,
+        )?;
     }
     Ok(())
 }

@@ -1,14 +1,15 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
 //! names, broker addresses, producer ids), saved atomically after every change that matters.
 
-use crate::storage::checkpoint::{self, CheckpointError};
+use crate::storage::checkpoint::{self, CheckpointError, Encoding};
 use crate::wire::admin::{AdminError, BrokerView, ClusterView, TopicSpec};
 use isr::{BrokerId, Config, Controller, Effects, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const FILE: &str = "metadata.json";
+/// Binary: the core controller keys group offsets by (group, partition), which JSON cannot.
+const FILE: &str = "metadata.bin";
 /// Kafka's limit on topic names.
 const MAX_TOPIC_NAME: usize = 249;
 
@@ -35,11 +36,11 @@ impl Store {
     }
 
     pub fn load(&self) -> Result<Metadata, CheckpointError> {
-        Ok(checkpoint::read(&self.path)?.unwrap_or_default())
+        Ok(checkpoint::read(&self.path, Encoding::Binary)?.unwrap_or_default())
     }
 
     pub fn save(&self, metadata: &Metadata) -> Result<(), CheckpointError> {
-        checkpoint::write(&self.path, metadata)
+        checkpoint::write(&self.path, metadata, Encoding::Binary)
     }
 }
 
@@ -130,4 +131,53 @@ fn validate_name(name: &str) -> Result<(), AdminError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isr::Offset;
+
+    #[test]
+    fn metadata_with_topics_and_group_offsets_survives_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::new(dir.path());
+        let cfg = Config::default();
+        let mut meta = store.load().expect("empty");
+        for b in 1..=3 {
+            let _: Effects<bytes::Bytes> =
+                meta.controller
+                    .on_broker_registration(&cfg, Tick(0), BrokerId(b), true);
+        }
+        let spec = TopicSpec {
+            name: "t".into(),
+            partitions: 2,
+            replication_factor: 3,
+            min_insync_replicas: Some(2),
+        };
+        meta.create_topic(&cfg, &spec).expect("create");
+        meta.controller
+            .commit_offset("group", PartitionId(1), Offset(42));
+        store.save(&meta).expect("save");
+
+        let back = store.load().expect("load");
+        assert_eq!(back.topics, meta.topics);
+        assert_eq!(back.controller, meta.controller);
+        assert_eq!(
+            back.controller.committed_offset("group", PartitionId(1)),
+            Some(Offset(42))
+        );
+        assert!(matches!(
+            back.clone().create_topic(&cfg, &spec),
+            Err(AdminError::TopicExists(_))
+        ));
+        let bad = TopicSpec {
+            name: "no/slashes".into(),
+            ..spec
+        };
+        assert!(matches!(
+            back.clone().create_topic(&cfg, &bad),
+            Err(AdminError::InvalidTopic(_))
+        ));
+    }
 }
