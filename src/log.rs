@@ -58,6 +58,14 @@ pub trait Log {
     fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
         self.entry(offset).map(|e| e.epoch)
     }
+
+    /// The leader epoch and width of the entry holding `offset`, without its record: what a walk
+    /// over entry boundaries needs ([`crate::EpochCache::from_log`]). A disk log answers from its
+    /// index instead of reading every record back.
+    fn entry_shape(&self, offset: Offset) -> Option<(LeaderEpoch, u64)> {
+        self.entry(offset)
+            .map(|e| (e.epoch, Self::width(&e.record)))
+    }
 }
 
 /// An in-memory log backed by a persistent vector: cloning shares structure.

@@ -209,6 +209,7 @@ impl Cluster {
             unclean_crashes: self.unclean_crashes,
             drops: self.drops,
             duplicates: self.duplicates,
+            session_expiries: self.session_expiries,
             awaiting_rejoin: self.awaiting_rejoin.rename_brokers(&f),
             rejoined: self.rejoined,
         }

@@ -44,6 +44,10 @@ pub struct Bounds {
     pub drops: u8,
     /// Messages the network may deliver twice, in all.
     pub duplicates: u8,
+    /// Times the controller may lose a *running* broker's heartbeats (a network partition) and
+    /// fence it. The broker keeps acting on its old role — a zombie leader, a stale follower —
+    /// until it registers again.
+    pub session_expiries: u8,
     /// What the producer asks for.
     pub acks: Acks,
     /// Whether a consumer reads.
@@ -63,6 +67,7 @@ impl Default for Bounds {
             unclean_crashes: 1,
             drops: 0,
             duplicates: 0,
+            session_expiries: 0,
             acks: Acks::All,
             consumer: true,
             background_flush: false,
@@ -88,8 +93,11 @@ pub enum Action {
         leader: BrokerId,
         follower: BrokerId,
     },
-    /// The controller notices a broker is down (session expiry) and shrinks it out of the ISR.
+    /// The controller fences a broker whose session expired — it is down, or cut off — and
+    /// shrinks it out of the ISR.
     ControllerShrinkIsr(BrokerId),
+    /// A running broker that the controller fenced reaches it again and registers anew.
+    Reregister(BrokerId),
     /// The controller elects a leader for the leaderless partition.
     ControllerElectLeader,
     /// A broker flushes its log and stops.
@@ -116,6 +124,7 @@ impl fmt::Display for Action {
                 write!(f, "LeaderShrinkIsr({leader} drops {follower})")
             }
             Action::ControllerShrinkIsr(b) => write!(f, "ControllerShrinkIsr({b})"),
+            Action::Reregister(b) => write!(f, "Reregister({b})"),
             Action::ControllerElectLeader => write!(f, "ControllerElectLeader"),
             Action::CleanShutdown(b) => write!(f, "CleanShutdown({b})"),
             Action::UncleanCrash(b) => write!(f, "UncleanCrash({b})"),
@@ -219,6 +228,7 @@ pub struct Cluster {
     pub unclean_crashes: u8,
     pub drops: u8,
     pub duplicates: u8,
+    pub session_expiries: u8,
     /// Brokers that restarted and have not been back in the controller's ISR since.
     pub awaiting_rejoin: BTreeSet<BrokerId>,
     /// Ghost: a restarted replica has rejoined the ISR.
@@ -244,6 +254,7 @@ impl Cluster {
             unclean_crashes: 0,
             drops: 0,
             duplicates: 0,
+            session_expiries: 0,
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
         };
@@ -353,6 +364,11 @@ impl Cluster {
                 if self.unclean_crashes < bounds.unclean_crashes {
                     actions.push(Action::UncleanCrash(b));
                 }
+                if !self.controller.is_alive(b) {
+                    actions.push(Action::Reregister(b));
+                } else if self.session_expiries < bounds.session_expiries {
+                    actions.push(Action::ControllerShrinkIsr(b));
+                }
                 if bounds.background_flush && r.log().flushed_offset() < r.log_end_offset() {
                     actions.push(Action::Flush(b));
                 }
@@ -417,7 +433,15 @@ impl Cluster {
                 .replica_mut(*leader)
                 .shrink_isr(cfg, *follower)
                 .unwrap_or_default(),
-            Action::ControllerShrinkIsr(b) => self.controller.fence_broker(cfg, *b),
+            Action::ControllerShrinkIsr(b) => {
+                if self.replica(*b).is_online() {
+                    self.session_expiries += 1;
+                }
+                self.controller.fence_broker(cfg, *b)
+            }
+            Action::Reregister(b) => self
+                .controller
+                .on_broker_registration(cfg, Tick(0), *b, true),
             Action::ControllerElectLeader => self
                 .controller
                 .elect_leader(cfg, PARTITION)

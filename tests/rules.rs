@@ -93,6 +93,7 @@ impl Run {
             unclean_crashes: 5,
             drops: 5,
             duplicates: 0,
+            session_expiries: 0,
             acks: v.acks,
             consumer: true,
             background_flush: false,

@@ -25,7 +25,7 @@ const MAX_STEPS: usize = 300;
 
 /// Bounds across the ranges the task names: 2–4 brokers, min ISR 1–3 (clamped to the broker
 /// count), acks all or 1, up to two clean and two unclean crashes, three drops, three
-/// duplicated messages, five epochs.
+/// duplicated messages, two fenced running brokers (zombies), five epochs.
 fn knobs() -> impl Strategy<Value = Knobs> {
     (
         2u32..=4,
@@ -33,7 +33,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         any::<bool>(),
         1u8..=4,
         2u32..=5,
-        (0u8..=2, 0u8..=2, 0u8..=3, 0u8..=3),
+        (0u8..=2, 0u8..=2, 0u8..=3, 0u8..=3, 0u8..=2),
         any::<bool>(),
         any::<bool>(),
         (proptest::option::of(0u32..4), 0u16..=MAX_STEPS as u16),
@@ -45,7 +45,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 acks_all,
                 records,
                 max_leader_epoch,
-                (clean_crashes, unclean_crashes, drops, duplicates),
+                (clean_crashes, unclean_crashes, drops, duplicates, session_expiries),
                 consumer,
                 background_flush,
                 (slow_broker, slow_steps),
@@ -59,6 +59,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 unclean_crashes,
                 drops,
                 duplicates,
+                session_expiries,
                 consumer,
                 background_flush,
                 slow_broker,

@@ -41,6 +41,7 @@ impl Arbitrary for Schedule {
             unclean_crashes: pick(g, 0, 2) as u8,
             drops: pick(g, 0, 3) as u8,
             duplicates: pick(g, 0, 3) as u8,
+            session_expiries: pick(g, 0, 2) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             slow_broker: bool::arbitrary(g).then(|| u32::from(pick(g, 0, 3))),

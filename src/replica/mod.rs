@@ -199,10 +199,14 @@ impl<L: Log> Replica<L> {
         msg: &LeaderAndIsr,
     ) -> Effects<L::Record> {
         let state = &msg.state;
-        if !self.is_online()
-            || msg.partition != self.partition
-            || (state.leader_epoch, state.partition_epoch)
-                <= (self.leader_epoch, self.partition_epoch)
+        if !self.is_online() || msg.partition != self.partition {
+            return Vec::new();
+        }
+        // Broker epochs only grow, so the newest is right even on an otherwise stale order: a
+        // broker that re-registered without a partition change must still fetch as its new
+        // incarnation, or it could never rejoin the ISR.
+        self.broker_epoch = self.broker_epoch.max(msg.broker_epoch);
+        if (state.leader_epoch, state.partition_epoch) <= (self.leader_epoch, self.partition_epoch)
         {
             return Vec::new();
         }
@@ -210,7 +214,6 @@ impl<L: Log> Replica<L> {
         let was_following = self.leader();
         self.leader_epoch = state.leader_epoch;
         self.partition_epoch = state.partition_epoch;
-        self.broker_epoch = msg.broker_epoch;
         let mut effects = Vec::new();
         if state.leader == Some(self.id) {
             match &mut self.role {

@@ -33,6 +33,8 @@ pub struct Knobs {
     pub drops: u8,
     /// Messages the network may deliver twice.
     pub duplicates: u8,
+    /// Running brokers the controller may fence (zombie leaders, stale followers).
+    pub session_expiries: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
@@ -80,6 +82,7 @@ impl Scenario {
             unclean_crashes: k.unclean_crashes,
             drops: k.drops,
             duplicates: k.duplicates,
+            session_expiries: k.session_expiries,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
