@@ -62,14 +62,17 @@ impl Net {
     }
 
     /// Keeps a session with the controller: connect, register, heartbeat, and on loss start
-    /// over.
+    /// over. Only the first registration reports how the last run ended; later ones come from a
+    /// process whose log never stopped, so they report clean. The core hands the new
+    /// incarnation's broker epoch to the replicas in the LeaderAndIsr that follows.
     pub async fn controller_session(self: Arc<Self>, clean_shutdown: bool) {
-        let mut first = Some(clean_shutdown);
+        let mut clean = clean_shutdown;
         loop {
             match link::dial(&self.controller_address, self.me_as_peer()).await {
                 Ok((reader, link)) => {
                     self.outbox.set_controller(Some(link.clone()));
-                    self.register(&link, first.take()).await;
+                    self.register(&link, clean);
+                    clean = true;
                     tokio::spawn(heartbeats(self.me, link.clone()));
                     self.read_controller(reader, &link).await;
                     self.outbox.set_controller(None);
@@ -81,23 +84,7 @@ impl Net {
         }
     }
 
-    /// Registers this broker. The first registration follows a real start and reports how the
-    /// last run ended. A later one (the controller fenced us, or we reconnected) makes a new
-    /// incarnation: the controller fences the old one and hands out a new broker epoch, which
-    /// replicas only take from a LeaderAndIsr newer than what they hold. So the replicas are
-    /// first restarted cleanly, exactly as a broker restart would (nothing was lost: the
-    /// process never stopped, hence "clean").
-    async fn register(&self, link: &Link, first: Option<bool>) {
-        let clean_shutdown = match first {
-            Some(clean) => clean,
-            None => {
-                let (tx, rx) = oneshot::channel();
-                if self.host.send(Command::Reincarnate(tx)).is_err() || rx.await.is_err() {
-                    return;
-                }
-                true
-            }
-        };
+    fn register(&self, link: &Link, clean_shutdown: bool) {
         info!(controller = %self.controller_address, clean_shutdown, "registering");
         link.send(Frame::Envelope(Envelope {
             from: Node::Broker(self.me),
@@ -127,7 +114,7 @@ impl Net {
                 // Heartbeats sent before our registration reached the controller are answered
                 // with Reregister too; only one per session is genuine.
                 Frame::Reregister if registered_at.elapsed() >= timing::SESSION => {
-                    self.register(link, None).await;
+                    self.register(link, true);
                     registered_at = Instant::now();
                 }
                 other => debug!(frame = ?other, "ignoring frame from the controller"),

@@ -265,6 +265,11 @@ impl Log for DiskLog {
     fn epoch_at(&self, offset: Offset) -> Option<isr::LeaderEpoch> {
         self.find(offset).map(|i| self.index[i].at.epoch)
     }
+
+    fn entry_shape(&self, offset: Offset) -> Option<(isr::LeaderEpoch, u64)> {
+        self.find(offset)
+            .map(|i| (self.index[i].at.epoch, self.index[i].at.width))
+    }
 }
 
 #[cfg(test)]

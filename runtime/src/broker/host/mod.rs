@@ -66,9 +66,6 @@ pub enum Command {
     },
     Status(oneshot::Sender<Vec<ReplicaView>>),
     Tick,
-    /// Restart every replica cleanly before the broker registers again (see
-    /// `Net::register`), then answer.
-    Reincarnate(oneshot::Sender<()>),
     /// Clean shutdown: flush and checkpoint everything, then stop.
     Shutdown,
 }
@@ -136,16 +133,6 @@ impl Host {
                     let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
                 }
                 Command::Tick => self.on_tick(),
-                Command::Reincarnate(reply) => {
-                    self.shutdown();
-                    for h in self.partitions.values_mut().filter(|h| h.failed.is_none()) {
-                        h.replica.restart();
-                        h.in_flight = None;
-                        h.alter_sent = None;
-                        h.parked.clear();
-                    }
-                    let _ = reply.send(());
-                }
                 Command::Shutdown => {
                     self.shutdown();
                     return Ok(());
