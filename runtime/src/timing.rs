@@ -15,6 +15,9 @@ const SESSION_TIMEOUT: Tick = Tick(10);
 pub const SESSION: Duration = Duration::from_secs(1);
 /// A follower that has not caught up for 3 s leaves the ISR (Kafka: 30 s).
 const REPLICA_LAG_MAX: Tick = Tick(30);
+/// High watermark checkpoints are written once a second (Kafka: every 5 s), and at once when a
+/// truncation lowers them: each costs two fsyncs, and a stale (lower) one is always safe.
+pub const CHECKPOINT_TICKS: u64 = 10;
 /// How long a leader holds a Fetch that found nothing new before answering it empty.
 pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(200);
 /// A follower resends its request when no answer came within this long.

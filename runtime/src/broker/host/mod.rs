@@ -187,7 +187,8 @@ impl Host {
             if let Some(envelope) = alter_again {
                 self.resend_alter_partition(partition, envelope);
             }
-            if let Ok(h) = self.hosted(partition) {
+            let due = now.0 % timing::CHECKPOINT_TICKS == 0;
+            if let Some(h) = self.hosted(partition).ok().filter(|_| due) {
                 h.checkpoint();
                 if let Some(why) = h.failed.clone() {
                     self.storage_failure = Some(why);
@@ -233,7 +234,7 @@ impl Host {
                     // records it counted: write the lowered one before anything else happens.
                     h.checkpoint();
                 }
-                // Checkpointed on the next tick: a stale (lower) checkpoint is always safe.
+                // Checkpointed every `CHECKPOINT_TICKS`: a stale (lower) one is always safe.
                 Effect::HighWatermark { .. } => {}
             }
         }
