@@ -3,6 +3,7 @@
 
 use super::host::{Command, HostError};
 use super::network::Net;
+use crate::storage::batch::MAX_BATCH;
 use crate::timing;
 use crate::wire::admin::{AdminError, ClusterView, Request, Response, TopicSpec};
 use crate::wire::rpc::RpcError;
@@ -192,6 +193,13 @@ impl Backend for BrokerBackend {
         acks: Acks,
         batch: Bytes,
     ) -> Result<Offset, BackendError> {
+        if batch.len() > MAX_BATCH {
+            // Recovery would take a longer batch for a corrupt length field and cut it off.
+            return Err(BackendError::CorruptMessage(format!(
+                "a batch of {} bytes exceeds the limit of {MAX_BATCH}",
+                batch.len()
+            )));
+        }
         let partition = self.partition_id(topic, partition).await?;
         // The Kafka layer validated the batch; checking again here keeps anything malformed out
         // of the log whoever the caller is.

@@ -12,9 +12,10 @@ use thiserror::Error;
 pub const LENGTH_PREFIX: usize = 12;
 const EPOCH_AT: usize = 12;
 const LAST_OFFSET_DELTA_AT: usize = 23;
-/// A length field above this is corruption, not a batch (Kafka's default message.max.bytes is
-/// 1 MiB; this leaves room).
-const MAX_BATCH: usize = 16 << 20;
+/// The largest batch a broker accepts from a producer and recovery accepts from a segment: a
+/// length field above it is corruption, not a batch. (Kafka's default message.max.bytes is
+/// 1 MiB; this leaves room, and one such batch always fits an internal frame.)
+pub const MAX_BATCH: usize = 16 << 20;
 
 /// A length prefix that cannot start a batch.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -44,6 +45,20 @@ pub fn width(batch: &[u8]) -> u64 {
         return 1;
     }
     u64::try_from(i32_at(batch, LAST_OFFSET_DELTA_AT)).map_or(1, |delta| delta + 1)
+}
+
+/// How many of `batches`, taken in order, fit in `budget` bytes: always at least one, so that a
+/// batch larger than the budget cannot stall a reader (Kafka's rule for fetches).
+pub fn fitting<'a>(batches: impl IntoIterator<Item = &'a bytes::Bytes>, budget: usize) -> usize {
+    let mut size = 0;
+    batches
+        .into_iter()
+        .take_while(|b| {
+            let first = size == 0;
+            size += b.len();
+            first || size <= budget
+        })
+        .count()
 }
 
 /// The partition leader epoch stamped in a batch header.
@@ -105,5 +120,17 @@ pub mod tests {
         assert_eq!(total_len(&prefix), Ok(stamped.len()));
         assert!(total_len(&[0; LENGTH_PREFIX]).is_err());
         assert!(total_len(&[0xff; LENGTH_PREFIX]).is_err());
+    }
+
+    #[test]
+    fn fitting_keeps_at_least_one_batch_and_stays_within_the_budget() {
+        let batches: Vec<Bytes> = [10, 20, 30]
+            .iter()
+            .map(|&n| Bytes::from(vec![0; n]))
+            .collect();
+        assert_eq!(fitting(&batches, 5), 1);
+        assert_eq!(fitting(&batches, 30), 2);
+        assert_eq!(fitting(&batches, 60), 3);
+        assert_eq!(fitting(&[], 60), 0);
     }
 }

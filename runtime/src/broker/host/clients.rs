@@ -2,6 +2,7 @@
 
 use super::{Committed, Host, HostError};
 use crate::broker::hosted::ProduceReply;
+use crate::storage::batch;
 use bytes::Bytes;
 use isr::{Acks, Offset, PartitionId, ReadError};
 
@@ -47,17 +48,13 @@ impl Host {
     ) -> Result<Committed, HostError> {
         let max_entries = self.cfg.fetch_max_entries;
         let h = self.hosted(partition)?;
-        let entries = h.replica.read_committed(offset, max_entries)?;
-        let mut size = 0;
-        let batches = entries
+        let mut batches: Vec<Bytes> = h
+            .replica
+            .read_committed(offset, max_entries)?
             .into_iter()
             .map(|e| e.record)
-            .take_while(|b| {
-                let first = size == 0;
-                size += b.len();
-                first || size <= max_bytes
-            })
             .collect();
+        batches.truncate(batch::fitting(&batches, max_bytes));
         Ok(Committed {
             batches,
             high_watermark: h.replica.high_watermark(),

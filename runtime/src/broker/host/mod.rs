@@ -11,13 +11,14 @@ mod replication;
 
 use super::hosted::Hosted;
 use super::outbox::Outbox;
+use crate::storage::batch::{self, MAX_BATCH};
 use crate::storage::PartitionDir;
 use crate::timing;
 use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
-    Acks, BrokerId, Config, Effect, Effects, Envelope, Message, Offset, PartitionId, ProduceId,
-    ReadError, Tick, WriteError,
+    Acks, BrokerId, Config, Effect, Effects, Envelope, FetchResponse, Message, Offset, PartitionId,
+    ProduceId, ReadError, Tick, WriteError,
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -204,7 +205,8 @@ impl Host {
         };
         for effect in effects {
             match effect {
-                Effect::Send(envelope) => {
+                Effect::Send(mut envelope) => {
+                    fit_in_a_frame(&mut envelope);
                     if !matches!(
                         envelope.message,
                         Message::Fetch(_) | Message::FetchResponse(_)
@@ -264,5 +266,21 @@ impl Host {
             h.checkpoint();
             debug!(%partition, "shut down");
         }
+    }
+}
+
+/// Kafka's replica.fetch.max.bytes: a Fetch answer carries batches up to this many bytes (and
+/// always at least one, each at most `MAX_BATCH`), so that it fits one internal frame whatever
+/// the batch sizes. A shorter answer is an ordinary one: the follower appends what it got and
+/// fetches on from there; the leader's decisions were taken on the request, not the answer.
+fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
+    const FETCH_MAX_BYTES: usize = MAX_BATCH;
+    if let Message::FetchResponse(FetchResponse {
+        result: Ok(fetched),
+        ..
+    }) = &mut envelope.message
+    {
+        let keep = batch::fitting(fetched.entries.iter().map(|e| &e.record), FETCH_MAX_BYTES);
+        fetched.entries.truncate(keep);
     }
 }
