@@ -5,7 +5,7 @@
 //! prefix, the number of offsets a batch spans and the leader epoch stamped in it.
 
 use isr::LeaderEpoch;
-pub use isr_kafka::batch::{base_offset, stamp, validate, HEADER_LEN};
+pub use isr_kafka::batch::{base_offset, stamp, validate, BatchError, HEADER_LEN};
 use thiserror::Error;
 
 /// baseOffset (8) + batchLength (4): what precedes the length-counted part of a batch.

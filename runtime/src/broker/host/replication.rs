@@ -3,8 +3,9 @@
 
 use super::Host;
 use crate::broker::hosted::Hosted;
+use crate::storage::batch::{self, BatchError};
 use bytes::Bytes;
-use isr::{Effect, Effects, Envelope, FetchRequest, Message, Node, PartitionId};
+use isr::{Effect, Effects, Envelope, FetchRequest, FetchResponse, Message, Node, PartitionId};
 use std::time::Instant;
 use tracing::{debug, warn};
 
@@ -59,6 +60,12 @@ impl Host {
             Message::FetchResponse(resp) => {
                 let Node::Broker(leader) = from else { return };
                 let partition = resp.partition;
+                if let Some(e) = corrupt_entry(&resp) {
+                    // Never let a damaged batch into the log; the request times out and the
+                    // follower asks again.
+                    warn!(%partition, %leader, error = %e, "ignoring a Fetch answer with a bad batch");
+                    return;
+                }
                 let Ok(h) = self.hosted(partition) else {
                     return;
                 };
@@ -188,4 +195,14 @@ impl Host {
             h.alter_sent = None;
         }
     }
+}
+
+/// The first batch of a Fetch answer that fails its checks (length, magic, CRC-32C, count), if
+/// any: the leader's log is the source, but the bytes crossed a network.
+fn corrupt_entry(resp: &FetchResponse<Bytes>) -> Option<BatchError> {
+    let entries = resp.result.as_ref().ok()?;
+    entries
+        .entries
+        .iter()
+        .find_map(|e| batch::validate(&e.record).err())
 }
