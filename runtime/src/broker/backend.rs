@@ -14,20 +14,23 @@ use isr_kafka::{
     OffsetSpec, PartitionInfo, TopicInfo,
 };
 use std::sync::{Arc, Mutex};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 pub struct BrokerBackend {
     net: Arc<Net>,
     /// The last metadata seen: topic → partition ids never change once created, so lookups use
     /// it and refresh only on a miss.
     view: Mutex<ClusterView>,
+    /// Rung by the replica thread whenever a high watermark moves.
+    commits: Arc<Notify>,
 }
 
 impl BrokerBackend {
-    pub fn new(net: Arc<Net>) -> BrokerBackend {
+    pub fn new(net: Arc<Net>, commits: Arc<Notify>) -> BrokerBackend {
         BrokerBackend {
             net,
             view: Mutex::default(),
+            commits,
         }
     }
 
@@ -302,5 +305,9 @@ impl Backend for BrokerBackend {
             Response::ProducerId(id) => Ok(id),
             other => Err(unexpected(other)),
         }
+    }
+
+    fn committed_changed(&self) -> impl std::future::Future<Output = ()> + Send {
+        self.commits.notified()
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::info;
 
 const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
@@ -95,11 +95,15 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         args.controller.clone(),
         commands.clone(),
     ));
+    // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
+    // data (long polls) listen.
+    let commits = Arc::new(Notify::new());
     let host = Host::open(
         me,
         timing::config(flush),
         args.dir.clone(),
         net.outbox.clone(),
+        commits.clone(),
     )
     .map_err(BrokerError::Recovery)?;
     let (finished, mut replicas_done) = oneshot::channel();
@@ -112,7 +116,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     announce(&format!("isr broker {} listening on {address}", me.0));
     info!(broker = %me, %address, clean_shutdown, "broker started");
 
-    let backend = Arc::new(BrokerBackend::new(net.clone()));
+    let backend = Arc::new(BrokerBackend::new(net.clone(), commits));
     tokio::spawn(net.clone().accept_loop(listener, backend));
     tokio::spawn(net.clone().controller_session(clean_shutdown));
     tokio::spawn(ticks(commands.clone()));

@@ -22,8 +22,9 @@ use isr::{
 };
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, info};
 
 /// Committed batches for a consumer.
@@ -78,6 +79,8 @@ pub struct Host {
     now: Tick,
     partitions: BTreeMap<PartitionId, Hosted>,
     outbox: Outbox,
+    /// Notified when a high watermark moves: wakes consumers' waiting fetches.
+    commits: Arc<Notify>,
     next_produce: ProduceId,
     /// Set when a replica's storage failed: the thread stops after the current command.
     storage_failure: Option<String>,
@@ -85,7 +88,13 @@ pub struct Host {
 
 impl Host {
     /// Recovers every partition found under `dir`.
-    pub fn open(me: BrokerId, cfg: Config, dir: PathBuf, outbox: Outbox) -> Result<Host, String> {
+    pub fn open(
+        me: BrokerId,
+        cfg: Config,
+        dir: PathBuf,
+        outbox: Outbox,
+        commits: Arc<Notify>,
+    ) -> Result<Host, String> {
         let mut partitions = BTreeMap::new();
         for id in PartitionDir::existing(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
             let hosted = Hosted::open(&dir, me, id).map_err(|e| e.to_string())?;
@@ -100,6 +109,7 @@ impl Host {
             now: Tick(0),
             partitions,
             outbox,
+            commits,
             next_produce: 0,
             storage_failure: None,
         })
@@ -237,7 +247,7 @@ impl Host {
                     h.checkpoint();
                 }
                 // Checkpointed every `CHECKPOINT_TICKS`: a stale (lower) one is always safe.
-                Effect::HighWatermark { .. } => {}
+                Effect::HighWatermark { .. } => self.commits.notify_waiters(),
             }
         }
         h.check_storage();
