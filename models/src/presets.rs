@@ -1,0 +1,315 @@
+//! The presets: the safe protocol in its two forms, and one weakened variant per historical bug
+//! of the reference's bug table, each with its rule switches, bounds and expected verdict.
+//!
+//! A bug preset turns exactly the rule switches of its row off (or back to their historical
+//! value) and is explored exhaustively at the smallest bounds that show the bug: the checker
+//! finds the failure from the switch, no scenario is scripted.
+
+use crate::{Check, Guard, IsrModel};
+use isr::sim::Bounds;
+use isr::{Acks, Config, Property, Rules};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// What a check is expected to (or did) come to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// An `always` property held in every state / a `sometimes` guard was reached.
+    Holds,
+    /// An `always` property was violated / a `sometimes` guard was never reached.
+    Fails,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(match self {
+            Outcome::Holds => "holds",
+            Outcome::Fails => "fails",
+        })
+    }
+}
+
+/// A named configuration with its expected verdict.
+#[derive(Clone, Debug)]
+pub struct Preset {
+    pub name: &'static str,
+    /// What the preset shows, and how.
+    pub about: &'static str,
+    /// Rule switches that differ from the safe protocol, as for [`Rules::set`].
+    pub rules: &'static [(&'static str, &'static str)],
+    pub min_insync_replicas: usize,
+    pub bounds: Bounds,
+    /// Changes of the controller's partition state other than elections.
+    pub isr_changes: u32,
+    /// The `always` properties expected to fail; every other one must hold.
+    pub fails: &'static [Property],
+    /// The guards expected to stay unreached at these bounds; every other one must be reached.
+    pub unreached: &'static [Guard],
+    /// Explored to the end, every verdict asserted. Otherwise (the bug presets) the search stops
+    /// once every expected failure is found, and only those are asserted: showing a bug needs
+    /// one counterexample, not the whole state space.
+    pub exhaustive: bool,
+}
+
+/// Bounds shared by the presets; each preset overrides what it needs.
+const BASE: Bounds = Bounds {
+    replicas: 2,
+    records: 1,
+    max_leader_epoch: 2,
+    clean_crashes: 0,
+    unclean_crashes: 0,
+    drops: 0,
+    duplicates: 0,
+    session_expiries: 0,
+    acks: Acks::All,
+    consumer: true,
+    background_flush: false,
+};
+
+use Property::*;
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "safe",
+        about: "every rule on, followers acknowledge flushed data: holds with a clean and an \
+                unclean crash",
+        rules: &[],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            replicas: 3,
+            max_leader_epoch: 3,
+            clean_crashes: 1,
+            unclean_crashes: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "kip966",
+        about: "every rule on with page-cache acknowledgement, ELR and strict min ISR, fewer \
+                unclean crashes than min.insync.replicas. WeakIsr is expected to fail: a \
+                leader's cached ISR still lists a replica that restarted empty after an unclean \
+                crash until the controller's LeaderAndIsr reaches the leader; StrongIsr (against \
+                the controller's ISR) and the headline property hold",
+        rules: &[("flush", "page-cache")],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            replicas: 3,
+            max_leader_epoch: 3,
+            unclean_crashes: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[WeakIsr],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "hw-truncation",
+        about: "rule 3 off (KIP-101): a follower restarts and truncates to its own high \
+                watermark, which lags the leader's by a fetch round trip, dropping a committed \
+                record; the leader dies and the truncated follower (in the ELR) is elected",
+        rules: &[("truncation", "high-watermark")],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            clean_crashes: 2,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "kip101",
+        about: "rule 3 weakened (KAFKA-6361): one OffsetForLeaderEpoch lookup whose answer \
+                carries no epoch. After quick successive elections the leader has no entry for \
+                the follower's epoch and answers with the start of its next epoch; the follower \
+                keeps a record the leader does not have and the logs diverge below the HW",
+        rules: &[("truncation", "kip101")],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            records: 2,
+            max_leader_epoch: 3,
+            clean_crashes: 2,
+            acks: Acks::Leader,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[StrongIsr],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "kip279",
+        about: "rule 4 off (fixed by KIP-320): fetch and truncation are not fenced by epoch, so \
+                a follower acting on a stale LeaderAndIsr lets the high watermark rise",
+        rules: &[("epoch-fencing", "off")],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            replicas: 3,
+            max_leader_epoch: 3,
+            clean_crashes: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "kafka-7128",
+        about: "rule 6 off: a new leader whose high watermark lags admits an empty replica to \
+                the ISR; the next election picks it",
+        rules: &[("expansion-epoch-check", "off")],
+        min_insync_replicas: 1,
+        bounds: Bounds {
+            replicas: 3,
+            max_leader_epoch: 3,
+            clean_crashes: 2,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 4,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "confirmed-isr-hw",
+        about: "rule 7 off (AsyncIsr): the leader computes the high watermark over the minimal \
+                ISR, counting a shrink before the controller confirms it; the controller refuses \
+                the shrink, and an ISR member that lacks the committed record is elected",
+        rules: &[("maximal-isr-hw", "off")],
+        min_insync_replicas: 1,
+        bounds: Bounds {
+            replicas: 3,
+            clean_crashes: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "unclean-election",
+        about: "rule 8 off: with the ISR gone, a stale replica is elected and the others \
+                truncate to it (ELR off, so it cannot rescue the partition)",
+        rules: &[("unclean-election", "on"), ("elr", "off")],
+        min_insync_replicas: 1,
+        bounds: Bounds {
+            clean_crashes: 1,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "jepsen-2013",
+        about: "Kafka 0.8 defaults: min.insync.replicas=1 and unclean election, no ELR. The \
+                followers drop out of the ISR, the leader alone acknowledges an acks=all write, \
+                then dies; the replica elected lacks it",
+        rules: &[("unclean-election", "on"), ("elr", "off")],
+        min_insync_replicas: 1,
+        bounds: Bounds {
+            replicas: 3,
+            clean_crashes: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "last-replica-standing",
+        about: "ELR off with page-cache acknowledgement (KIP-966): the ISR shrinks to one \
+                replica, it crashes uncleanly losing committed records, and is re-elected",
+        rules: &[("flush", "page-cache"), ("elr", "off")],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            replicas: 3,
+            unclean_crashes: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+];
+
+impl Preset {
+    /// The preset called `name`.
+    pub fn find(name: &str) -> Option<&'static Preset> {
+        PRESETS.iter().find(|p| p.name == name)
+    }
+
+    /// Every preset name, comma-separated, for error messages.
+    pub fn names() -> String {
+        PRESETS
+            .iter()
+            .map(|p| p.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The rules of this preset.
+    pub fn rules(&self) -> Rules {
+        let mut rules = Rules::default();
+        for (name, value) in self.rules {
+            rules
+                .set(name, value)
+                .expect("preset rule switches are valid (tested)");
+        }
+        rules
+    }
+
+    /// The configuration of this preset.
+    pub fn config(&self) -> Config {
+        Config {
+            rules: self.rules(),
+            min_insync_replicas: self.min_insync_replicas,
+            ..Config::default()
+        }
+    }
+
+    pub fn model(&self) -> IsrModel {
+        IsrModel::new(self.config(), self.bounds.clone(), self.isr_changes)
+    }
+
+    /// The expected outcome of a check; `None` when it is not asserted.
+    pub fn expected(&self, check: Check) -> Option<Outcome> {
+        let fails = match check {
+            Check::Always(p) => self.fails.contains(&p),
+            Check::Sometimes(g) => self.unreached.contains(&g),
+        };
+        if fails {
+            Some(Outcome::Fails)
+        } else if self.exhaustive {
+            Some(Outcome::Holds)
+        } else {
+            None
+        }
+    }
+
+    /// Where the search may stop: once these properties have failed (bug presets only).
+    pub fn stop_at(&self) -> Option<BTreeSet<&'static str>> {
+        (!self.exhaustive).then(|| self.fails.iter().map(|p| p.name()).collect())
+    }
+}
