@@ -73,15 +73,13 @@ use Property::*;
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "safe",
-        about: "every rule on, followers acknowledge flushed data: holds with a clean and an \
-                unclean crash",
+        about: "every rule on, followers acknowledge flushed data: holds through a crash, a \
+                failover and a rejoin (CI bounds; larger bounds on the command line)",
         rules: &[],
         min_insync_replicas: 2,
         bounds: Bounds {
             replicas: 3,
-            max_leader_epoch: 3,
             clean_crashes: 1,
-            unclean_crashes: 1,
             consumer: false,
             ..BASE
         },
@@ -101,7 +99,6 @@ pub const PRESETS: &[Preset] = &[
         min_insync_replicas: 2,
         bounds: Bounds {
             replicas: 3,
-            max_leader_epoch: 3,
             unclean_crashes: 1,
             consumer: false,
             ..BASE
@@ -150,32 +147,37 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "kip279",
-        about: "rule 4 off (fixed by KIP-320): fetch and truncation are not fenced by epoch, so \
-                a follower acting on a stale LeaderAndIsr lets the high watermark rise",
+        about: "rule 4 off (fixed by KIP-320): answers are not fenced by epoch. A FetchResponse \
+                the first leader sent in epoch 1 reaches its follower two elections later; the \
+                follower appends it on top of a log the new leader has since rewritten, and the \
+                two logs differ below both high watermarks (a session expiry moves leadership)",
         rules: &[("epoch-fencing", "off")],
-        min_insync_replicas: 2,
+        min_insync_replicas: 1,
         bounds: Bounds {
-            replicas: 3,
+            records: 2,
             max_leader_epoch: 3,
             clean_crashes: 1,
+            session_expiries: 1,
             consumer: false,
             ..BASE
         },
         isr_changes: 3,
-        fails: &[CommittedRecordsSurviveLeaderFailure],
+        fails: &[LogMatching],
         unreached: &[],
         exhaustive: false,
     },
     Preset {
         name: "kafka-7128",
-        about: "rule 6 off: a new leader whose high watermark lags admits an empty replica to \
-                the ISR; the next election picks it",
-        rules: &[("expansion-epoch-check", "off")],
-        min_insync_replicas: 1,
+        about: "rule 6 off: a new leader whose high watermark lags (frozen below min ISR) \
+                admits a replica that restarted empty after an unclean crash, since its LEO 0 \
+                reaches that HW; the leader dies and the empty replica, now in the ISR, is \
+                elected. The same bounds without the switch are the kip966 rules, which hold",
+        rules: &[("expansion-epoch-check", "off"), ("flush", "page-cache")],
+        min_insync_replicas: 2,
         bounds: Bounds {
-            replicas: 3,
             max_leader_epoch: 3,
-            clean_crashes: 2,
+            clean_crashes: 1,
+            unclean_crashes: 1,
             consumer: false,
             ..BASE
         },
