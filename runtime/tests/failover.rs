@@ -132,7 +132,7 @@ fn acknowledged_records_survive_a_leader_kill_and_the_leader_rejoins() {
 
     for p in 0..PARTITIONS {
         let (_, address) = cluster.leader(TOPIC, p).expect("leader");
-        let (records, _) = kafka::fetch(&address, TOPIC, p as i32, 0).expect("fetch");
+        let (records, _) = kafka::fetch_all(&address, TOPIC, p as i32, 0).expect("fetch");
         let log: BTreeMap<i64, String> = records.into_iter().collect();
         for (_, offset, value) in acked.iter().filter(|(q, _, _)| *q == p) {
             assert_eq!(

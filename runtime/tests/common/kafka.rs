@@ -161,3 +161,27 @@ pub fn fetch(
     }
     Ok((records, p.high_watermark))
 }
+
+/// Every committed record of a partition, from `offset` up to the high watermark. One Fetch
+/// answer is bounded (the broker sends at most `fetch_max_entries` batches), so this fetches
+/// until it reaches the high watermark, or until an answer brings nothing new.
+pub fn fetch_all(
+    address: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(Vec<(i64, String)>, i64), i16> {
+    let mut all = Vec::new();
+    let mut next = offset;
+    loop {
+        let (records, hw) = fetch(address, topic, partition, next)?;
+        let Some(&(last, _)) = records.last() else {
+            return Ok((all, hw));
+        };
+        all.extend(records.into_iter().filter(|(o, _)| *o >= next));
+        next = last + 1;
+        if next >= hw {
+            return Ok((all, hw));
+        }
+    }
+}
