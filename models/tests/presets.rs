@@ -1,0 +1,225 @@
+//! The presets show what they promise: each bug preset fails its expected property with a
+//! shortest counterexample of pinned length, the safe presets hold exhaustively with a pinned
+//! state count, and symmetry reduction changes no verdict. Run in release: some of these
+//! explore hundreds of thousands of states.
+
+use isr::sim::Bounds;
+use isr::{Acks, Config, Property, Rules};
+use isr_models::check::{run, Run, Search};
+use isr_models::presets::{Outcome, Preset, PRESETS};
+use isr_models::shortest::shortest_path;
+use isr_models::{Check, IsrModel};
+
+fn check_preset(p: &Preset) -> Run {
+    let search = if p.exhaustive {
+        Search::Dfs
+    } else {
+        Search::Bfs
+    };
+    run(
+        &p.model(),
+        |c| p.expected(c),
+        p.stop_at(),
+        search,
+        2,
+        |_| {},
+    )
+}
+
+/// The checks whose verdict differs from the expectation.
+fn mismatches(r: &Run) -> Vec<String> {
+    r.verdicts
+        .iter()
+        .filter(|v| !v.as_expected())
+        .map(|v| {
+            format!(
+                "{}: expected {:?}, found {:?}",
+                v.check, v.expected, v.found
+            )
+        })
+        .collect()
+}
+
+fn failing(r: &Run) -> Vec<(Check, usize)> {
+    r.verdicts
+        .iter()
+        .filter(|v| v.found == Some(Outcome::Fails))
+        .filter_map(|v| v.counterexample.as_ref().map(|t| (v.check, t.len())))
+        .collect()
+}
+
+/// Each bug preset: the expected property fails, and its shortest counterexample has this many
+/// steps (the BFS finds the shortest, so the number is stable).
+fn bug(name: &str, property: Property, length: usize) {
+    let p = Preset::find(name).expect("preset exists");
+    assert!(!p.exhaustive);
+    let r = check_preset(p);
+    assert!(r.as_expected(), "{name}: {:?}", mismatches(&r));
+    let got = failing(&r)
+        .into_iter()
+        .find(|(c, _)| *c == Check::Always(property))
+        .map(|(_, len)| len);
+    assert_eq!(got, Some(length), "{name}: shortest counterexample length");
+}
+
+#[test]
+fn hw_truncation_loses_a_committed_record() {
+    bug(
+        "hw-truncation",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        13,
+    );
+}
+
+#[test]
+fn kip101_lets_logs_diverge() {
+    bug("kip101", Property::StrongIsr, 16);
+}
+
+#[test]
+fn kip279_lets_a_stale_fetch_response_diverge_the_logs() {
+    bug("kip279", Property::LogMatching, 22);
+}
+
+#[test]
+fn kafka_7128_elects_an_empty_replica() {
+    bug(
+        "kafka-7128",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        16,
+    );
+}
+
+#[test]
+fn confirmed_isr_hw_loses_a_committed_record() {
+    bug(
+        "confirmed-isr-hw",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        8,
+    );
+}
+
+#[test]
+fn unclean_election_loses_a_committed_record() {
+    bug(
+        "unclean-election",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        8,
+    );
+}
+
+#[test]
+fn jepsen_2013_loses_an_acknowledged_record() {
+    bug(
+        "jepsen-2013",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        11,
+    );
+}
+
+#[test]
+fn last_replica_standing_loses_a_committed_record() {
+    bug(
+        "last-replica-standing",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        14,
+    );
+}
+
+/// A small exhaustive run of a safe preset's rules: every verdict as expected, and the number
+/// of distinct states pinned (a change to the core or the model that changes it is deliberate).
+fn small(name: &str) -> (IsrModel, Preset) {
+    let p = Preset::find(name).expect("preset exists").clone();
+    let bounds = Bounds {
+        replicas: 2,
+        records: 1,
+        max_leader_epoch: 2,
+        clean_crashes: 1,
+        unclean_crashes: 0,
+        ..p.bounds.clone()
+    };
+    let model = IsrModel::new(p.config(), bounds, 2);
+    (model, p)
+}
+
+#[test]
+fn safe_holds_exhaustively_at_a_small_bound() {
+    let (model, _) = small("safe");
+    let r = run(
+        &model,
+        |_| Some(Outcome::Holds),
+        None,
+        Search::Dfs,
+        2,
+        |_| {},
+    );
+    assert!(r.as_expected(), "{:?}", mismatches(&r));
+    assert_eq!(r.unique, SAFE_SMALL_UNIQUE);
+}
+
+const SAFE_SMALL_UNIQUE: usize = 8523;
+
+#[test]
+fn kip966_fails_only_weak_isr_at_a_small_bound() {
+    let (mut model, p) = small("kip966");
+    model.bounds.clean_crashes = 0;
+    model.bounds.unclean_crashes = 1;
+    // Fencing, the unclean restart leaving the ELR, and the rejoin: three ISR changes.
+    model.max_isr_changes = 3;
+    let r = run(&model, |c| p.expected(c), None, Search::Dfs, 2, |_| {});
+    assert!(r.as_expected(), "{:?}", mismatches(&r));
+    assert_eq!(r.unique, KIP966_SMALL_UNIQUE);
+}
+
+const KIP966_SMALL_UNIQUE: usize = 50611;
+
+#[test]
+fn symmetry_reduction_changes_no_verdict() {
+    for (name, replicas, clean_crashes) in [
+        ("safe", 3, 0),
+        ("confirmed-isr-hw", 3, 0),
+        ("unclean-election", 2, 1),
+    ] {
+        let p = Preset::find(name).expect("preset exists");
+        let mut model = p.model();
+        model.bounds.replicas = replicas;
+        model.bounds.clean_crashes = clean_crashes;
+        model.bounds.consumer = false;
+        let plain = run(&model, |_| None, None, Search::Dfs, 2, |_| {});
+        let reduced = run(&model, |_| None, None, Search::DfsSymmetric, 2, |_| {});
+        assert!(reduced.symmetry);
+        let found = |r: &Run| r.verdicts.iter().map(|v| v.found).collect::<Vec<_>>();
+        assert_eq!(found(&plain), found(&reduced), "{name}");
+        assert!(reduced.unique <= plain.unique);
+    }
+}
+
+#[test]
+fn renaming_brokers_twice_by_inverse_permutations_is_the_identity() {
+    let p = Preset::find("jepsen-2013").expect("preset exists");
+    let model = p.model();
+    let trace = shortest_path(&model, false, |c| {
+        c.check(Property::CommittedRecordsSurviveLeaderFailure)
+            .is_err()
+    })
+    .expect("jepsen-2013 fails");
+    for (_, state) in &trace.steps {
+        let there = state.permute_brokers(&[2, 0, 1]);
+        assert_eq!(&there.permute_brokers(&[1, 2, 0]), state);
+        for property in Property::ALL {
+            assert_eq!(there.check(property).is_ok(), state.check(property).is_ok());
+        }
+    }
+}
+
+#[test]
+fn every_preset_is_well_formed() {
+    for p in PRESETS {
+        let rules: Rules = p.rules();
+        assert_eq!(rules.unsafe_switches().len(), p.rules.len(), "{}", p.name);
+        assert!(p.min_insync_replicas as u32 <= p.bounds.replicas);
+        assert!(p.exhaustive || !p.fails.is_empty(), "{}", p.name);
+        let _: Config = p.config();
+    }
+    assert_eq!(Acks::All, Preset::find("safe").unwrap().bounds.acks);
+}
