@@ -570,8 +570,16 @@ impl Cluster {
         }
     }
 
-    /// Updates the ghost state after a step.
+    /// Updates the ghost state after a step, and discards the messages their receiver will
+    /// ignore forever ([`Replica::ignores_forever`]): delivering one is a step that changes
+    /// nothing, so every pruned state is one the unpruned network reaches too, and the
+    /// properties never look at the network.
     fn observe(&mut self) {
+        let replicas = &self.replicas;
+        self.network.retain(|e| match e.to {
+            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(&e.message),
+            Node::Controller => true,
+        });
         self.history.observe_commits(&self.replicas);
         if let Some(state) = self.controller.partition(PARTITION) {
             let back: Vec<BrokerId> = self

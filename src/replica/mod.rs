@@ -11,7 +11,7 @@ mod leader;
 use crate::config::{Config, FlushPolicy, TruncationRule};
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
-use crate::message::{Effect, Effects, LeaderAndIsr, ProduceId};
+use crate::message::{Effect, Effects, LeaderAndIsr, Message, ProduceId};
 use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, PartitionEpoch, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -381,6 +381,33 @@ impl<L: Log> Replica<L> {
             leader: None,
             phase: FollowerPhase::Fetching,
         });
+    }
+
+    /// Whether this running replica would ignore `message` now and in every future state until
+    /// it stops. Drivers may then discard the message: delivering it could change nothing.
+    ///
+    /// Sound because a running replica's leader epoch, partition epoch and broker epoch only
+    /// grow (they reset only at a restart, and a stop loses everything in flight to the
+    /// broker), and because error answers are ignored whatever the replica's state. A model
+    /// checker uses this to avoid exploring the interleavings of dead messages.
+    pub fn ignores_forever(&self, message: &Message<L::Record>) -> bool {
+        if !self.is_online() {
+            return false;
+        }
+        match message {
+            Message::LeaderAndIsr(m) => {
+                m.partition == self.partition
+                    && (m.state.leader_epoch, m.state.partition_epoch)
+                        <= (self.leader_epoch, self.partition_epoch)
+                    && m.broker_epoch <= self.broker_epoch
+            }
+            Message::FetchResponse(r) => {
+                matches!(&r.result, Err(e) if *e != crate::error::EpochError::OffsetOutOfRange)
+            }
+            Message::OffsetForLeaderEpochResponse(r) => r.result.is_err(),
+            Message::AlterPartitionResponse(r) => r.request_partition_epoch < self.partition_epoch,
+            _ => false,
+        }
     }
 
     /// Replica-local invariants, for debug assertions in drivers: HW ≤ LEO, the epoch cache is
