@@ -99,6 +99,12 @@ struct Overrides {
     /// Messages the network may lose.
     #[arg(long, value_name = "N")]
     drops: Option<u8>,
+    /// Messages the network may deliver twice.
+    #[arg(long, value_name = "N")]
+    duplicates: Option<u8>,
+    /// Times the controller may fence a running broker (a zombie until it registers again).
+    #[arg(long, value_name = "N")]
+    session_expiries: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     min_isr: Option<u32>,
     /// Producer acks: 0, 1 or all.
@@ -158,6 +164,12 @@ impl Target {
         }
         if let Some(n) = o.drops {
             b.drops = n;
+        }
+        if let Some(n) = o.duplicates {
+            b.duplicates = n;
+        }
+        if let Some(n) = o.session_expiries {
+            b.session_expiries = n;
         }
         if let Some(a) = &o.acks {
             b.acks = a.parse::<Acks>().map_err(|e| Usage(e.to_string()))?;
@@ -229,14 +241,16 @@ impl Target {
 
 fn describe_bounds(b: &Bounds) -> String {
     format!(
-        "{} replicas, {} records, max leader epoch {}, {} clean + {} unclean crashes, {} drops, \
-         acks={}, consumer {}",
+        "{} replicas, {} records, max leader epoch {}, {} clean + {} unclean crashes, \
+         {} session expiries, {} drops, {} duplicates, acks={}, consumer {}",
         b.replicas,
         b.records,
         b.max_leader_epoch,
         b.clean_crashes,
         b.unclean_crashes,
+        b.session_expiries,
         b.drops,
+        b.duplicates,
         b.acks,
         if b.consumer { "on" } else { "off" }
     )
@@ -256,7 +270,8 @@ fn bounds_json(b: &Bounds) -> Value {
     json!({
         "replicas": b.replicas, "records": b.records, "max_leader_epoch": b.max_leader_epoch,
         "clean_crashes": b.clean_crashes, "unclean_crashes": b.unclean_crashes,
-        "drops": b.drops, "acks": b.acks.to_string(), "consumer": b.consumer,
+        "drops": b.drops, "duplicates": b.duplicates, "session_expiries": b.session_expiries,
+        "acks": b.acks.to_string(), "consumer": b.consumer,
     })
 }
 
