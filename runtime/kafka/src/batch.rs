@@ -209,6 +209,25 @@ pub fn stamp(batch: &[u8], base_offset: Offset, leader_epoch: LeaderEpoch) -> By
     out.freeze()
 }
 
+/// How many offsets a batch occupies: lastOffsetDelta + 1. Batches are validated before they
+/// enter a log, so the fallback of 1 for a header too short to say only keeps this total.
+pub fn width(batch: &[u8]) -> u64 {
+    if batch.len() < HEADER_LEN {
+        return 1;
+    }
+    u64::try_from(be_i32(batch, LAST_OFFSET_DELTA_AT)).map_or(1, |delta| delta + 1)
+}
+
+/// The partition leader epoch stamped in a batch header.
+pub fn leader_epoch(batch: &[u8]) -> Option<LeaderEpoch> {
+    if batch.len() < HEADER_LEN {
+        return None;
+    }
+    u32::try_from(be_i32(batch, LEADER_EPOCH_AT))
+        .ok()
+        .map(LeaderEpoch)
+}
+
 /// The base offset stamped in a stored batch (its first 8 bytes).
 pub fn base_offset(batch: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(batch.get(..8)?.try_into().ok()?))

@@ -1,17 +1,16 @@
 //! What storage reads from a stored Kafka v2 record batch header.
 //!
-//! Checking and stamping batches belongs to the Kafka layer ([`isr_kafka::batch`]); storage adds
-//! only what it needs to walk a segment file and index it without decoding records: the length
-//! prefix, the number of offsets a batch spans and the leader epoch stamped in it.
+//! The batch layout belongs to the Kafka layer ([`isr_kafka::batch`]: checking, stamping, and
+//! reading the offsets a batch spans and its leader epoch); storage adds only what it needs to
+//! walk a segment file: the length prefix, and how many batches fit a read budget.
 
-use isr::LeaderEpoch;
-pub use isr_kafka::batch::{base_offset, stamp, validate, BatchError, HEADER_LEN};
+pub use isr_kafka::batch::{
+    base_offset, leader_epoch, stamp, validate, width, BatchError, HEADER_LEN,
+};
 use thiserror::Error;
 
 /// baseOffset (8) + batchLength (4): what precedes the length-counted part of a batch.
 pub const LENGTH_PREFIX: usize = 12;
-const EPOCH_AT: usize = 12;
-const LAST_OFFSET_DELTA_AT: usize = 23;
 /// The largest batch a broker accepts from a producer and recovery accepts from a segment: a
 /// length field above it is corruption, not a batch. (Kafka's default message.max.bytes is
 /// 1 MiB; this leaves room, and one such batch always fits an internal frame.)
@@ -38,15 +37,6 @@ pub fn total_len(prefix: &[u8; LENGTH_PREFIX]) -> Result<usize, BadLength> {
         .ok_or(BadLength { declared })
 }
 
-/// How many offsets a batch occupies: lastOffsetDelta + 1. Batches are validated before they
-/// enter a log, so the fallback of 1 for a header too short to say only keeps this total.
-pub fn width(batch: &[u8]) -> u64 {
-    if batch.len() < HEADER_LEN {
-        return 1;
-    }
-    u64::try_from(i32_at(batch, LAST_OFFSET_DELTA_AT)).map_or(1, |delta| delta + 1)
-}
-
 /// How many of `batches`, taken in order, fit in `budget` bytes: always at least one, so that a
 /// batch larger than the budget cannot stall a reader (Kafka's rule for fetches).
 pub fn fitting<'a>(batches: impl IntoIterator<Item = &'a bytes::Bytes>, budget: usize) -> usize {
@@ -61,19 +51,11 @@ pub fn fitting<'a>(batches: impl IntoIterator<Item = &'a bytes::Bytes>, budget: 
         .count()
 }
 
-/// The partition leader epoch stamped in a batch header.
-pub fn leader_epoch(batch: &[u8]) -> Option<LeaderEpoch> {
-    if batch.len() < HEADER_LEN {
-        return None;
-    }
-    u32::try_from(i32_at(batch, EPOCH_AT)).ok().map(LeaderEpoch)
-}
-
 #[cfg(test)]
 pub mod tests {
     use super::*;
     use bytes::Bytes;
-    use isr::Offset;
+    use isr::{LeaderEpoch, Offset};
     use kafka_protocol::records::{
         Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
     };
