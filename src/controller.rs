@@ -363,6 +363,7 @@ impl Controller {
                 partition: req.partition,
                 request_partition_epoch: req.partition_epoch,
                 requested_isr: req.new_isr.clone(),
+                requested_broker_epochs: req.broker_epochs.clone(),
                 result,
             }),
         }));

@@ -103,6 +103,10 @@ pub struct AlterPartitionResponse {
     /// answer to the proposal it has pending, never on a late answer to an older one.
     pub request_partition_epoch: PartitionEpoch,
     pub requested_isr: BTreeSet<BrokerId>,
+    /// The request's broker epochs. Two proposals of the same ISR on the same version differ
+    /// in them when the first was built on a fetch by an incarnation that has since
+    /// re-registered; a late (or duplicated) refusal of the first must not cancel the second.
+    pub requested_broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
     pub result: Result<PartitionState, AlterPartitionError>,
 }
 

@@ -99,6 +99,7 @@ impl<R: Clone> RenameBrokers for Message<R> {
             Message::AlterPartitionResponse(m) => {
                 Message::AlterPartitionResponse(AlterPartitionResponse {
                     requested_isr: m.requested_isr.rename_brokers(f),
+                    requested_broker_epochs: m.requested_broker_epochs.rename_brokers(f),
                     result: match &m.result {
                         Ok(state) => Ok(state.rename_brokers(f)),
                         Err(AlterPartitionError::IneligibleReplica(b)) => {
@@ -148,6 +149,7 @@ impl RenameBrokers for Role {
                 assigned: l.assigned.rename_brokers(f),
                 isr: l.isr.rename_brokers(f),
                 proposed_isr: l.proposed_isr.as_ref().map(|p| p.rename_brokers(f)),
+                proposed_broker_epochs: l.proposed_broker_epochs.rename_brokers(f),
                 followers: <BTreeMap<BrokerId, FollowerProgress>>::rename_brokers(&l.followers, f),
                 ..l.clone()
             }),

@@ -217,6 +217,7 @@ impl<L: Log> Replica<L> {
             return;
         };
         l.proposed_isr = Some(isr.clone());
+        l.proposed_broker_epochs = broker_epochs.clone();
         effects.push(Effect::Send(Envelope {
             from: Node::Broker(self.id),
             to: Node::Controller,
@@ -245,6 +246,7 @@ impl<L: Log> Replica<L> {
             return effects;
         };
         if l.proposed_isr.as_ref() != Some(&resp.requested_isr)
+            || l.proposed_broker_epochs != resp.requested_broker_epochs
             || resp.request_partition_epoch != version
             || resp.partition != self.partition
         {
@@ -253,7 +255,7 @@ impl<L: Log> Replica<L> {
         match &resp.result {
             Ok(state) if state.leader_epoch == epoch && state.partition_epoch > version => {
                 l.isr = state.isr.clone();
-                l.proposed_isr = None;
+                l.clear_proposal();
                 self.partition_epoch = state.partition_epoch;
             }
             Ok(_) => return effects,
@@ -262,7 +264,7 @@ impl<L: Log> Replica<L> {
             // so HW stays over the maximal ISR until the LeaderAndIsr that the controller sends
             // with the refusal says which.
             Err(AlterPartitionError::InvalidUpdateVersion { .. }) => return effects,
-            Err(_) => l.proposed_isr = None,
+            Err(_) => l.clear_proposal(),
         }
         self.maybe_advance_high_watermark(cfg, &mut effects);
         effects

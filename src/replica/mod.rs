@@ -63,6 +63,8 @@ pub struct LeaderState {
     pub isr: BTreeSet<BrokerId>,
     /// The ISR proposed in an AlterPartition the controller has not answered yet (rule 7).
     pub proposed_isr: Option<BTreeSet<BrokerId>>,
+    /// The broker epochs the pending proposal names for the replicas it adds (KIP-903).
+    pub proposed_broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
     /// The LEO when this replica became leader: where its epoch starts (rule 2, rule 6).
     pub epoch_start_offset: Offset,
     pub min_insync_replicas: usize,
@@ -71,6 +73,12 @@ pub struct LeaderState {
 }
 
 impl LeaderState {
+    /// Forgets the pending ISR change: confirmed, refused, or superseded.
+    pub fn clear_proposal(&mut self) {
+        self.proposed_isr = None;
+        self.proposed_broker_epochs.clear();
+    }
+
     /// The ISR the high watermark is computed over (rule 7): while a change is pending, the
     /// maximal ISR (confirmed ∪ proposed) under the safe rule, else the minimal one.
     pub fn high_watermark_isr(&self, maximal: bool) -> BTreeSet<BrokerId> {
@@ -220,7 +228,7 @@ impl<L: Log> Replica<L> {
                 Role::Leader(l) if !new_epoch => {
                     // Same term, new ISR from the controller: it supersedes any pending change.
                     l.isr = state.isr.clone();
-                    l.proposed_isr = None;
+                    l.clear_proposal();
                     l.assigned = state.assigned.clone();
                     l.min_insync_replicas = state.min_insync_replicas;
                     self.maybe_advance_high_watermark(cfg, &mut effects);
@@ -256,6 +264,7 @@ impl<L: Log> Replica<L> {
             assigned: state.assigned.clone(),
             isr: state.isr.clone(),
             proposed_isr: None,
+            proposed_broker_epochs: BTreeMap::new(),
             epoch_start_offset: self.log.log_end_offset(),
             min_insync_replicas: state.min_insync_replicas,
             followers,
