@@ -10,11 +10,11 @@
 
 mod common;
 
-use common::{run_counted, Knobs, Protocol, Stats};
+use common::{run_counted, seed, Knobs, Protocol, Stats};
 use isr::{FlushPolicy, Rules, TruncationRule};
 use proptest::collection::vec;
 use proptest::prelude::*;
-use proptest::test_runner::{RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use proptest::test_runner::{RngAlgorithm, RngSeed, TestCaseError, TestRng, TestRunner};
 use std::time::Instant;
 
 /// Schedules per protocol variant.
@@ -71,8 +71,10 @@ fn knobs() -> impl Strategy<Value = Knobs> {
 fn check(protocol: Protocol, cases: u32, name: &str) {
     let stats = Stats::new();
     let started = Instant::now();
+    let seed = seed();
     let config = ProptestConfig {
         failure_persistence: None,
+        rng_seed: seed.map_or(RngSeed::Random, RngSeed::Fixed),
         ..ProptestConfig::with_cases(cases)
     };
     let mut runner = TestRunner::new(config);
@@ -82,9 +84,9 @@ fn check(protocol: Protocol, cases: u32, name: &str) {
             run_counted(&stats, protocol, &knobs, &choices).map_err(TestCaseError::fail)
         },
     );
-    let ran = stats.report(name, started);
+    let ran = stats.report(&format!("{name} (seed {seed:?})"), started);
     if let Err(e) = result {
-        panic!("{name}: {e}");
+        panic!("{name} (ISR_TEST_SEED={seed:?}): {e}");
     }
     assert!(ran >= u64::from(cases), "{name}: only {ran} schedules ran");
     stats.assert_not_vacuous(name);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{run_counted, Knobs, Protocol, Stats};
+use common::{run_counted, seed, Knobs, Protocol, Stats};
 use quickcheck::{Arbitrary, Gen, QuickCheck, TestResult};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -111,16 +111,22 @@ fn kip966_property(s: Schedule) -> TestResult {
 
 fn check(stats: &Stats, f: fn(Schedule) -> TestResult, tests: u64, name: &str) {
     let started = Instant::now();
-    let result = QuickCheck::new()
+    let seed = seed();
+    let mut runner = QuickCheck::new();
+    if let Some(seed) = seed {
+        // quickcheck's default generator size.
+        runner = runner.r#gen(Gen::from_size_and_seed(100, seed));
+    }
+    let result = runner
         .tests(tests)
         .max_tests(tests)
         .min_tests_passed(tests)
         .quicktest(f);
-    let ran = stats.report(name, started);
+    let ran = stats.report(&format!("{name} (seed {seed:?})"), started);
     match result {
         Ok(passed) => assert_eq!(passed, tests, "{name}: {passed} of {tests} passed"),
         Err(_) => panic!(
-            "{name}: shrunk failing schedule:{}",
+            "{name} (ISR_TEST_SEED={seed:?}): shrunk failing schedule:{}",
             LAST_FAILURE.lock().unwrap().clone().unwrap_or_default()
         ),
     }

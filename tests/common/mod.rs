@@ -361,3 +361,16 @@ pub fn run_counted(
         }
     }
 }
+
+/// The seed of the random schedules: `ISR_TEST_SEED` if it names a number, fresh randomness if it
+/// says `random`, else a fixed default. CI runs the default, so a submission that passed once
+/// passes again; `ISR_TEST_SEED=random cargo test --release` explores new schedules, and a
+/// failure's printed seed reproduces it.
+pub fn seed() -> Option<u64> {
+    const DEFAULT: u64 = 20_261_129;
+    match std::env::var("ISR_TEST_SEED") {
+        Ok(v) if v == "random" => None,
+        Ok(v) => Some(v.parse().unwrap_or(DEFAULT)),
+        Err(_) => Some(DEFAULT),
+    }
+}
