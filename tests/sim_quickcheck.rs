@@ -115,7 +115,7 @@ fn check(stats: &Stats, f: fn(Schedule) -> TestResult, tests: u64, name: &str) {
     let mut runner = QuickCheck::new();
     if let Some(seed) = seed {
         // quickcheck's default generator size.
-        runner = runner.r#gen(Gen::from_size_and_seed(100, seed));
+        runner = runner.rng(Gen::from_size_and_seed(100, seed));
     }
     let result = runner
         .tests(tests)
