@@ -236,35 +236,16 @@ pub fn base_offset(batch: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use crate::client::records::{encode, Outgoing};
 
     fn batch(n: usize) -> Bytes {
-        let records: Vec<Record> = (0..n)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32,
-                timestamp: 0,
+        let records: Vec<Outgoing> = (0..n)
+            .map(|i| Outgoing {
                 key: None,
-                value: Some(Bytes::from(format!("v{i}"))),
-                headers: Default::default(),
+                value: Bytes::from(format!("v{i}")),
             })
             .collect();
-        let mut buf = BytesMut::new();
-        let opts = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut buf, &records, &opts).expect("encode");
-        buf.freeze()
+        encode(&records, 0).expect("encode")
     }
 
     #[test]

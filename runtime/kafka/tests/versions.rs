@@ -4,8 +4,9 @@
 
 mod common;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::TestServer;
+use isr_kafka::client::records::{encode, Outgoing};
 use isr_kafka::client::Connection;
 use isr_kafka::versions::SUPPORTED;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -19,35 +20,17 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::*;
 
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_owned()))
 }
 
 fn batch(value: &str) -> Bytes {
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: 0,
-        timestamp: 0,
+    let record = Outgoing {
         key: None,
-        value: Some(Bytes::from(value.to_owned())),
-        headers: Default::default(),
+        value: Bytes::from(value.to_owned()),
     };
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, [&record], &options).expect("encode");
-    buf.freeze()
+    encode(&[record], 0).expect("encode")
 }
 
 async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {

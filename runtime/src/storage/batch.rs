@@ -56,38 +56,18 @@ pub mod tests {
     use super::*;
     use bytes::Bytes;
     use isr::{LeaderEpoch, Offset};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use isr_kafka::client::records::{encode, Outgoing};
 
     /// A valid v2 batch of `values`, as a producer would send it.
     pub fn batch_of(values: &[&str]) -> Bytes {
-        let records: Vec<Record> = values
+        let records: Vec<Outgoing> = values
             .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: i as i32,
-                timestamp: 0,
+            .map(|v| Outgoing {
                 key: None,
-                value: Some(Bytes::copy_from_slice(v.as_bytes())),
-                headers: Default::default(),
+                value: Bytes::copy_from_slice(v.as_bytes()),
             })
             .collect();
-        let mut buf = bytes::BytesMut::new();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        };
-        RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encodable");
-        buf.freeze()
+        encode(&records, 0).expect("encodable")
     }
 
     #[test]

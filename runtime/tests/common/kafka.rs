@@ -2,6 +2,7 @@
 //! v4, Produce v7 and Fetch v11 (all non-flexible), encoded with kafka-protocol.
 
 use bytes::{Bytes, BytesMut};
+use isr_kafka::client::records::{encode, Outgoing};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -10,9 +11,7 @@ use kafka_protocol::messages::{
     ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -72,32 +71,14 @@ pub fn create_topic(address: &str, topic: &str, partitions: i32, rf: i16, min_is
 
 /// One batch of `values`, as a producer sends it.
 pub fn batch(values: &[String]) -> Bytes {
-    let records: Vec<Record> = values
+    let records: Vec<Outgoing> = values
         .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32,
-            timestamp: 0,
+        .map(|v| Outgoing {
             key: None,
-            value: Some(Bytes::from(v.clone())),
-            headers: Default::default(),
+            value: Bytes::from(v.clone()),
         })
         .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
-    };
-    RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode batch");
-    buf.freeze()
+    encode(&records, 0).expect("encode batch")
 }
 
 /// Produces one batch with acks=all: the base offset, or the Kafka error code.

@@ -7,7 +7,7 @@
 mod cluster;
 mod connection;
 mod error;
-mod records;
+pub mod records;
 
 pub mod consume;
 pub mod perf;
