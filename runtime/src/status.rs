@@ -15,9 +15,14 @@ use tokio::net::tcp::OwnedReadHalf;
 pub struct StatusArgs {
     /// Only this topic.
     pub topic: Option<String>,
-    /// The controller's address.
-    #[arg(long, default_value = "127.0.0.1:9090")]
-    pub controller: String,
+    /// A broker to ask: HOST:PORT, or several separated by commas (tried in turn). The broker
+    /// answers with the controller's metadata, and status then asks every live broker for the
+    /// replicas it hosts.
+    #[arg(long, required_unless_present = "controller")]
+    pub bootstrap: Option<String>,
+    /// Ask the controller directly instead (it answers even when every broker is down).
+    #[arg(long, conflicts_with = "bootstrap")]
+    pub controller: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -25,10 +30,12 @@ pub struct StatusArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    #[error("controller at {address}: {source}")]
+    #[error("asking {address} for the cluster's metadata: {source}")]
     Controller { address: String, source: RpcError },
     #[error("cannot reach the controller at {address}: {reason}")]
     Unreachable { address: String, reason: String },
+    #[error("status needs --bootstrap HOST:PORT[,HOST:PORT...] or --controller HOST:PORT")]
+    NoAddress,
     #[error("unknown topic {0}")]
     UnknownTopic(String),
 }
@@ -81,23 +88,46 @@ async fn read_answers(mut reader: OwnedReadHalf, rpc: Rpc) {
     }
 }
 
-/// The controller's view of the cluster.
-pub async fn cluster_view(controller: &str) -> Result<ClusterView, StatusError> {
-    match ask(controller, Request::Metadata).await {
+/// The controller's view of the cluster, asked of `address`: the controller itself, or a broker
+/// that forwards the question over its session.
+async fn cluster_view(address: &str) -> Result<ClusterView, StatusError> {
+    match ask(address, Request::Metadata).await {
         Ok(Response::Metadata(view)) => Ok(view),
         Ok(other) => Err(StatusError::Unreachable {
-            address: controller.to_string(),
+            address: address.to_string(),
             reason: format!("unexpected answer {other:?}"),
         }),
         Err(source) => Err(StatusError::Controller {
-            address: controller.to_string(),
+            address: address.to_string(),
             source,
         }),
     }
 }
 
+/// The controller's view, from `--controller`, or from the first `--bootstrap` broker that
+/// answers; the error names the last address tried.
+async fn view_from(args: &StatusArgs) -> Result<ClusterView, StatusError> {
+    let addresses: Vec<&str> = match (&args.controller, &args.bootstrap) {
+        (Some(controller), _) => vec![controller.as_str()],
+        (None, Some(bootstrap)) => bootstrap
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    let mut last = StatusError::NoAddress;
+    for address in addresses {
+        match cluster_view(address).await {
+            Ok(view) => return Ok(view),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
-    let view = cluster_view(&args.controller).await?;
+    let view = view_from(&args).await?;
     if let Some(topic) = &args.topic {
         if !view.topics.contains_key(topic) {
             return Err(StatusError::UnknownTopic(topic.clone()));

@@ -79,4 +79,91 @@ fn topic_produce_and_consume_through_the_isr_binary() {
     }
     let (ok, out) = isr(&["topic", "list", "--bootstrap", &second], "");
     assert!(ok && out.contains("cli"), "{out}");
+
+    // `status` through a broker: the first address is dead, the second answers for the
+    // controller, and every live broker reports its replicas.
+    let dead = "127.0.0.1:1";
+    let (ok, out) = isr(
+        &["status", "cli", "--bootstrap", &format!("{dead},{second}")],
+        "",
+    );
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("ISR [").count(), 2, "{out}");
+    let broker_lines = out.lines().filter(|l| l.starts_with("broker ")).count();
+    assert_eq!(broker_lines, 3, "{out}");
+    assert!(!out.contains("unreachable"), "{out}");
+    let (ok, out) = isr(&["status", "--bootstrap", dead], "");
+    assert!(!ok && out.contains(dead), "{out}");
+}
+
+/// Prints `OFFSET VALUE` lines of `isr consume` as (offset, value).
+fn consumed(out: &str) -> Vec<(u64, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let (offset, value) = l.split_once(' ')?;
+            Some((offset.parse().ok()?, value.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_consumer_group_resumes_from_its_committed_offset_through_another_broker() {
+    let cluster = TestCluster::start(3);
+    let first = cluster.address(1).expect("broker 1");
+    let (ok, out) = isr(
+        &[
+            "topic",
+            "create",
+            "resume",
+            "--bootstrap",
+            &first,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        ],
+        "",
+    );
+    assert!(ok, "{out}");
+    cluster.wait_for(Duration::from_secs(10), "a leader", |s| {
+        TestCluster::partition(s, "resume", 0)["leader"].is_u64()
+    });
+    let lines: Vec<String> = (0..20).map(|i| format!("r-{i}")).collect();
+    let (ok, out) = isr(
+        &["produce", "--bootstrap", &first, "resume"],
+        &(lines.join("\n") + "\n"),
+    );
+    assert!(ok, "{out}");
+    let expected = |range: std::ops::Range<u64>| -> Vec<(u64, String)> {
+        range.map(|o| (o, format!("r-{o}"))).collect()
+    };
+
+    // The first run starts at the beginning, prints 8 records and commits; each later run is
+    // a restarted consumer on another broker that must start where the group left off, not at
+    // the beginning (no --from-beginning) nor at the end (the default without a group).
+    let runs = [
+        (2, 8, 0..8, true),
+        (3, 7, 8..15, false),
+        (1, 5, 15..20, false),
+    ];
+    for (broker, max, range, from_beginning) in runs {
+        let address = cluster.address(broker).expect("broker");
+        let max = max.to_string();
+        let mut args = vec![
+            "consume",
+            "--bootstrap",
+            &address,
+            "--group",
+            "g",
+            "--max",
+            &max,
+            "resume",
+        ];
+        if from_beginning {
+            args.push("--from-beginning");
+        }
+        let (ok, out) = isr(&args, "");
+        assert!(ok, "{out}");
+        assert_eq!(consumed(&out), expected(range), "{out}");
+    }
 }

@@ -110,6 +110,7 @@ fn admin_error(e: AdminError) -> BackendError {
         AdminError::InvalidConfig(s) => BackendError::InvalidConfig(s),
         AdminError::Storage(s) => BackendError::Storage(s),
         AdminError::Unsupported(s) => BackendError::Internal(s),
+        AdminError::Unavailable(_) => BackendError::CoordinatorNotAvailable,
     }
 }
 

@@ -10,7 +10,7 @@ use super::outbox::Outbox;
 use crate::timing;
 use crate::wire::admin::{AdminError, Request, Response};
 use crate::wire::link::{self, Link, Opening};
-use crate::wire::rpc::Rpc;
+use crate::wire::rpc::{Rpc, RpcError};
 use crate::wire::{codec, Frame, Peer};
 use bytes::Bytes;
 use isr::{BrokerId, Envelope, Message, Node};
@@ -224,7 +224,29 @@ impl Net {
         }
     }
 
-    /// Answers an admin client (`isr status`).
+    /// The controller's metadata, asked over this broker's session, so `isr status` needs only
+    /// a broker's address (`--bootstrap`), like every other client command.
+    async fn controller_metadata(&self) -> Result<Response, AdminError> {
+        let link = self
+            .outbox
+            .controller()
+            .ok_or_else(|| AdminError::Unavailable("no session with the controller".into()))?;
+        match self
+            .rpc
+            .call(&link, Request::Metadata, timing::ADMIN_TIMEOUT)
+            .await
+        {
+            Ok(answer @ Response::Metadata(_)) => Ok(answer),
+            Ok(other) => Err(AdminError::Unavailable(format!(
+                "unexpected answer from the controller: {other:?}"
+            ))),
+            Err(RpcError::Refused(e)) => Err(e),
+            Err(e) => Err(AdminError::Unavailable(format!("controller: {e}"))),
+        }
+    }
+
+    /// Answers an admin client (`isr status`): this broker's replicas, and the controller's
+    /// metadata on the client's behalf.
     async fn serve_client(&self, mut reader: OwnedReadHalf, link: Link) {
         loop {
             match codec::read(&mut reader).await {
@@ -237,6 +259,7 @@ impl Net {
                                 AdminError::Unsupported("status while stopping".into())
                             })
                         }
+                        Request::Metadata => self.controller_metadata().await,
                         other => Err(AdminError::Unsupported(format!("{other:?}"))),
                     };
                     link.send(Frame::Response { id, result });

@@ -63,6 +63,9 @@ pub enum AdminError {
     Storage(String),
     #[error("this node does not answer {0}")]
     Unsupported(String),
+    /// A broker could not reach the controller to answer for it.
+    #[error("controller unavailable: {0}")]
+    Unavailable(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
