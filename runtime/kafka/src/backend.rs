@@ -31,6 +31,8 @@ pub struct PartitionInfo {
     pub leader_epoch: LeaderEpoch,
     pub replicas: Vec<BrokerId>,
     pub isr: Vec<BrokerId>,
+    /// Assigned replicas on brokers the controller has fenced (Metadata's `offline_replicas`).
+    pub offline: Vec<BrokerId>,
 }
 
 /// A topic and all its partitions.

@@ -159,6 +159,12 @@ fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
                         leader_epoch: state.leader_epoch,
                         replicas: state.assigned.clone(),
                         isr: state.isr.iter().copied().collect(),
+                        offline: state
+                            .assigned
+                            .iter()
+                            .copied()
+                            .filter(|b| !view.brokers.get(b).is_some_and(|b| b.alive))
+                            .collect(),
                     })
                 })
                 .collect(),
@@ -310,5 +316,42 @@ impl Backend for BrokerBackend {
 
     fn committed_changed(&self) -> impl std::future::Future<Output = ()> + Send {
         self.commits.notified()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::admin::BrokerView;
+    use isr::{LeaderEpoch, PartitionEpoch, PartitionState};
+
+    #[test]
+    fn metadata_lists_live_brokers_and_reports_replicas_on_fenced_ones_offline() {
+        let mut view = ClusterView::default();
+        for (id, alive) in [(1, true), (2, false)] {
+            let address = format!("127.0.0.1:909{id}");
+            view.brokers
+                .insert(BrokerId(id), BrokerView { address, alive });
+        }
+        view.topics.insert("t".into(), vec![PartitionId(7)]);
+        view.partitions.insert(
+            PartitionId(7),
+            PartitionState {
+                assigned: vec![BrokerId(2), BrokerId(1), BrokerId(3)],
+                leader: Some(BrokerId(1)),
+                leader_epoch: LeaderEpoch(2),
+                isr: [BrokerId(1)].into(),
+                elr: Default::default(),
+                partition_epoch: PartitionEpoch(3),
+                min_insync_replicas: 1,
+            },
+        );
+        let meta = to_kafka(BrokerId(1), &view);
+        let live: Vec<BrokerId> = meta.brokers.iter().map(|b| b.id).collect();
+        assert_eq!(live, vec![BrokerId(1)]);
+        let p = &meta.topics[0].partitions[0];
+        // Broker 3 was never registered: as offline as a fenced one.
+        assert_eq!(p.offline, vec![BrokerId(2), BrokerId(3)]);
+        assert_eq!(p.isr, vec![BrokerId(1)]);
     }
 }

@@ -38,6 +38,7 @@ fn partition(p: &PartitionInfo) -> MetadataResponsePartition {
         .with_leader_epoch(i32::try_from(p.leader_epoch.0).unwrap_or(i32::MAX))
         .with_replica_nodes(ids(&p.replicas))
         .with_isr_nodes(ids(&p.isr))
+        .with_offline_replicas(ids(&p.offline))
 }
 
 fn topic(t: &TopicInfo) -> MetadataResponseTopic {
@@ -154,5 +155,29 @@ pub async fn find_coordinator<B: Backend>(
                 answer
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isr::LeaderEpoch;
+
+    #[test]
+    fn a_leaderless_partition_reports_its_offline_replicas() {
+        let info = PartitionInfo {
+            partition: 2,
+            leader: None,
+            leader_epoch: LeaderEpoch(4),
+            replicas: vec![isr::BrokerId(1), isr::BrokerId(2), isr::BrokerId(3)],
+            isr: vec![isr::BrokerId(2)],
+            offline: vec![isr::BrokerId(2), isr::BrokerId(3)],
+        };
+        let p = partition(&info);
+        assert_eq!(p.error_code, BackendError::LeaderNotAvailable.code());
+        assert_eq!(p.leader_id, BrokerId(-1));
+        assert_eq!(p.leader_epoch, 4);
+        assert_eq!(p.isr_nodes, vec![BrokerId(2)]);
+        assert_eq!(p.offline_replicas, vec![BrokerId(2), BrokerId(3)]);
     }
 }

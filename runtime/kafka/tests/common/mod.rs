@@ -108,6 +108,7 @@ impl Backend for MemoryBackend {
                             leader_epoch: LeaderEpoch(0),
                             replicas: vec![BROKER],
                             isr: vec![BROKER],
+                            offline: Vec::new(),
                         })
                         .collect(),
                 })
