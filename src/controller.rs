@@ -271,6 +271,21 @@ impl Controller {
             .collect()
     }
 
+    /// Controlled shutdown: a broker about to stop asks to be fenced now. It is the same
+    /// `ControllerShrinkIsr` as an expired session of a running broker (which the model checks),
+    /// followed at once by `ControllerElectLeader` for what it led, so its partitions move to an
+    /// ISR member without waiting out the session timeout. The broker must not heartbeat or
+    /// register again in that run; a restart registers as usual. A broker already fenced changes
+    /// nothing.
+    pub fn on_controlled_shutdown<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
+        if !self.is_alive(broker) {
+            return Vec::new();
+        }
+        let mut effects = self.fence_broker(cfg, broker);
+        effects.extend(self.elect_leaders(cfg));
+        dedup_sends(effects)
+    }
+
     /// Who would be elected for a leaderless partition, and how: the first live replica in
     /// assignment order from the ISR, then the ELR, then (unclean election only) any.
     pub fn election_candidate(
@@ -455,4 +470,73 @@ fn dedup_sends<R>(effects: Effects<R>) -> Effects<R> {
     }
     kept.reverse();
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaders_and_isrs(effects: &Effects<()>) -> Vec<(BrokerId, PartitionState)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Send(Envelope {
+                    to: Node::Broker(b),
+                    message: Message::LeaderAndIsr(l),
+                    ..
+                }) => Some((*b, l.state.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_controlled_shutdown_moves_leadership_to_the_isr_at_once() {
+        let cfg = Config::default();
+        let mut c = Controller::new();
+        for b in 1..=3 {
+            c.on_broker_registration::<()>(&cfg, Tick(0), BrokerId(b), true);
+        }
+        let p = PartitionId(0);
+        let assigned = vec![BrokerId(1), BrokerId(2), BrokerId(3)];
+        c.create_partition::<()>(p, assigned, 2).expect("created");
+
+        let effects = c.on_controlled_shutdown::<()>(&cfg, BrokerId(1));
+        let state = c.partition(p).expect("partition").clone();
+        assert!(!c.is_alive(BrokerId(1)));
+        assert_eq!(state.leader, Some(BrokerId(2)));
+        assert_eq!(state.leader_epoch, LeaderEpoch(2));
+        assert_eq!(state.isr, BTreeSet::from([BrokerId(2), BrokerId(3)]));
+        // Only the final state goes out, to the live replicas only.
+        let sent = leaders_and_isrs(&effects);
+        assert_eq!(
+            sent,
+            vec![(BrokerId(2), state.clone()), (BrokerId(3), state.clone())]
+        );
+
+        // Asking again (a retry) changes nothing.
+        assert!(c.on_controlled_shutdown::<()>(&cfg, BrokerId(1)).is_empty());
+        assert_eq!(c.partition(p), Some(&state));
+    }
+
+    #[test]
+    fn the_last_isr_member_shutting_down_joins_the_elr_and_leads_again_after_restart() {
+        let cfg = Config::default();
+        let mut c = Controller::new();
+        for b in 1..=2 {
+            c.on_broker_registration::<()>(&cfg, Tick(0), BrokerId(b), true);
+        }
+        let p = PartitionId(0);
+        c.create_partition::<()>(p, vec![BrokerId(1), BrokerId(2)], 2)
+            .expect("created");
+        c.on_controlled_shutdown::<()>(&cfg, BrokerId(2));
+        c.on_controlled_shutdown::<()>(&cfg, BrokerId(1));
+        let state = c.partition(p).expect("partition");
+        assert_eq!(state.leader, None);
+        assert!(state.isr.is_empty());
+        assert_eq!(state.elr, BTreeSet::from([BrokerId(1), BrokerId(2)]));
+        // A clean restart keeps it in the ELR, so it is elected again.
+        c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(1), true);
+        assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(1)));
+    }
 }

@@ -111,6 +111,7 @@ fn admin_error(e: AdminError) -> BackendError {
         AdminError::Storage(s) => BackendError::Storage(s),
         AdminError::Unsupported(s) => BackendError::Internal(s),
         AdminError::Unavailable(_) => BackendError::CoordinatorNotAvailable,
+        AdminError::NotYours(s) => BackendError::Internal(s),
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
-use tracing::info;
+use tracing::{info, warn};
 
 const CLEAN_SHUTDOWN_MARKER: &str = "clean-shutdown";
 
@@ -134,6 +134,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         }
     }
     info!("shutting down cleanly");
+    // Leadership moves now, not a session timeout after the process is gone. Without the
+    // controller the broker still stops; its session then expires as after a crash.
+    match net.controlled_shutdown().await {
+        Ok(()) => info!("controlled shutdown: the controller has fenced this broker"),
+        Err(why) => warn!(%why, "controlled shutdown not confirmed; stopping anyway"),
+    }
     if commands.send(Command::Shutdown).is_ok() && matches!(replicas_done.await, Ok(Ok(()))) {
         checkpoint::write(
             &args.dir.join(CLEAN_SHUTDOWN_MARKER),

@@ -15,6 +15,7 @@ use crate::wire::{codec, Frame, Peer};
 use bytes::Bytes;
 use isr::{BrokerId, Envelope, Message, Node};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::net::tcp::OwnedReadHalf;
@@ -33,6 +34,9 @@ pub struct Net {
     pub rpc: Rpc,
     book: Mutex<BTreeMap<BrokerId, String>>,
     dialing: Mutex<BTreeSet<BrokerId>>,
+    /// Set by a controlled shutdown: from then on this broker neither heartbeats nor registers,
+    /// since that would make the controller take it back before it stops.
+    stopping: AtomicBool,
 }
 
 impl Net {
@@ -51,6 +55,28 @@ impl Net {
             rpc: Rpc::default(),
             book: Mutex::default(),
             dialing: Mutex::default(),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Kafka's controlled shutdown: asks the controller, on this broker's session, to fence it
+    /// now so that the partitions it leads get new leaders at once rather than after the
+    /// session timeout. Stops heartbeats and registrations first, so nothing undoes the fence.
+    pub async fn controlled_shutdown(&self) -> Result<(), String> {
+        self.stopping.store(true, Ordering::Relaxed);
+        let link = self
+            .outbox
+            .controller()
+            .ok_or("no session with the controller")?;
+        let request = Request::ControlledShutdown { broker: self.me };
+        match self.rpc.call(&link, request, timing::ADMIN_TIMEOUT).await {
+            Ok(Response::Done) => Ok(()),
+            Ok(other) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(e.to_string()),
         }
     }
 
@@ -67,13 +93,13 @@ impl Net {
     /// incarnation's broker epoch to the replicas in the LeaderAndIsr that follows.
     pub async fn controller_session(self: Arc<Self>, clean_shutdown: bool) {
         let mut clean = clean_shutdown;
-        loop {
+        while !self.stopping() {
             match link::dial(&self.controller_address, self.me_as_peer()).await {
                 Ok((reader, link)) => {
                     self.outbox.set_controller(Some(link.clone()));
                     self.register(&link, clean);
                     clean = true;
-                    tokio::spawn(heartbeats(self.me, link.clone()));
+                    tokio::spawn(self.clone().heartbeats(link.clone()));
                     self.read_controller(reader, &link).await;
                     self.outbox.set_controller(None);
                     warn!("lost the controller; reconnecting");
@@ -113,7 +139,9 @@ impl Net {
                 Frame::Response { id, result } => self.rpc.complete(id, result),
                 // Heartbeats sent before our registration reached the controller are answered
                 // with Reregister too; only one per session is genuine.
-                Frame::Reregister if registered_at.elapsed() >= timing::SESSION => {
+                Frame::Reregister
+                    if registered_at.elapsed() >= timing::SESSION && !self.stopping() =>
+                {
                     self.register(link, true);
                     registered_at = Instant::now();
                 }
@@ -275,19 +303,22 @@ impl Net {
     }
 }
 
-async fn heartbeats(me: BrokerId, link: Link) {
-    let mut interval = tokio::time::interval(timing::HEARTBEAT_INTERVAL);
-    // After a stall (a paused process, an overloaded machine) send one heartbeat, not a burst.
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        interval.tick().await;
-        let beat = Frame::Envelope(Envelope {
-            from: Node::Broker(me),
-            to: Node::Controller,
-            message: Message::BrokerHeartbeat { broker: me },
-        });
-        if !link.send(beat) {
-            return;
+impl Net {
+    async fn heartbeats(self: Arc<Self>, link: Link) {
+        let mut interval = tokio::time::interval(timing::HEARTBEAT_INTERVAL);
+        // After a stall (a paused process, an overloaded machine) send one heartbeat, not a
+        // burst.
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            let beat = Frame::Envelope(Envelope {
+                from: Node::Broker(self.me),
+                to: Node::Controller,
+                message: Message::BrokerHeartbeat { broker: self.me },
+            });
+            if self.stopping() || !link.send(beat) {
+                return;
+            }
         }
     }
 }

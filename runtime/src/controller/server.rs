@@ -179,7 +179,7 @@ impl State {
         match frame {
             Frame::Envelope(envelope) => self.on_message(conn, envelope.from, envelope.message),
             Frame::Request { id, request } => {
-                let result = self.on_request(request);
+                let result = self.on_request(conn, request);
                 if let Some(link) = self.links.get(&conn) {
                     link.send(Frame::Response { id, result });
                 }
@@ -227,8 +227,22 @@ impl State {
         }
     }
 
-    fn on_request(&mut self, request: Request) -> Result<Response, AdminError> {
+    fn on_request(&mut self, conn: u64, request: Request) -> Result<Response, AdminError> {
         match request {
+            Request::ControlledShutdown { broker } => {
+                if !self.speaks_for(conn, Node::Broker(broker), broker) {
+                    return Err(AdminError::NotYours(format!(
+                        "controlled shutdown of {broker}"
+                    )));
+                }
+                info!(%broker, "controlled shutdown");
+                let effects = self
+                    .meta
+                    .controller
+                    .on_controlled_shutdown(&self.cfg, broker);
+                self.commit(effects);
+                Ok(Response::Done)
+            }
             Request::Metadata => Ok(Response::Metadata(self.meta.view())),
             Request::CreateTopic(spec) => {
                 let effects = self.meta.create_topic(&self.cfg, &spec)?;

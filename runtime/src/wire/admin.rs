@@ -26,6 +26,11 @@ pub enum Request {
     AllocateProducerId,
     /// Asked of a broker: the state of every replica it hosts.
     Replicas,
+    /// A broker about to stop asks, on its own session, to be fenced now so that what it
+    /// leads moves at once (`Controller::on_controlled_shutdown`).
+    ControlledShutdown {
+        broker: BrokerId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +68,9 @@ pub enum AdminError {
     Storage(String),
     #[error("this node does not answer {0}")]
     Unsupported(String),
+    /// Only a broker's own session may ask for its controlled shutdown.
+    #[error("{0} may only be asked for by that broker")]
+    NotYours(String),
     /// A broker could not reach the controller to answer for it.
     #[error("controller unavailable: {0}")]
     Unavailable(String),
