@@ -40,7 +40,9 @@ pub trait Log {
     fn append(&mut self, entries: &[Entry<Self::Record>]);
     /// Removes every entry at or above `offset`; a no-op when `offset` is at or past the end.
     fn truncate_to(&mut self, offset: Offset);
-    /// Makes everything appended so far durable.
+    /// Makes everything appended so far durable, at the latest before any effect of the step
+    /// that flushed is seen outside the node: a driver may hold a step's effects and cover the
+    /// flushes of several steps with one fsync (group commit, as the runtime's broker does).
     fn flush(&mut self);
     /// What an unclean crash does to the log: everything above the flushed offset is gone.
     /// A disk log has nothing to do here (the crash itself did it); the in-memory log simulates it.

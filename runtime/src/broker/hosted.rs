@@ -7,8 +7,8 @@ use crate::storage::{DiskLog, OpenError, PartitionDir, DEFAULT_SEGMENT_BYTES};
 use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
-    BrokerId, Envelope, EpochCache, FetchRequest, Log, Offset, PartitionId, ProduceId, Replica,
-    Role,
+    BrokerId, Effect, Envelope, EpochCache, FetchRequest, Log, Offset, PartitionId, ProduceId,
+    Replica, Role,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -35,6 +35,11 @@ pub struct Hosted {
     pub alter_sent: Option<(Envelope<Bytes>, Instant)>,
     /// Set when storage failed: the replica is stopped for good.
     pub failed: Option<String>,
+    /// Effects of steps whose log still owes a sync (group commit), carried out in order by
+    /// the host once [`Hosted::sync`] has made the log durable.
+    pub held: Vec<Effect<Bytes>>,
+    /// acks=0/1 answers (the leader's own write is enough) waiting for the same sync.
+    pub held_acks: Vec<(ProduceReply, Offset)>,
 }
 
 impl Hosted {
@@ -45,7 +50,8 @@ impl Hosted {
         partition: PartitionId,
     ) -> Result<Hosted, OpenError> {
         let dir = PartitionDir::new(broker_dir, partition);
-        let (log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
+        let (mut log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
+        log.defer_flushes();
         let replica = Replica::recover(me, partition, log, hw);
         let saved_epochs = match dir.load_epochs() {
             Ok(saved) => saved.unwrap_or_default(),
@@ -68,12 +74,15 @@ impl Hosted {
             waiting: HashMap::new(),
             alter_sent: None,
             failed: None,
+            held: Vec::new(),
+            held_acks: Vec::new(),
         })
     }
 
     /// Writes the high watermark and epoch checkpoints if they changed. The high watermark saved
     /// is the core's durable one (what survives a crash), never ahead of the flushed log.
     pub fn checkpoint(&mut self) {
+        self.sync();
         let hw = self.replica.hw_checkpoint();
         if hw != self.saved_hw {
             match self.dir.save_high_watermark(hw) {
@@ -87,6 +96,15 @@ impl Hosted {
                 Ok(()) => self.saved_epochs = epochs,
                 Err(e) => self.fail(e.to_string()),
             }
+        }
+    }
+
+    /// Carries out the flushes the core asked for since the last sync: one fsync for all of
+    /// them (group commit). Storage failure stops the replica, as for any write.
+    pub fn sync(&mut self) {
+        if self.replica.log().sync_owed() {
+            self.replica.log_mut().sync_now();
+            self.check_storage();
         }
     }
 
@@ -106,6 +124,8 @@ impl Hosted {
             self.replica.crash();
             self.waiting.clear();
             self.parked.clear();
+            self.held.clear();
+            self.held_acks.clear();
             self.failed = Some(why);
         }
     }

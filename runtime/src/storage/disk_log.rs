@@ -34,6 +34,10 @@ pub struct DiskLog {
     index: Vec<Indexed>,
     flushed: Offset,
     failure: Option<io::Error>,
+    /// Group commit: `flush` only notes that a sync is owed, and the owner syncs with
+    /// [`DiskLog::sync_now`] before anything that depends on it leaves the process.
+    defer_flushes: bool,
+    sync_owed: bool,
 }
 
 impl DiskLog {
@@ -52,6 +56,8 @@ impl DiskLog {
             index: Vec::new(),
             flushed: Offset(0),
             failure: None,
+            defer_flushes: false,
+            sync_owed: false,
         };
         let mut cut = false;
         for base in bases {
@@ -125,6 +131,30 @@ impl DiskLog {
                 warn!(dir = %self.dir.display(), offset = e.at.base, %err, "log read failed");
                 None
             }
+        }
+    }
+
+    /// From now on `flush` defers its fsync to [`DiskLog::sync_now`] (group commit): the broker
+    /// holds back every effect of a step whose log owes a sync, then syncs once for all of them.
+    /// The flushed offset moves only at the real sync.
+    pub fn defer_flushes(&mut self) {
+        self.defer_flushes = true;
+    }
+
+    /// Whether a deferred flush is waiting for [`DiskLog::sync_now`].
+    pub fn sync_owed(&self) -> bool {
+        self.sync_owed
+    }
+
+    /// Makes everything appended so far durable (the deferred flushes, or a direct one).
+    pub fn sync_now(&mut self) {
+        self.sync_owed = false;
+        if self.failure.is_some() {
+            return;
+        }
+        let result = self.segments.iter_mut().try_for_each(Segment::sync);
+        if self.record(result).is_some() {
+            self.flushed = self.log_end_offset();
         }
     }
 
@@ -245,12 +275,10 @@ impl Log for DiskLog {
     }
 
     fn flush(&mut self) {
-        if self.failure.is_some() {
-            return;
-        }
-        let result = self.segments.iter_mut().try_for_each(Segment::sync);
-        if self.record(result).is_some() {
-            self.flushed = self.log_end_offset();
+        if self.defer_flushes {
+            self.sync_owed = true;
+        } else {
+            self.sync_now();
         }
     }
 
@@ -317,6 +345,23 @@ mod tests {
         assert_eq!(values(&log), vec![(1, 0), (1, 2), (4, 3)]);
         assert_eq!(log.log_end_offset(), Offset(4));
         assert!(log.failure().is_none());
+    }
+
+    #[test]
+    fn a_deferred_flush_moves_the_flushed_offset_only_at_the_sync() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), DEFAULT_SEGMENT_BYTES).expect("open");
+        log.defer_flushes();
+        log.append(&[entry(1, &["a", "b"])]);
+        assert!(!log.sync_owed());
+        log.flush();
+        assert!(log.sync_owed());
+        assert_eq!(log.flushed_offset(), Offset(0));
+        log.append(&[entry(1, &["c"])]);
+        log.flush();
+        log.sync_now();
+        assert!(!log.sync_owed());
+        assert_eq!(log.flushed_offset(), Offset(3));
     }
 
     #[test]

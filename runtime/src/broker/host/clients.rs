@@ -32,10 +32,11 @@ impl Host {
                 if acks == Acks::All {
                     h.waiting.insert(id, reply);
                 } else {
-                    let _ = reply.send(Ok(base));
+                    // Answered once the write is as durable as the flush policy asks.
+                    h.held_acks.push((reply, base));
                 }
                 self.after(partition, effects);
-                self.wake_parked(partition);
+                self.to_wake.insert(partition);
             }
         }
     }
@@ -46,6 +47,8 @@ impl Host {
         offset: Offset,
         max_bytes: usize,
     ) -> Result<Committed, HostError> {
+        // Consumers see only what is durable here too, not just on the followers.
+        self.release(partition);
         let max_entries = self.cfg.fetch_max_entries;
         let h = self.hosted(partition)?;
         let mut batches: Vec<Bytes> = h

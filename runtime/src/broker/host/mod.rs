@@ -20,7 +20,7 @@ use isr::{
     Acks, BrokerId, Config, Effect, Effects, Envelope, FetchResponse, Message, Offset, PartitionId,
     ProduceId, ReadError, Tick, WriteError,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -28,6 +28,10 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, info};
 
 /// Committed batches for a consumer.
+/// At most this many queued commands run before held fetches are answered, which bounds the
+/// delay one command can add to a follower's answer.
+const MAX_COMMANDS_PER_WAKE: usize = 64;
+
 pub struct Committed {
     pub batches: Vec<Bytes>,
     pub high_watermark: Offset,
@@ -84,6 +88,11 @@ pub struct Host {
     next_produce: ProduceId,
     /// Set when a replica's storage failed: the thread stops after the current command.
     storage_failure: Option<String>,
+    /// Partitions whose held fetches may now find something (new records, a new high
+    /// watermark or ISR), answered once the queued commands are done.
+    to_wake: BTreeSet<PartitionId>,
+    /// Followers whose next request waits for their log's sync.
+    requests_due: BTreeSet<PartitionId>,
 }
 
 impl Host {
@@ -112,6 +121,8 @@ impl Host {
             commits,
             next_produce: 0,
             storage_failure: None,
+            to_wake: BTreeSet::new(),
+            requests_due: BTreeSet::new(),
         })
     }
 
@@ -121,39 +132,66 @@ impl Host {
     /// partitions move to replicas that can still write.
     pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Result<(), String> {
         while let Some(command) = commands.blocking_recv() {
-            match command {
-                Command::Inbound(envelope) => self.on_message(envelope),
-                Command::Produce {
-                    partition,
-                    acks,
-                    batches,
-                    reply,
-                } => self.on_produce(partition, acks, batches, reply),
-                Command::Read {
-                    partition,
-                    offset,
-                    max_bytes,
-                    reply,
-                } => {
-                    let _ = reply.send(self.read(partition, offset, max_bytes));
-                }
-                Command::Bounds { partition, reply } => {
-                    let _ = reply.send(self.bounds(partition));
-                }
-                Command::Status(reply) => {
-                    let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
-                }
-                Command::Tick => self.on_tick(),
-                Command::Shutdown => {
-                    self.shutdown();
+            if self.handle(command)? {
+                return Ok(());
+            }
+            // Under load, take what else has queued up before answering held fetches, so one
+            // answer carries every write that arrived meanwhile; idle, the queue is empty and
+            // the answer goes at once.
+            for _ in 0..MAX_COMMANDS_PER_WAKE {
+                let Ok(command) = commands.try_recv() else {
+                    break;
+                };
+                if self.handle(command)? {
                     return Ok(());
                 }
+            }
+            self.wake_due();
+            self.release_all();
+            for partition in std::mem::take(&mut self.requests_due) {
+                self.request_from_leader(partition);
             }
             if let Some(why) = self.storage_failure.take() {
                 return Err(why);
             }
         }
         Ok(())
+    }
+
+    /// Carries out one command; `Ok(true)` after a clean shutdown.
+    fn handle(&mut self, command: Command) -> Result<bool, String> {
+        match command {
+            Command::Inbound(envelope) => self.on_message(envelope),
+            Command::Produce {
+                partition,
+                acks,
+                batches,
+                reply,
+            } => self.on_produce(partition, acks, batches, reply),
+            Command::Read {
+                partition,
+                offset,
+                max_bytes,
+                reply,
+            } => {
+                let _ = reply.send(self.read(partition, offset, max_bytes));
+            }
+            Command::Bounds { partition, reply } => {
+                let _ = reply.send(self.bounds(partition));
+            }
+            Command::Status(reply) => {
+                let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
+            }
+            Command::Tick => self.on_tick(),
+            Command::Shutdown => {
+                self.shutdown();
+                return Ok(true);
+            }
+        }
+        if let Some(why) = self.storage_failure.take() {
+            return Err(why);
+        }
+        Ok(false)
     }
 
     fn hosted(&mut self, partition: PartitionId) -> Result<&mut Hosted, HostError> {
@@ -209,7 +247,45 @@ impl Host {
     }
 
     /// Carries out a step's effects, then checks the replica's storage and invariants.
+    /// Carries out a step's effects, or holds them while the partition's log owes a sync (see
+    /// [`Host::release`]): under `flush=always` the core flushed before deciding to report or
+    /// acknowledge, so nothing may leave before that flush is real.
     fn after(&mut self, partition: PartitionId, effects: Effects<Bytes>) {
+        let Some(h) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        if h.replica.log().sync_owed() || !h.held.is_empty() {
+            h.held.extend(effects);
+        } else {
+            self.execute(partition, effects);
+        }
+        self.check(partition);
+    }
+
+    /// Group commit: one fsync for every step since the last, then their held effects, in order.
+    fn release(&mut self, partition: PartitionId) {
+        let Some(h) = self.partitions.get_mut(&partition) else {
+            return;
+        };
+        h.sync();
+        for (reply, base) in std::mem::take(&mut h.held_acks) {
+            let _ = reply.send(Ok(base));
+        }
+        let held = std::mem::take(&mut h.held);
+        if !held.is_empty() {
+            self.execute(partition, held);
+        }
+        self.check(partition);
+    }
+
+    fn release_all(&mut self) {
+        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
+        for partition in ids {
+            self.release(partition);
+        }
+    }
+
+    fn execute(&mut self, partition: PartitionId, effects: Effects<Bytes>) {
         let Some(h) = self.partitions.get_mut(&partition) else {
             return;
         };
@@ -250,6 +326,13 @@ impl Host {
                 Effect::HighWatermark { .. } => self.commits.notify_waiters(),
             }
         }
+    }
+
+    /// After a step: a failed log stops the broker; in debug builds, the core's invariants hold.
+    fn check(&mut self, partition: PartitionId) {
+        let Some(h) = self.partitions.get_mut(&partition) else {
+            return;
+        };
         h.check_storage();
         if let Some(why) = h.failed.clone() {
             self.storage_failure = Some(why);
@@ -263,6 +346,7 @@ impl Host {
     }
 
     fn shutdown(&mut self) {
+        self.release_all();
         for (partition, h) in self.partitions.iter_mut() {
             let effects = h.replica.clean_shutdown();
             for effect in effects {
@@ -292,5 +376,81 @@ fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
     {
         let keep = batch::fitting(fetched.entries.iter().map(|e| &e.record), FETCH_MAX_BYTES);
         fetched.entries.truncate(keep);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::batch::tests::batch_of;
+    use isr::{BrokerEpoch, FlushPolicy, LeaderAndIsr, LeaderEpoch, Log, Node, PartitionEpoch};
+    use isr::{Message, PartitionState};
+
+    /// A host leading partition 0 alone (ISR {1}, min ISR 1) under `flush=always`.
+    fn sole_leader(dir: &std::path::Path) -> Host {
+        let mut host = Host::open(
+            BrokerId(1),
+            timing::config(FlushPolicy::Always),
+            dir.to_path_buf(),
+            Outbox::default(),
+            Arc::new(Notify::new()),
+        )
+        .expect("open");
+        let order = LeaderAndIsr {
+            partition: PartitionId(0),
+            state: PartitionState {
+                assigned: vec![BrokerId(1)],
+                leader: Some(BrokerId(1)),
+                leader_epoch: LeaderEpoch(1),
+                isr: [BrokerId(1)].into(),
+                elr: Default::default(),
+                partition_epoch: PartitionEpoch(1),
+                min_insync_replicas: 1,
+            },
+            broker_epoch: BrokerEpoch(1),
+        };
+        let envelope = Envelope {
+            from: Node::Controller,
+            to: Node::Broker(BrokerId(1)),
+            message: Message::LeaderAndIsr(order),
+        };
+        assert_eq!(host.handle(Command::Inbound(envelope)), Ok(false));
+        host
+    }
+
+    fn produce(host: &mut Host, acks: Acks) -> oneshot::Receiver<Result<Offset, HostError>> {
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Produce {
+            partition: PartitionId(0),
+            acks,
+            batches: vec![batch_of(&["a", "b"])],
+            reply,
+        };
+        assert_eq!(host.handle(command), Ok(false));
+        answer
+    }
+
+    fn flushed(host: &Host) -> Offset {
+        host.partitions[&PartitionId(0)]
+            .replica
+            .log()
+            .flushed_offset()
+    }
+
+    #[test]
+    fn no_write_is_acknowledged_before_the_group_commit_makes_it_durable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut host = sole_leader(dir.path());
+        let mut one = produce(&mut host, Acks::Leader);
+        let mut all = produce(&mut host, Acks::All);
+        // Both writes are in the log, neither is synced nor answered yet.
+        assert_eq!(flushed(&host), Offset(0));
+        assert!(one.try_recv().is_err());
+        assert!(all.try_recv().is_err());
+
+        host.release_all();
+        assert_eq!(flushed(&host), Offset(4));
+        assert_eq!(one.try_recv().expect("answered").ok(), Some(Offset(0)));
+        assert_eq!(all.try_recv().expect("answered").ok(), Some(Offset(2)));
     }
 }

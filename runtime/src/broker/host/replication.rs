@@ -47,14 +47,8 @@ impl Host {
             Message::Fetch(req) => {
                 let partition = req.partition;
                 if let Ok(h) = self.hosted(partition) {
-                    let hw = h.replica.high_watermark();
                     let effects = h.replica.on_fetch(&cfg, now, &req);
-                    let moved = h.replica.high_watermark() != hw;
                     self.answer_fetch(partition, req, effects);
-                    if moved {
-                        // Followers holding a fetch learn the new high watermark now.
-                        self.wake_parked(partition);
-                    }
                 }
             }
             Message::FetchResponse(resp) => {
@@ -98,7 +92,7 @@ impl Host {
                 h.alter_sent = None;
                 let effects = h.replica.on_alter_partition_response(&cfg, &resp);
                 self.after(partition, effects);
-                self.wake_parked(partition);
+                self.to_wake.insert(partition);
             }
             other => debug!(kind = other.kind(), %from, "ignoring message"),
         }
@@ -124,6 +118,13 @@ impl Host {
             }
         }
         self.after(partition, effects);
+    }
+
+    /// Answers the held fetches of every partition marked since the last time.
+    pub(super) fn wake_due(&mut self) {
+        for partition in std::mem::take(&mut self.to_wake) {
+            self.wake_parked(partition);
+        }
     }
 
     /// Answers the held fetches of a partition with whatever they find now.
@@ -158,12 +159,18 @@ impl Host {
         }
     }
 
-    /// Sends the follower's next request (OffsetForLeaderEpoch or Fetch), as the core says.
+    /// Sends the follower's next request (OffsetForLeaderEpoch or Fetch), as the core says. A
+    /// Fetch reports the follower's log end offset, which the leader counts as replicated: while
+    /// the log owes a sync the request waits for [`Host::release_all`], like every other effect.
     pub(super) fn request_from_leader(&mut self, partition: PartitionId) {
         let Ok(h) = self.hosted(partition) else {
             return;
         };
         h.in_flight = None;
+        if h.replica.log().sync_owed() || !h.held.is_empty() {
+            self.requests_due.insert(partition);
+            return;
+        }
         if let Some(request) = h.replica.next_request() {
             if self.outbox.send(request) {
                 if let Ok(h) = self.hosted(partition) {
