@@ -1,6 +1,6 @@
 //! Typed errors of the core.
 
-use crate::types::{BrokerId, LeaderEpoch, PartitionEpoch};
+use crate::types::{BrokerId, LeaderEpoch, Offset, PartitionEpoch};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -15,6 +15,12 @@ pub enum WriteError {
     /// acks=all while the ISR is smaller than `min.insync.replicas` (rule 9).
     #[error("NOT_ENOUGH_REPLICAS: the ISR has {isr} members, min.insync.replicas is {min}")]
     NotEnoughReplicas { isr: usize, min: usize },
+    /// A retry named records the log does not hold (`Replica::leader_await_commit`).
+    #[error("offsets {base_offset}..{end_offset} are not in the log")]
+    NotInLog {
+        base_offset: Offset,
+        end_offset: Offset,
+    },
 }
 
 /// Why a request was answered with an error instead of data.

@@ -57,6 +57,58 @@ impl<L: Log> Replica<L> {
         Ok((base_offset, effects))
     }
 
+    /// `LeaderWrite` of records the log already holds: a producer's retry of a write whose first
+    /// attempt was appended (here, or by an earlier leader that replicated it here) but never
+    /// acknowledged. The driver recognises the retry (Kafka's idempotent producers number their
+    /// batches); nothing is appended, so the records are not stored twice, and the write is
+    /// acknowledged like any acks=all write: by an [`Effect::Acknowledge`] carrying `id` once the
+    /// high watermark passes `end_offset` (rule 9), at once if it already has. Refused like
+    /// [`Replica::leader_write`] when not leading or below `min.insync.replicas`, and with
+    /// [`WriteError::NotInLog`] unless `base_offset..end_offset` lies within the log.
+    pub fn leader_await_commit(
+        &mut self,
+        cfg: &Config,
+        base_offset: Offset,
+        end_offset: Offset,
+        id: ProduceId,
+    ) -> Result<Effects<L::Record>, WriteError> {
+        let Role::Leader(l) = &mut self.role else {
+            return Err(WriteError::NotLeader);
+        };
+        if l.isr.len() < l.min_insync_replicas {
+            return Err(WriteError::NotEnoughReplicas {
+                isr: l.isr.len(),
+                min: l.min_insync_replicas,
+            });
+        }
+        if base_offset >= end_offset
+            || base_offset < self.log.log_start_offset()
+            || end_offset > self.log.log_end_offset()
+        {
+            return Err(WriteError::NotInLog {
+                base_offset,
+                end_offset,
+            });
+        }
+        if end_offset <= self.high_watermark {
+            return Ok(vec![Effect::Acknowledge {
+                partition: self.partition,
+                id,
+                base_offset,
+            }]);
+        }
+        l.pending_writes.push(PendingWrite {
+            id,
+            base_offset,
+            end_offset,
+        });
+        // As after a write: the high watermark may be free to move (a leader alone in its ISR
+        // that has not written in this epoch yet).
+        let mut effects = Vec::new();
+        self.maybe_advance_high_watermark(cfg, &mut effects);
+        Ok(effects)
+    }
+
     /// Checks a request's leader epoch against this leader's (rule 4). Without epoch fencing
     /// only leadership itself is checked, as before KIP-320.
     fn check_epoch(&self, cfg: &Config, request_epoch: LeaderEpoch) -> Result<(), EpochError> {
@@ -352,5 +404,101 @@ impl<L: Log> Replica<L> {
             return Err(ReadError::OffsetOutOfRange);
         }
         Ok(self.log.read(from, self.high_watermark, max))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::MemLog;
+    use crate::message::{LeaderAndIsr, PartitionState};
+    use crate::types::{PartitionEpoch, PartitionId};
+
+    fn acknowledged(effects: &Effects<u64>) -> Vec<ProduceId> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Acknowledge { id, .. } => Some(*id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Broker 1 leading partition 0 with broker 2 in the ISR, min ISR 1.
+    fn leader(cfg: &Config) -> Replica<MemLog<u64>> {
+        let mut r = Replica::new(BrokerId(1), PartitionId(0), MemLog::default());
+        let order = LeaderAndIsr {
+            partition: PartitionId(0),
+            state: PartitionState {
+                assigned: vec![BrokerId(1), BrokerId(2)],
+                leader: Some(BrokerId(1)),
+                leader_epoch: LeaderEpoch(1),
+                isr: [BrokerId(1), BrokerId(2)].into(),
+                elr: Default::default(),
+                partition_epoch: PartitionEpoch(1),
+                min_insync_replicas: 1,
+            },
+            broker_epoch: BrokerEpoch(1),
+        };
+        r.on_leader_and_isr(cfg, Tick(0), &order);
+        r
+    }
+
+    fn fetch(offset: u64) -> FetchRequest {
+        FetchRequest {
+            partition: PartitionId(0),
+            replica: BrokerId(2),
+            broker_epoch: BrokerEpoch(2),
+            current_leader_epoch: LeaderEpoch(1),
+            fetch_offset: Offset(offset),
+        }
+    }
+
+    #[test]
+    fn a_retry_of_held_records_is_acknowledged_with_them_and_appends_nothing() {
+        let cfg = Config::default();
+        let mut r = leader(&cfg);
+        let (base, effects) = r
+            .leader_write(&cfg, vec![7, 8], Acks::All, 1)
+            .expect("write");
+        assert_eq!(base, Offset(0));
+        assert!(acknowledged(&effects).is_empty());
+
+        // The producer, never answered, retries the same two records.
+        let effects = r
+            .leader_await_commit(&cfg, Offset(0), Offset(2), 2)
+            .expect("retry");
+        assert!(effects.is_empty(), "not committed yet");
+        assert_eq!(r.log_end_offset(), Offset(2), "nothing appended");
+
+        let effects = r.on_fetch(&cfg, Tick(1), &fetch(2));
+        assert_eq!(acknowledged(&effects), vec![1, 2]);
+
+        // Once committed, a later retry is answered at once.
+        let effects = r
+            .leader_await_commit(&cfg, Offset(0), Offset(2), 3)
+            .expect("retry");
+        assert_eq!(acknowledged(&effects), vec![3]);
+    }
+
+    #[test]
+    fn a_retry_must_name_records_in_the_log_of_a_leader() {
+        let cfg = Config::default();
+        let mut r = leader(&cfg);
+        r.leader_write(&cfg, vec![7], Acks::All, 1).expect("write");
+        for (base, end) in [(0, 2), (1, 1), (3, 4)] {
+            assert_eq!(
+                r.leader_await_commit(&cfg, Offset(base), Offset(end), 2),
+                Err(WriteError::NotInLog {
+                    base_offset: Offset(base),
+                    end_offset: Offset(end)
+                })
+            );
+        }
+        let mut follower = Replica::new(BrokerId(2), PartitionId(0), MemLog::<u64>::default());
+        assert_eq!(
+            follower.leader_await_commit(&cfg, Offset(0), Offset(1), 1),
+            Err(WriteError::NotLeader)
+        );
     }
 }

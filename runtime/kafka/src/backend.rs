@@ -226,9 +226,10 @@ pub trait Backend: Send + Sync + 'static {
         partition: u32,
     ) -> impl Future<Output = Result<Option<CommittedOffset>, BackendError>> + Send;
 
-    /// A producer id unique in the cluster (InitProducerId), for clients that enable the
-    /// idempotent producer by default. The broker does not deduplicate by producer sequence:
-    /// a retried batch may be stored twice (at-least-once), as without idempotence.
+    /// A producer id unique in the cluster (InitProducerId), for idempotent producers. The
+    /// producer stamps each batch with its id and sequence numbers, and a backend that
+    /// recognises a retry of a batch it holds answers it with the stored offsets (the `isr`
+    /// broker does, for each producer's latest five batches); sequence gaps are not enforced.
     fn allocate_producer_id(&self) -> impl Future<Output = Result<i64, BackendError>> + Send;
 
     /// Resolves when committed data may have grown on this broker (any partition), so that a

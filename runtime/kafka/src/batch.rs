@@ -21,6 +21,8 @@ const CRC_FROM: usize = 21;
 const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
 const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
 const RECORD_COUNT_AT: usize = 57;
 /// Attribute bits naming the compression codec; 0 is none.
 const COMPRESSION_MASK: i16 = 0x07;
@@ -228,6 +230,47 @@ pub fn leader_epoch(batch: &[u8]) -> Option<LeaderEpoch> {
         .map(LeaderEpoch)
 }
 
+/// Who wrote a batch, for an idempotent producer: its id and epoch, and the sequence numbers
+/// of the batch's first and last records. A retry resends the same batch, so the same stamp
+/// identifies it (KIP-98).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ProducerStamp {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_sequence: i32,
+    pub last_sequence: i32,
+}
+
+/// The idempotent producer's stamp of a batch; `None` for a plain producer (producer id or
+/// base sequence -1) or a header too short to say.
+pub fn producer(batch: &[u8]) -> Option<ProducerStamp> {
+    if batch.len() < HEADER_LEN {
+        return None;
+    }
+    let producer_id =
+        i64::from_be_bytes(batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].try_into().ok()?);
+    let first_sequence = be_i32(batch, BASE_SEQUENCE_AT);
+    if producer_id < 0 || first_sequence < 0 {
+        return None;
+    }
+    let delta = be_i32(batch, LAST_OFFSET_DELTA_AT).max(0);
+    // Sequence numbers wrap from i32::MAX to 0, as in Kafka's DefaultRecordBatch.
+    let last_sequence = if first_sequence > i32::MAX - delta {
+        delta - (i32::MAX - first_sequence) - 1
+    } else {
+        first_sequence + delta
+    };
+    Some(ProducerStamp {
+        producer_id,
+        producer_epoch: i16::from_be_bytes([
+            batch[PRODUCER_EPOCH_AT],
+            batch[PRODUCER_EPOCH_AT + 1],
+        ]),
+        first_sequence,
+        last_sequence,
+    })
+}
+
 /// The base offset stamped in a stored batch (its first 8 bytes).
 pub fn base_offset(batch: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(batch.get(..8)?.try_into().ok()?))
@@ -273,6 +316,35 @@ mod tests {
         let mut m = BytesMut::from(&b[..]);
         m[MAGIC_AT] = 1;
         assert!(matches!(validate(&m), Err(BatchError::Magic(1))));
+    }
+
+    /// `b` as an idempotent producer would have sent it (the CRC is not fixed: only the header
+    /// fields matter here).
+    pub fn as_producer(b: &[u8], id: i64, epoch: i16, first_sequence: i32) -> Bytes {
+        let mut out = BytesMut::from(b);
+        out[PRODUCER_ID_AT..PRODUCER_ID_AT + 8].copy_from_slice(&id.to_be_bytes());
+        out[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&epoch.to_be_bytes());
+        out[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4].copy_from_slice(&first_sequence.to_be_bytes());
+        out.freeze()
+    }
+
+    #[test]
+    fn the_producer_stamp_names_the_sequences_a_batch_covers() {
+        assert_eq!(producer(&batch(3)), None, "a plain producer's batch");
+        let stamped = as_producer(&batch(3), 7, 2, 10);
+        let expected = ProducerStamp {
+            producer_id: 7,
+            producer_epoch: 2,
+            first_sequence: 10,
+            last_sequence: 12,
+        };
+        assert_eq!(producer(&stamped), Some(expected));
+        let wrapped = producer(&as_producer(&batch(3), 7, 2, i32::MAX - 1)).expect("stamp");
+        assert_eq!(
+            wrapped.last_sequence, 0,
+            "sequences wrap to 0 after i32::MAX"
+        );
+        assert_eq!(producer(&batch(3)[..20]), None);
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! walk a segment file: the length prefix, and how many batches fit a read budget.
 
 pub use isr_kafka::batch::{
-    base_offset, leader_epoch, stamp, validate, width, BatchError, HEADER_LEN,
+    base_offset, leader_epoch, producer, stamp, validate, width, BatchError, ProducerStamp,
+    HEADER_LEN,
 };
 use thiserror::Error;
 

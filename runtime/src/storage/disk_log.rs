@@ -9,6 +9,7 @@
 //! the replica when it sees the failure.
 
 use super::batch;
+use super::producers::Producers;
 use super::segment::{self, BatchPosition, Segment};
 use bytes::Bytes;
 use isr::{Entry, Log, Offset};
@@ -38,6 +39,8 @@ pub struct DiskLog {
     /// [`DiskLog::sync_now`] before anything that depends on it leaves the process.
     defer_flushes: bool,
     sync_owed: bool,
+    /// Idempotent producers' latest batches, kept with the index.
+    producers: Producers,
 }
 
 impl DiskLog {
@@ -58,6 +61,7 @@ impl DiskLog {
             failure: None,
             defer_flushes: false,
             sync_owed: false,
+            producers: Producers::default(),
         };
         let mut cut = false;
         for base in bases {
@@ -82,11 +86,13 @@ impl DiskLog {
                 cut = true;
             }
             let n = log.segments.len();
-            log.index.extend(
-                scan.batches
-                    .into_iter()
-                    .map(|at| Indexed { at, segment: n }),
-            );
+            for at in scan.batches {
+                if let Some(stamp) = at.producer {
+                    log.producers
+                        .appended(stamp, Offset(at.base), Offset(at.base + at.width));
+                }
+                log.index.push(Indexed { at, segment: n });
+            }
             log.segments.push(seg);
         }
         if log.segments.is_empty() {
@@ -141,6 +147,12 @@ impl DiskLog {
         self.defer_flushes = true;
     }
 
+    /// Where the log holds `batch` already, if it is an idempotent producer's retry of one of
+    /// its latest batches: the offsets the first attempt was given.
+    pub fn stored_as(&self, batch: &[u8]) -> Option<(Offset, Offset)> {
+        self.producers.find(&batch::producer(batch)?)
+    }
+
     /// Whether a deferred flush is waiting for [`DiskLog::sync_now`].
     pub fn sync_owed(&self) -> bool {
         self.sync_owed
@@ -182,16 +194,19 @@ impl DiskLog {
         let stamped = batch::stamp(&entry.record, Offset(base), entry.epoch);
         let n = self.segments.len() - 1;
         let position = self.segments[n].append(&stamped)?;
-        self.index.push(Indexed {
-            at: BatchPosition {
-                base,
-                width: batch::width(&stamped),
-                epoch: entry.epoch,
-                position,
-                len: stamped.len() as u32,
-            },
-            segment: n,
-        });
+        let at = BatchPosition {
+            base,
+            width: batch::width(&stamped),
+            epoch: entry.epoch,
+            position,
+            len: stamped.len() as u32,
+            producer: batch::producer(&stamped),
+        };
+        if let Some(stamp) = at.producer {
+            self.producers
+                .appended(stamp, Offset(base), Offset(base + at.width));
+        }
+        self.index.push(Indexed { at, segment: n });
         Ok(())
     }
 
@@ -201,6 +216,7 @@ impl DiskLog {
             None => return Ok(()),
         };
         self.index.truncate(i);
+        self.producers.truncated(Offset(self.end()));
         // A segment emptied entirely is removed, unless it is the first (the log keeps one).
         let keep = if position == 0 && segment > 0 {
             segment

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod checkpoint;
 mod disk_log;
 mod partition_dir;
+mod producers;
 mod segment;
 
 pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES};

@@ -1,6 +1,6 @@
 //! One segment file: an append-only run of stamped record batches, named after its base offset.
 
-use super::batch;
+use super::batch::{self, ProducerStamp};
 use isr::LeaderEpoch;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
@@ -17,6 +17,8 @@ pub struct BatchPosition {
     pub epoch: LeaderEpoch,
     pub position: u64,
     pub len: u32,
+    /// The idempotent producer that wrote the batch, if any.
+    pub producer: Option<ProducerStamp>,
 }
 
 /// How a recovery scan ended.
@@ -106,6 +108,7 @@ impl Segment {
                 epoch: batch::leader_epoch(&buf).unwrap_or_default(),
                 position,
                 len: total as u32,
+                producer: batch::producer(&buf),
             });
             next += width;
             position += total as u64;

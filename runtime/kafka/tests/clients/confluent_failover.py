@@ -141,10 +141,13 @@ if lost:
 seen = {}
 for (p, o), v in sorted(log.items()):
     seen.setdefault(v, []).append((p, o))
-# Reported, not checked: the broker does not deduplicate by producer sequence (see
-# allocate_producer_id in runtime/kafka/src/backend.rs), so a batch the old leader wrote but never
-# acknowledged, retried to the new leader, is in the log twice.
+# A batch the old leader wrote but never acknowledged, retried to the new leader, must not be
+# stored twice: the broker recognises the idempotent producer's retry.
 duplicates = sorted((where, v) for v, where in seen.items() if len(where) > 1)
+if duplicates:
+    problems.append(
+        "%d values stored more than once, first: %s" % (len(duplicates), duplicates[:5])
+    )
 
 offsets = {}
 for p, o in sorted(delivered):

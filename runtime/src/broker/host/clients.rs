@@ -5,6 +5,7 @@ use crate::broker::hosted::ProduceReply;
 use crate::storage::batch;
 use bytes::Bytes;
 use isr::{Acks, Offset, PartitionId, ReadError};
+use tracing::debug;
 
 impl Host {
     pub(super) fn on_produce(
@@ -24,7 +25,26 @@ impl Host {
                 return;
             }
         };
-        match h.replica.leader_write(&cfg, batches, acks, id) {
+        // An idempotent producer's retry of a batch the log holds (its first attempt was never
+        // answered, perhaps by an earlier leader): answered with the first attempt's offsets, as
+        // Kafka does, instead of being stored twice. Producers send one batch per partition.
+        let retry = match &batches[..] {
+            [batch] => h.replica.log().stored_as(batch),
+            _ => None,
+        };
+        let written = match retry {
+            Some((base, end)) => {
+                debug!(%partition, %base, %end, "a producer's retry of a stored batch");
+                match acks {
+                    Acks::All => h.replica.leader_await_commit(&cfg, base, end, id),
+                    _ if h.replica.is_leader() => Ok(Vec::new()),
+                    _ => Err(isr::WriteError::NotLeader),
+                }
+                .map(|effects| (base, effects))
+            }
+            None => h.replica.leader_write(&cfg, batches, acks, id),
+        };
+        match written {
             Err(e) => {
                 let _ = reply.send(Err(e.into()));
             }
@@ -36,7 +56,9 @@ impl Host {
                     h.held_acks.push((reply, base));
                 }
                 self.after(partition, effects);
-                self.to_wake.insert(partition);
+                if retry.is_none() {
+                    self.to_wake.insert(partition);
+                }
             }
         }
     }

@@ -419,11 +419,19 @@ mod tests {
     }
 
     fn produce(host: &mut Host, acks: Acks) -> oneshot::Receiver<Result<Offset, HostError>> {
+        produce_batch(host, acks, batch_of(&["a", "b"]))
+    }
+
+    fn produce_batch(
+        host: &mut Host,
+        acks: Acks,
+        batch: Bytes,
+    ) -> oneshot::Receiver<Result<Offset, HostError>> {
         let (reply, answer) = oneshot::channel();
         let command = Command::Produce {
             partition: PartitionId(0),
             acks,
-            batches: vec![batch_of(&["a", "b"])],
+            batches: vec![batch],
             reply,
         };
         assert_eq!(host.handle(command), Ok(false));
@@ -452,5 +460,69 @@ mod tests {
         assert_eq!(flushed(&host), Offset(4));
         assert_eq!(one.try_recv().expect("answered").ok(), Some(Offset(0)));
         assert_eq!(all.try_recv().expect("answered").ok(), Some(Offset(2)));
+    }
+
+    /// Two records as idempotent producer 5 (epoch 0) sends them, numbered from `sequence`.
+    fn idempotent(sequence: i32) -> Bytes {
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+        let records: Vec<Record> = (0..2)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: 5,
+                producer_epoch: 0,
+                timestamp_type: TimestampType::Creation,
+                offset: i64::from(i),
+                sequence: sequence + i,
+                timestamp: 0,
+                key: None,
+                value: Some(Bytes::from(format!("v{}", sequence + i))),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = bytes::BytesMut::new();
+        let options = RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        };
+        RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode");
+        buf.freeze()
+    }
+
+    #[test]
+    fn an_idempotent_producers_retry_is_answered_with_the_first_offsets_not_stored_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut host = sole_leader(dir.path());
+        let mut first = produce_batch(&mut host, Acks::All, idempotent(0));
+        let mut retry = produce_batch(&mut host, Acks::All, idempotent(0));
+        let mut retry_acks_1 = produce_batch(&mut host, Acks::Leader, idempotent(0));
+        let mut next = produce_batch(&mut host, Acks::All, idempotent(2));
+        host.release_all();
+        for (answer, offset) in [(&mut first, 0), (&mut retry, 0), (&mut retry_acks_1, 0)] {
+            assert_eq!(
+                answer.try_recv().expect("answered").ok(),
+                Some(Offset(offset))
+            );
+        }
+        assert_eq!(next.try_recv().expect("answered").ok(), Some(Offset(2)));
+        let log = host.partitions[&PartitionId(0)].replica.log();
+        assert_eq!(
+            log.log_end_offset(),
+            Offset(4),
+            "the retries appended nothing"
+        );
+
+        // Recovery rebuilds the index from the segments: a retry after a restart is known too.
+        drop(host);
+        let mut host = sole_leader(dir.path());
+        let mut late = produce_batch(&mut host, Acks::All, idempotent(2));
+        host.release_all();
+        assert_eq!(late.try_recv().expect("answered").ok(), Some(Offset(2)));
+        let log = host.partitions[&PartitionId(0)].replica.log();
+        assert_eq!(log.log_end_offset(), Offset(4));
     }
 }
