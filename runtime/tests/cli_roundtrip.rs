@@ -25,28 +25,31 @@ fn isr(args: &[&str], stdin: &str) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `isr topic create NAME` with replication factor 3 and `partitions`, plus `extra` flags.
+fn create_topic(bootstrap: &str, name: &str, partitions: u32, extra: &[&str]) {
+    let partitions = partitions.to_string();
+    let mut args = vec![
+        "topic",
+        "create",
+        name,
+        "--bootstrap",
+        bootstrap,
+        "--partitions",
+        &partitions,
+        "--replication-factor",
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, out) = isr(&args, "");
+    assert!(ok, "{out}");
+}
+
 #[test]
 fn topic_produce_and_consume_through_the_isr_binary() {
     let cluster = TestCluster::start(3);
     let first = cluster.address(1).expect("broker 1");
     let second = cluster.address(2).expect("broker 2");
-    let (ok, out) = isr(
-        &[
-            "topic",
-            "create",
-            "cli",
-            "--bootstrap",
-            &first,
-            "--partitions",
-            "2",
-            "--replication-factor",
-            "3",
-            "--min-insync-replicas",
-            "2",
-        ],
-        "",
-    );
-    assert!(ok, "{out}");
+    create_topic(&first, "cli", 2, &["--min-insync-replicas", "2"]);
     cluster.wait_for(Duration::from_secs(10), "leaders", |s| {
         (0..2).all(|p| TestCluster::partition(s, "cli", p)["leader"].is_u64())
     });
@@ -110,21 +113,7 @@ fn consumed(out: &str) -> Vec<(u64, String)> {
 fn a_consumer_group_resumes_from_its_committed_offset_through_another_broker() {
     let cluster = TestCluster::start(3);
     let first = cluster.address(1).expect("broker 1");
-    let (ok, out) = isr(
-        &[
-            "topic",
-            "create",
-            "resume",
-            "--bootstrap",
-            &first,
-            "--partitions",
-            "1",
-            "--replication-factor",
-            "3",
-        ],
-        "",
-    );
-    assert!(ok, "{out}");
+    create_topic(&first, "resume", 1, &[]);
     cluster.wait_for(Duration::from_secs(10), "a leader", |s| {
         TestCluster::partition(s, "resume", 0)["leader"].is_u64()
     });

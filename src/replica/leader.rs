@@ -26,35 +26,20 @@ impl<L: Log> Replica<L> {
         acks: Acks,
         id: ProduceId,
     ) -> Result<(Offset, Effects<L::Record>), WriteError> {
+        self.check_writable(acks)?;
         let epoch = self.leader_epoch;
-        let Role::Leader(l) = &self.role else {
-            return Err(WriteError::NotLeader);
-        };
-        if acks == Acks::All && l.isr.len() < l.min_insync_replicas {
-            return Err(WriteError::NotEnoughReplicas {
-                isr: l.isr.len(),
-                min: l.min_insync_replicas,
-            });
-        }
         let base_offset = self.log.log_end_offset();
         let entries: Vec<_> = records
             .into_iter()
             .map(|record| Entry { epoch, record })
             .collect();
         self.append(cfg, &entries);
-        let end_offset = self.log.log_end_offset();
-        if acks == Acks::All {
-            if let Role::Leader(l) = &mut self.role {
-                l.pending_writes.push(PendingWrite {
-                    id,
-                    base_offset,
-                    end_offset,
-                });
-            }
-        }
-        let mut effects = Vec::new();
-        self.maybe_advance_high_watermark(cfg, &mut effects);
-        Ok((base_offset, effects))
+        let pending = (acks == Acks::All).then(|| PendingWrite {
+            id,
+            base_offset,
+            end_offset: self.log.log_end_offset(),
+        });
+        Ok((base_offset, self.commit_later(cfg, pending)))
     }
 
     /// `LeaderWrite` of records the log already holds: a producer's retry of a write whose first
@@ -72,15 +57,7 @@ impl<L: Log> Replica<L> {
         end_offset: Offset,
         id: ProduceId,
     ) -> Result<Effects<L::Record>, WriteError> {
-        let Role::Leader(l) = &mut self.role else {
-            return Err(WriteError::NotLeader);
-        };
-        if l.isr.len() < l.min_insync_replicas {
-            return Err(WriteError::NotEnoughReplicas {
-                isr: l.isr.len(),
-                min: l.min_insync_replicas,
-            });
-        }
+        self.check_writable(Acks::All)?;
         if base_offset >= end_offset
             || base_offset < self.log.log_start_offset()
             || end_offset > self.log.log_end_offset()
@@ -97,16 +74,39 @@ impl<L: Log> Replica<L> {
                 base_offset,
             }]);
         }
-        l.pending_writes.push(PendingWrite {
+        let pending = PendingWrite {
             id,
             base_offset,
             end_offset,
-        });
-        // As after a write: the high watermark may be free to move (a leader alone in its ISR
-        // that has not written in this epoch yet).
+        };
+        Ok(self.commit_later(cfg, Some(pending)))
+    }
+
+    /// Whether this replica may take a write: it leads, and for acks=all the ISR is at least
+    /// `min.insync.replicas` (rule 9).
+    fn check_writable(&self, acks: Acks) -> Result<(), WriteError> {
+        let Role::Leader(l) = &self.role else {
+            return Err(WriteError::NotLeader);
+        };
+        if acks == Acks::All && l.isr.len() < l.min_insync_replicas {
+            return Err(WriteError::NotEnoughReplicas {
+                isr: l.isr.len(),
+                min: l.min_insync_replicas,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records an acks=all write to acknowledge once committed, then runs
+    /// LeaderIncHighWatermark: the high watermark may move at once (a single-member ISR, or a
+    /// leader that has not written in its epoch yet), which acknowledges it.
+    fn commit_later(&mut self, cfg: &Config, pending: Option<PendingWrite>) -> Effects<L::Record> {
+        if let (Some(w), Role::Leader(l)) = (pending, &mut self.role) {
+            l.pending_writes.push(w);
+        }
         let mut effects = Vec::new();
         self.maybe_advance_high_watermark(cfg, &mut effects);
-        Ok(effects)
+        effects
     }
 
     /// Checks a request's leader epoch against this leader's (rule 4). Without epoch fencing
