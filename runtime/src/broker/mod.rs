@@ -114,7 +114,8 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         })
         .map_err(dir_error)?;
     announce(&format!("isr broker {} listening on {address}", me.0));
-    info!(broker = %me, %address, clean_shutdown, "broker started");
+    info!(broker = %me, %address, clean_shutdown, check_invariants = host::checks_invariants(),
+        "broker started");
 
     let backend = Arc::new(BrokerBackend::new(net.clone(), commits));
     tokio::spawn(net.clone().accept_loop(listener, backend));

@@ -27,6 +27,8 @@ impl Proc {
         let mut child = Command::new(ISR)
             .args(args)
             .env("RUST_LOG", "info")
+            // Release builds too assert the core's invariants after every step.
+            .env("ISR_CHECK_INVARIANTS", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()

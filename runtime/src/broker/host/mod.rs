@@ -93,6 +93,15 @@ pub struct Host {
     to_wake: BTreeSet<PartitionId>,
     /// Followers whose next request waits for their log's sync.
     requests_due: BTreeSet<PartitionId>,
+    /// Assert the core's invariants after every step (see [`checks_invariants`]).
+    check_invariants: bool,
+}
+
+/// Debug builds assert the core's per-replica invariants after every step; so does a release
+/// build run with `ISR_CHECK_INVARIANTS=1`, which the integration tests set for every process
+/// they start, so that CI's release-mode clusters check them too.
+pub(crate) fn checks_invariants() -> bool {
+    cfg!(debug_assertions) || std::env::var_os("ISR_CHECK_INVARIANTS").is_some_and(|v| v == "1")
 }
 
 impl Host {
@@ -123,6 +132,7 @@ impl Host {
             storage_failure: None,
             to_wake: BTreeSet::new(),
             requests_due: BTreeSet::new(),
+            check_invariants: checks_invariants(),
         })
     }
 
@@ -338,11 +348,13 @@ impl Host {
             self.storage_failure = Some(why);
             return;
         }
-        debug_assert!(
-            h.replica.check_local().is_ok(),
-            "replica invariant broken: {:?}",
-            h.replica.check_local()
-        );
+        if self.check_invariants {
+            if let Err(broken) = h.replica.check_local() {
+                // Stops the replica thread, and with it the broker: a test sees it die, and its
+                // log names the invariant.
+                panic!("replica invariant broken in {partition}: {broken:?}");
+            }
+        }
     }
 
     fn shutdown(&mut self) {
