@@ -166,6 +166,10 @@ impl BackendError {
 /// header fields, which lie outside the CRC and which it sets with
 /// [`crate::batch::stamp`] so that fetches serve correct offsets.
 pub trait Backend: Send + Sync + 'static {
+    /// The consumer groups this broker coordinates (membership only: committed offsets go
+    /// through [`Backend::commit_offset`]). A backend keeps one for its lifetime.
+    fn coordinator(&self) -> &crate::Coordinator;
+
     /// The cluster as this broker knows it.
     fn metadata(&self) -> impl Future<Output = Result<ClusterMetadata, BackendError>> + Send;
 

@@ -165,6 +165,35 @@ const CREATE_TOPICS: &[F] = &[
 
 const INIT_PRODUCER_ID: &[F] = &[all(Str), all(I32), since(3, I64), since(3, I16)];
 
+const JOIN_GROUP: &[F] = &[
+    all(Str),
+    all(I32),
+    since(1, I32),
+    all(Str),
+    since(5, Str),
+    all(Str),
+    all(Structs(&[all(Str), all(Bytes)])),
+    since(8, Str),
+];
+
+const SYNC_GROUP: &[F] = &[
+    all(Str),
+    all(I32),
+    all(Str),
+    since(3, Str),
+    since(5, Str),
+    since(5, Str),
+    all(Structs(&[all(Str), all(Bytes)])),
+];
+
+const HEARTBEAT: &[F] = &[all(Str), all(I32), all(Str), since(3, Str)];
+
+const LEAVE_GROUP: &[F] = &[
+    all(Str),
+    until(2, Str),
+    since(3, Structs(&[all(Str), all(Str), since(5, Str)])),
+];
+
 const API_VERSIONS_RESPONSE: &[F] = &[
     all(I16),
     all(Structs(&[all(I16), all(I16), all(I16)])),
@@ -323,6 +352,34 @@ const INIT_PRODUCER_ID_RESPONSE: &[F] = &[
     since(6, I16),
 ];
 
+const JOIN_GROUP_RESPONSE: &[F] = &[
+    since(2, I32),
+    all(I16),
+    all(I32),
+    since(7, Str),
+    all(Str),
+    all(Str),
+    since(9, I8),
+    all(Str),
+    all(Structs(&[all(Str), since(5, Str), all(Bytes)])),
+];
+
+const SYNC_GROUP_RESPONSE: &[F] = &[
+    since(1, I32),
+    all(I16),
+    since(5, Str),
+    since(5, Str),
+    all(Bytes),
+];
+
+const HEARTBEAT_RESPONSE: &[F] = &[since(1, I32), all(I16)];
+
+const LEAVE_GROUP_RESPONSE: &[F] = &[
+    since(1, I32),
+    all(I16),
+    since(3, Structs(&[all(Str), all(Str), all(I16)])),
+];
+
 fn response_shape(api: ApiKey) -> Option<&'static [F]> {
     Some(match api {
         ApiKey::Produce => PRODUCE_RESPONSE,
@@ -335,6 +392,10 @@ fn response_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::ApiVersions => API_VERSIONS_RESPONSE,
         ApiKey::CreateTopics => CREATE_TOPICS_RESPONSE,
         ApiKey::InitProducerId => INIT_PRODUCER_ID_RESPONSE,
+        ApiKey::JoinGroup => JOIN_GROUP_RESPONSE,
+        ApiKey::SyncGroup => SYNC_GROUP_RESPONSE,
+        ApiKey::Heartbeat => HEARTBEAT_RESPONSE,
+        ApiKey::LeaveGroup => LEAVE_GROUP_RESPONSE,
         _ => return None,
     })
 }
@@ -351,6 +412,10 @@ fn request_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::ApiVersions => API_VERSIONS,
         ApiKey::CreateTopics => CREATE_TOPICS,
         ApiKey::InitProducerId => INIT_PRODUCER_ID,
+        ApiKey::JoinGroup => JOIN_GROUP,
+        ApiKey::SyncGroup => SYNC_GROUP,
+        ApiKey::Heartbeat => HEARTBEAT,
+        ApiKey::LeaveGroup => LEAVE_GROUP,
         _ => return None,
     })
 }
@@ -593,7 +658,7 @@ mod tests {
         assert!(check_request(ApiKey::Produce, 3, &[0, 0]).is_err());
         assert!(check_response(ApiKey::Fetch, 4, &huge).is_err());
         assert_eq!(
-            check_request(ApiKey::Heartbeat, 0, &[]),
+            check_request(ApiKey::DeleteTopics, 0, &[]),
             Err(GuardError::UnknownShape)
         );
     }

@@ -51,6 +51,7 @@
 pub mod backend;
 pub mod batch;
 pub mod client;
+pub mod coordinator;
 pub mod error;
 mod guard;
 mod server;
@@ -60,6 +61,7 @@ pub use backend::{
     Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
     OffsetSpec, PartitionInfo, TopicInfo, POLL_INTERVAL,
 };
+pub use coordinator::Coordinator;
 pub use error::KafkaError;
 pub use server::{serve_connection, MAX_FRAME_BYTES};
 

@@ -16,7 +16,9 @@ const UNSUPPORTED_VERSION: i16 = 35;
 ///
 /// Lower bounds: Produce 3 and Fetch 4 are the first versions carrying v2 record batches,
 /// which are all this broker stores. Upper bounds stop before topic-id based Fetch (v13) and
-/// before batched OffsetFetch (v8), which this broker does not implement.
+/// before batched OffsetFetch (v8), which this broker does not implement, and before the group
+/// membership versions that add static members (group.instance.id) or KIP-394's
+/// MEMBER_ID_REQUIRED round trip.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
@@ -28,6 +30,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::JoinGroup, 0, 3),
+    (ApiKey::SyncGroup, 0, 2),
+    (ApiKey::Heartbeat, 0, 2),
+    (ApiKey::LeaveGroup, 0, 2),
 ];
 
 /// Whether `version` of `api` is served.

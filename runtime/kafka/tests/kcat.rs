@@ -159,3 +159,62 @@ async fn kcat_reports_a_refused_write() {
     assert!(stderr.contains("Not enough in-sync replicas"), "{stderr}");
     assert_eq!(server.backend.end("strict", 0), 0);
 }
+
+/// `kcat -G`: a balanced consumer in a group reads a topic, commits, and a second run of the
+/// same group resumes after what the first one read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_consumes_as_a_group_member_and_resumes_from_its_commits() {
+    if !kcat_present() {
+        return;
+    }
+    let server = TestServer::start().await;
+    server.backend.add_topic("grouped", 2);
+    let b = server.bootstrap();
+    let produce = |p: &'static str, lines: &'static str| {
+        let b = b.clone();
+        async move {
+            let out = kcat(&["-b", &b, "-P", "-t", "grouped", "-p", p], lines).await;
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    };
+    produce("0", "a\nb\n").await;
+    produce("1", "c\n").await;
+    let consume = |count: &'static str| {
+        let b = b.clone();
+        async move {
+            let args = [
+                "-b",
+                &b,
+                "-G",
+                "readers",
+                "grouped",
+                "-c",
+                count,
+                "-f",
+                "%p %o %s\n",
+                "-X",
+                "auto.offset.reset=earliest",
+            ];
+            let out = kcat(&args, "").await;
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect();
+            lines.sort();
+            lines
+        }
+    };
+    assert_eq!(consume("3").await, ["0 0 a", "0 1 b", "1 0 c"]);
+    produce("1", "d\n").await;
+    // A restarted member of the group starts at the commits, so it sees only the new record.
+    assert_eq!(consume("1").await, ["1 1 d"]);
+}

@@ -62,3 +62,10 @@ async fn confluent_kafka_roundtrip() {
         run_script("confluent_roundtrip.py", "ck").await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_kafka_consumer_group() {
+    if importable("confluent_kafka") {
+        run_script("confluent_group.py", "grouped").await;
+    }
+}

@@ -11,6 +11,7 @@ use isr_kafka::client::Connection;
 use isr_kafka::versions::SUPPORTED;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
@@ -18,6 +19,7 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -31,6 +33,25 @@ fn batch(value: &str) -> Bytes {
         value: Bytes::from(value.to_owned()),
     };
     encode(&[record], 0).expect("encode")
+}
+
+/// A lone member joins group `g` (JoinGroup v`v`) and leads generation 1 of it.
+async fn join(conn: &mut Connection, g: &str, v: i16) -> (StrBytes, i32) {
+    let protocol = JoinGroupRequestProtocol::default()
+        .with_name(StrBytes::from_static_str("range"))
+        .with_metadata(Bytes::from_static(b"meta"));
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(g.to_owned())))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![protocol]);
+    let a = conn.exchange(&request, v).await.expect("answer");
+    assert_eq!((a.error_code, a.generation_id), (0, 1), "v{v}");
+    assert_eq!(a.leader, a.member_id, "v{v}: a lone member leads");
+    assert_eq!(a.members.len(), 1, "v{v}");
+    assert_eq!(a.members[0].metadata, Bytes::from_static(b"meta"), "v{v}");
+    (a.member_id, a.generation_id)
 }
 
 async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
@@ -167,6 +188,45 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
                 p.committed_offset >= 0,
                 "v{v}: committed by the OffsetCommit sweep"
             );
+        }
+        ApiKey::JoinGroup => {
+            join(conn, &format!("join{v}"), v).await;
+        }
+        ApiKey::SyncGroup => {
+            let g = format!("sync{v}");
+            let (member, generation) = join(conn, &g, 0).await;
+            let assignment = SyncGroupRequestAssignment::default()
+                .with_member_id(member.clone())
+                .with_assignment(Bytes::from_static(b"plan"));
+            let request = SyncGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(g)))
+                .with_generation_id(generation)
+                .with_member_id(member)
+                .with_assignments(vec![assignment]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.error_code, 0, "v{v}");
+            assert_eq!(a.assignment, Bytes::from_static(b"plan"), "v{v}");
+        }
+        ApiKey::Heartbeat => {
+            let g = format!("beat{v}");
+            let (member, generation) = join(conn, &g, 0).await;
+            let request = HeartbeatRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(g)))
+                .with_generation_id(generation)
+                .with_member_id(member);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.error_code, 0, "v{v}");
+        }
+        ApiKey::LeaveGroup => {
+            let g = format!("leave{v}");
+            let (member, _) = join(conn, &g, 0).await;
+            let request = LeaveGroupRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(g)))
+                .with_member_id(member.clone());
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.error_code, 0, "v{v}");
+            let again = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(again.error_code, 25, "v{v}: UNKNOWN_MEMBER_ID once gone");
         }
         other => panic!("{other:?} is advertised but has no sweep case here"),
     }

@@ -10,8 +10,8 @@ use crate::wire::rpc::RpcError;
 use bytes::Bytes;
 use isr::{Acks, BrokerId, Offset, PartitionId, ReadError, WriteError};
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
-    OffsetSpec, PartitionInfo, TopicInfo,
+    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, Coordinator, FetchedData,
+    NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
 };
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
@@ -23,6 +23,8 @@ pub struct BrokerBackend {
     view: Mutex<ClusterView>,
     /// Rung by the replica thread whenever a high watermark moves.
     commits: Arc<Notify>,
+    /// Membership of the consumer groups this broker coordinates.
+    groups: Coordinator,
 }
 
 impl BrokerBackend {
@@ -31,6 +33,7 @@ impl BrokerBackend {
             net,
             view: Mutex::default(),
             commits,
+            groups: Coordinator::default(),
         }
     }
 
@@ -181,6 +184,10 @@ fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
 }
 
 impl Backend for BrokerBackend {
+    fn coordinator(&self) -> &Coordinator {
+        &self.groups
+    }
+
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
         Ok(to_kafka(self.net.me, &self.refresh().await?))
     }

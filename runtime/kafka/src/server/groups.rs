@@ -1,8 +1,8 @@
 //! OffsetCommit and OffsetFetch: consumer groups' positions.
 //!
-//! Group membership (JoinGroup, SyncGroup, Heartbeat) is not offered, so commits come from
-//! consumers that assign partitions themselves; generation ids and member ids are therefore
-//! not checked.
+//! A consumer that assigns partitions itself commits with generation -1 and no member id, and
+//! any broker takes it. A group member's commit is checked against the group's current
+//! generation by its coordinator ([`crate::Coordinator::may_commit`]).
 
 use crate::backend::{Backend, BackendError, CommittedOffset};
 use isr::Offset;
@@ -22,6 +22,16 @@ pub async fn offset_commit<B: Backend>(
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.as_str();
+    // A member of another generation commits nothing.
+    let refused = backend
+        .coordinator()
+        .may_commit(
+            group,
+            request.generation_id_or_member_epoch,
+            request.member_id.as_str(),
+        )
+        .err()
+        .map(|e| e.code());
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.as_str();
@@ -31,6 +41,7 @@ pub async fn offset_commit<B: Backend>(
                 u32::try_from(p.partition_index),
                 u64::try_from(p.committed_offset),
             ) {
+                _ if refused.is_some() => Ok(()),
                 (Err(_), _) => Err(BackendError::UnknownTopicOrPartition),
                 (_, Err(_)) => Err(BackendError::OffsetOutOfRange),
                 (Ok(partition), Ok(offset)) => {
@@ -50,7 +61,7 @@ pub async fn offset_commit<B: Backend>(
             partitions.push(
                 OffsetCommitResponsePartition::default()
                     .with_partition_index(p.partition_index)
-                    .with_error_code(result.err().map_or(0, |e| e.code())),
+                    .with_error_code(refused.or(result.err().map(|e| e.code())).unwrap_or(0)),
             );
         }
         topics.push(

@@ -1,6 +1,7 @@
 //! Metadata and FindCoordinator: where topics' leaders and the group coordinator are.
 
 use crate::backend::{Backend, BackendError, ClusterMetadata, PartitionInfo, TopicInfo};
+use crate::coordinator::coordinator_of;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -100,13 +101,19 @@ pub async fn metadata<B: Backend>(backend: &B, request: MetadataRequest) -> Meta
         .with_topics(topics)
 }
 
-/// This broker is every group's coordinator: group state lives in the backend, which every
-/// broker reaches, so any broker can serve OffsetCommit and OffsetFetch.
-fn this_broker(cluster: &ClusterMetadata) -> Result<(BrokerId, String, i32), BackendError> {
+/// The broker coordinating `group`: one live broker per group (see [`coordinator_of`]), where
+/// its membership lives. Committed offsets live in the cluster, so any broker serves
+/// OffsetCommit and OffsetFetch, but members go to this one.
+fn coordinator(
+    cluster: &ClusterMetadata,
+    group: &str,
+) -> Result<(BrokerId, String, i32), BackendError> {
+    let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
+    let chosen = coordinator_of(group, &live).ok_or(BackendError::CoordinatorNotAvailable)?;
     cluster
         .brokers
         .iter()
-        .find(|b| b.id == cluster.this_broker)
+        .find(|b| b.id == chosen)
         .map(|b| (broker_id(b.id), b.host.clone(), i32::from(b.port)))
         .ok_or(BackendError::CoordinatorNotAvailable)
 }
@@ -116,22 +123,29 @@ pub async fn find_coordinator<B: Backend>(
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let found = if request.key_type == GROUP_KEY {
-        backend.metadata().await.and_then(|c| this_broker(&c))
+    let cluster = if request.key_type == GROUP_KEY {
+        backend.metadata().await
     } else {
         Err(BackendError::CoordinatorNotAvailable)
+    };
+    let find = |key: &str| {
+        cluster
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|c| coordinator(c, key))
     };
     if version >= BATCHED_FIND_COORDINATOR {
         let coordinators = request
             .coordinator_keys
             .into_iter()
             .map(|key| {
+                let found = find(key.as_str());
                 let c = Coordinator::default().with_key(key);
-                match &found {
+                match found {
                     Ok((id, host, port)) => c
-                        .with_node_id(*id)
-                        .with_host(StrBytes::from_string(host.clone()))
-                        .with_port(*port),
+                        .with_node_id(id)
+                        .with_host(StrBytes::from_string(host))
+                        .with_port(port),
                     Err(e) => c
                         .with_node_id(BrokerId(-1))
                         .with_error_code(e.code())
@@ -142,7 +156,7 @@ pub async fn find_coordinator<B: Backend>(
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     let answer = FindCoordinatorResponse::default();
-    match found {
+    match find(request.key.as_str()) {
         Ok((id, host, port)) => answer
             .with_node_id(id)
             .with_host(StrBytes::from_string(host))

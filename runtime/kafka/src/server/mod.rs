@@ -10,6 +10,7 @@ mod codec;
 mod codes;
 mod fetch;
 mod groups;
+mod membership;
 mod metadata;
 mod produce;
 
@@ -93,11 +94,12 @@ async fn handle<B: Backend>(
         return Err(KafkaError::Unsupported { key, version });
     }
     let header_version = api.request_header_version(version);
-    RequestHeader::decode(&mut frame, header_version).map_err(|e| KafkaError::Decode {
-        what: "RequestHeader",
-        version: header_version,
-        reason: e.to_string(),
-    })?;
+    let header =
+        RequestHeader::decode(&mut frame, header_version).map_err(|e| KafkaError::Decode {
+            what: "RequestHeader",
+            version: header_version,
+            reason: e.to_string(),
+        })?;
     crate::guard::check_request(api, version, &frame).map_err(|e| KafkaError::Decode {
         what: "request body",
         version,
@@ -162,6 +164,36 @@ async fn handle<B: Backend>(
                 cid,
                 version,
                 &groups::offset_commit(&**backend, request).await,
+            )?
+        }
+        ApiKey::JoinGroup => {
+            let request = decode(body, version)?;
+            let client = header.client_id.as_ref().map_or("", |c| c.as_str());
+            let answer = membership::join_group(&**backend, request, version, client).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::SyncGroup => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &membership::sync_group(&**backend, request).await,
+            )?
+        }
+        ApiKey::Heartbeat => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &membership::heartbeat(&**backend, request).await,
+            )?
+        }
+        ApiKey::LeaveGroup => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &membership::leave_group(&**backend, request).await,
             )?
         }
         ApiKey::OffsetFetch => {

@@ -40,6 +40,7 @@ pub struct MemoryBackend {
     state: Mutex<State>,
     /// Wakes waiting fetches when a produce commits (here: appends).
     commits: tokio::sync::Notify,
+    groups: isr_kafka::Coordinator,
 }
 
 impl MemoryBackend {
@@ -86,6 +87,10 @@ impl MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
+    fn coordinator(&self) -> &isr_kafka::Coordinator {
+        &self.groups
+    }
+
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
         let state = self.state();
         Ok(ClusterMetadata {
@@ -250,6 +255,7 @@ impl TestServer {
             port: addr.port(),
             state: Mutex::default(),
             commits: tokio::sync::Notify::new(),
+            groups: isr_kafka::Coordinator::default(),
         });
         let served = Arc::clone(&backend);
         let accept = tokio::spawn(async move {
