@@ -57,4 +57,25 @@ while len(rest) < COUNT - COUNT // 2:
         rest.extend(records)
 assert [r.offset for r in rest] == list(range(COUNT // 2, COUNT)), [r.offset for r in rest]
 c.close()
+
+# Subscribing as a group member (JoinGroup/SyncGroup): every record once, then, after the
+# member's commits, nothing for its successor.
+def member():
+    return KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id="subscribers",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+    )
+
+
+c = member()
+values = sorted(r.value for r in c)
+c.commit()
+c.close()
+assert values == sorted([b"v%d" % i for i in range(COUNT)] + [b"keyed"]), values
+c = member()
+assert [r.value for r in c] == [], "the group's successor re-read committed records"
+c.close()
 print("kafka-python roundtrip ok")
