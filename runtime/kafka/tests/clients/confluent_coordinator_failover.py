@@ -1,0 +1,82 @@
+"""A confluent-kafka group member rides out the loss of its group coordinator.
+
+Usage: confluent_coordinator_failover.py BOOTSTRAP TOPIC GROUP. The member subscribes, reads
+and commits a first batch, prints "ready", and waits for a line on stdin (meanwhile the test
+kills the coordinator broker). It then writes a second batch and must read all of it: it finds
+the new coordinator, joins the group again, and resumes from its commits. Its first commit
+there may be refused (ILLEGAL_GENERATION: the new coordinator does not know the group until the
+member has joined it, since membership is not persisted); like any application it commits again
+after polling. Exits non-zero with a message on failure.
+"""
+import sys
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+bootstrap, topic, group = sys.argv[1], sys.argv[2], sys.argv[3]
+producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+
+
+def produce(values):
+    for v in values:
+        producer.produce(topic, value=v.encode())
+    if producer.flush(60) != 0:
+        sys.exit("undelivered messages")
+
+
+def read(consumer, want, what, timeout=60):
+    seen = set()
+    deadline = time.time() + timeout
+    while time.time() < deadline and not want <= seen:
+        msg = consumer.poll(0.2)
+        if msg is None or msg.error():
+            continue
+        seen.add(msg.value().decode())
+    if not want <= seen:
+        sys.exit("%s: missing %s" % (what, sorted(want - seen)[:10]))
+    return seen
+
+
+consumer = Consumer(
+    {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+        "heartbeat.interval.ms": 300,
+    }
+)
+consumer.subscribe([topic])
+first = {"first-%d" % i for i in range(30)}
+produce(sorted(first))
+read(consumer, first, "before the coordinator's loss")
+consumer.commit(asynchronous=False)
+print("ready", flush=True)
+sys.stdin.readline()
+
+second = {"second-%d" % i for i in range(30)}
+produce(sorted(second))
+seen = read(consumer, second, "after the coordinator's loss")
+if seen & first:
+    sys.exit("re-read committed records: %s" % sorted(seen & first)[:10])
+RETRIABLE = (
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.REBALANCE_IN_PROGRESS,
+)
+deadline = time.time() + 30
+while True:
+    try:
+        consumer.commit(asynchronous=False)
+        break
+    except KafkaException as e:
+        code = e.args[0].code()
+        if code == KafkaError._NO_OFFSET:
+            break  # rejoined and reset to the commits: nothing new to commit
+        if code not in RETRIABLE or time.time() > deadline:
+            raise
+        print("commit refused (%s); polling and committing again" % e.args[0].name(), flush=True)
+        consumer.poll(0.2)
+consumer.close()
+print("coordinator failover ok", flush=True)
