@@ -50,6 +50,8 @@ pub enum ControllerError {
     HasLeader(PartitionId),
     #[error("no replica of partition {0} can be elected")]
     NoEligibleReplica(PartitionId),
+    #[error("{1} is not a candidate for leader of partition {0}")]
+    IneligibleLeader(PartitionId, BrokerId),
     #[error("replication factor {factor} needs {factor} live brokers, {alive} are alive")]
     NotEnoughBrokers { factor: usize, alive: usize },
     #[error("min.insync.replicas must be between 1 and the replication factor {0}")]
@@ -155,13 +157,70 @@ impl Controller {
     /// A broker (re)registers. A new incarnation of a live broker first fences the old one.
     /// After an unclean shutdown it leaves every ELR: it may have lost committed records and is
     /// not electable until it rejoins the ISR (KIP-966). Then leaderless partitions get a leader
-    /// if they can, and the broker learns the state of each of its partitions.
+    /// if they can (the preferred candidate, [`Controller::elect_leader`]), and the broker learns
+    /// the state of each of its partitions.
     pub fn on_broker_registration<R>(
         &mut self,
         cfg: &Config,
         now: Tick,
         broker: BrokerId,
         clean_shutdown: bool,
+    ) -> Effects<R> {
+        self.register(cfg, now, broker, clean_shutdown, Some(None))
+    }
+
+    /// [`Controller::on_broker_registration`], electing `leader` wherever the registration
+    /// elects and `leader` is a candidate (the first candidate elsewhere). The model checker
+    /// explores every choice ([`Controller::registration_candidates`]); the runtime takes the
+    /// preferred one.
+    pub fn on_broker_registration_electing<R>(
+        &mut self,
+        cfg: &Config,
+        now: Tick,
+        broker: BrokerId,
+        clean_shutdown: bool,
+        leader: BrokerId,
+    ) -> Effects<R> {
+        self.register(cfg, now, broker, clean_shutdown, Some(Some(leader)))
+    }
+
+    /// The candidates the registration of `broker` would elect from in partition `id`, in
+    /// preference order: empty if the partition would still have a leader, or none can be
+    /// elected.
+    pub fn registration_candidates(
+        &self,
+        cfg: &Config,
+        broker: BrokerId,
+        clean_shutdown: bool,
+        id: PartitionId,
+    ) -> Vec<(BrokerId, Election)> {
+        let Some(state) = self.partitions.get(&id) else {
+            return Vec::new();
+        };
+        // Only a partition without a leader, or led by the broker that registers again (whom
+        // registration fences first), gets an election.
+        let fenced = self.is_alive(broker) && state.leader == Some(broker);
+        if state.leader.is_some() && !fenced {
+            return Vec::new();
+        }
+        let mut after = self.clone();
+        let _: Effects<()> = after.register(cfg, Tick(0), broker, clean_shutdown, None);
+        match after.partitions.get(&id) {
+            Some(state) if state.leader.is_none() => after.election_candidates(cfg, id),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Registration proper. `elect`: `None` elects nobody (to ask who could be elected);
+    /// `Some(prefer)` elects in every leaderless partition, `prefer` where it is a candidate,
+    /// else the first candidate.
+    fn register<R>(
+        &mut self,
+        cfg: &Config,
+        now: Tick,
+        broker: BrokerId,
+        clean_shutdown: bool,
+        elect: Option<Option<BrokerId>>,
     ) -> Effects<R> {
         let mut effects = Vec::new();
         if self.is_alive(broker) {
@@ -183,8 +242,19 @@ impl Controller {
                 state.partition_epoch = state.partition_epoch.next();
                 effects.extend(self.announce(id));
             }
-            if self.partitions[&id].leader.is_none() {
-                effects.extend(self.elect_leader(cfg, id).unwrap_or_default());
+            if let Some(prefer) = elect {
+                if self.partitions[&id].leader.is_none() {
+                    let preferred = prefer.filter(|&b| {
+                        self.election_candidates(cfg, id)
+                            .iter()
+                            .any(|&(c, _)| c == b)
+                    });
+                    let elected = match preferred {
+                        Some(b) => self.elect_leader_as(cfg, id, b),
+                        None => self.elect_leader(cfg, id),
+                    };
+                    effects.extend(elected.unwrap_or_default());
+                }
             }
             let state = &self.partitions[&id];
             if state.assigned.contains(&broker) {
@@ -286,44 +356,71 @@ impl Controller {
         dedup_sends(effects)
     }
 
-    /// Who would be elected for a leaderless partition, and how: the first live replica in
-    /// assignment order from the ISR, then the ELR, then (unclean election only) any.
+    /// Who may be elected for partition `id`, and how, in preference order (assignment order):
+    /// the live members of the ISR (`Election::Clean`); if there are none, with ELR, the live
+    /// members of the ELR (`Eligible`); if there are none either, with unclean election, every
+    /// live assigned replica (`Unclean`). Empty when nobody can be elected. Any of them may win
+    /// (the model checker explores each); the runtime elects the first, the preferred leader.
+    pub fn election_candidates(&self, cfg: &Config, id: PartitionId) -> Vec<(BrokerId, Election)> {
+        let Some(state) = self.partitions.get(&id) else {
+            return Vec::new();
+        };
+        let live = |set: &BTreeSet<BrokerId>, how: Election| -> Vec<(BrokerId, Election)> {
+            state
+                .assigned
+                .iter()
+                .copied()
+                .filter(|b| set.contains(b) && self.is_alive(*b))
+                .map(|b| (b, how))
+                .collect()
+        };
+        let clean = live(&state.isr, Election::Clean);
+        if !clean.is_empty() {
+            return clean;
+        }
+        if cfg.rules.eligible_leader_replicas {
+            let eligible = live(&state.elr, Election::Eligible);
+            if !eligible.is_empty() {
+                return eligible;
+            }
+        }
+        if cfg.rules.unclean_leader_election {
+            let all = state.assigned.iter().copied().collect();
+            return live(&all, Election::Unclean);
+        }
+        Vec::new()
+    }
+
+    /// The preferred candidate: the first of [`Controller::election_candidates`].
     pub fn election_candidate(
         &self,
         cfg: &Config,
         id: PartitionId,
     ) -> Option<(BrokerId, Election)> {
-        let state = self.partitions.get(&id)?;
-        let live = |set: &BTreeSet<BrokerId>| {
-            state
-                .assigned
-                .iter()
-                .copied()
-                .find(|b| set.contains(b) && self.is_alive(*b))
-        };
-        if let Some(b) = live(&state.isr) {
-            return Some((b, Election::Clean));
-        }
-        if cfg.rules.eligible_leader_replicas {
-            if let Some(b) = live(&state.elr) {
-                return Some((b, Election::Eligible));
-            }
-        }
-        if cfg.rules.unclean_leader_election {
-            let all = state.assigned.iter().copied().collect();
-            if let Some(b) = live(&all) {
-                return Some((b, Election::Unclean));
-            }
-        }
-        None
+        self.election_candidates(cfg, id).into_iter().next()
     }
 
-    /// `ControllerElectLeader`: elects a leader for a leaderless partition in a new leader epoch
-    /// (rule 2, rule 8) and tells the assigned brokers.
+    /// `ControllerElectLeader` as the runtime runs it: elects the preferred candidate
+    /// ([`Controller::election_candidate`]) with [`Controller::elect_leader_as`].
     pub fn elect_leader<R>(
         &mut self,
         cfg: &Config,
         id: PartitionId,
+    ) -> Result<Effects<R>, ControllerError> {
+        let (leader, _) = self
+            .election_candidate(cfg, id)
+            .ok_or(ControllerError::NoEligibleReplica(id))?;
+        self.elect_leader_as(cfg, id, leader)
+    }
+
+    /// `ControllerElectLeader`: elects `leader`, one of [`Controller::election_candidates`],
+    /// for a leaderless partition in a new leader epoch (rule 2, rule 8) and tells the assigned
+    /// brokers. An ELR or unclean winner becomes the whole ISR.
+    pub fn elect_leader_as<R>(
+        &mut self,
+        cfg: &Config,
+        id: PartitionId,
+        leader: BrokerId,
     ) -> Result<Effects<R>, ControllerError> {
         let state = self
             .partitions
@@ -332,9 +429,15 @@ impl Controller {
         if state.leader.is_some() {
             return Err(ControllerError::HasLeader(id));
         }
-        let (leader, how) = self
-            .election_candidate(cfg, id)
-            .ok_or(ControllerError::NoEligibleReplica(id))?;
+        let candidates = self.election_candidates(cfg, id);
+        if candidates.is_empty() {
+            return Err(ControllerError::NoEligibleReplica(id));
+        }
+        let how = candidates
+            .iter()
+            .find(|&&(b, _)| b == leader)
+            .map(|&(_, how)| how)
+            .ok_or(ControllerError::IneligibleLeader(id, leader))?;
         let state = self.partitions.get_mut(&id).expect("checked above");
         state.leader = Some(leader);
         state.leader_epoch = state.leader_epoch.next();
@@ -475,6 +578,7 @@ fn dedup_sends<R>(effects: Effects<R>) -> Effects<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Rules;
 
     fn leaders_and_isrs(effects: &Effects<()>) -> Vec<(BrokerId, PartitionState)> {
         effects
@@ -538,5 +642,113 @@ mod tests {
         // A clean restart keeps it in the ELR, so it is elected again.
         c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(1), true);
         assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(1)));
+    }
+
+    /// Three live brokers, partition 0 over them with min ISR 2, led by b1.
+    fn three() -> (Config, Controller, PartitionId) {
+        let cfg = Config::default();
+        let mut c = Controller::new();
+        for b in 1..=3 {
+            c.on_broker_registration::<()>(&cfg, Tick(0), BrokerId(b), true);
+        }
+        let p = PartitionId(0);
+        let assigned = vec![BrokerId(1), BrokerId(2), BrokerId(3)];
+        c.create_partition::<()>(p, assigned, 2).expect("created");
+        (cfg, c, p)
+    }
+
+    #[test]
+    fn any_live_isr_member_is_a_candidate_and_the_runtime_takes_the_first() {
+        let (cfg, mut c, p) = three();
+        c.fence_broker::<()>(&cfg, BrokerId(1));
+        let clean = |b| (BrokerId(b), Election::Clean);
+        assert_eq!(c.election_candidates(&cfg, p), vec![clean(2), clean(3)]);
+        assert_eq!(c.election_candidate(&cfg, p), Some(clean(2)));
+        // Any candidate may win; a broker that is not one may not.
+        let mut other = c.clone();
+        assert_eq!(
+            other.elect_leader_as::<()>(&cfg, p, BrokerId(1)),
+            Err(ControllerError::IneligibleLeader(p, BrokerId(1)))
+        );
+        other
+            .elect_leader_as::<()>(&cfg, p, BrokerId(3))
+            .expect("b3 is a candidate");
+        let state = other.partition(p).expect("partition");
+        assert_eq!(state.leader, Some(BrokerId(3)));
+        assert_eq!(state.leader_epoch, LeaderEpoch(2));
+        assert_eq!(state.isr, BTreeSet::from([BrokerId(2), BrokerId(3)]));
+        // The runtime's election is the first candidate's.
+        let mut preferred = c.clone();
+        preferred.elect_leader::<()>(&cfg, p).expect("elected");
+        c.elect_leader_as::<()>(&cfg, p, BrokerId(2))
+            .expect("elected");
+        assert_eq!(preferred, c);
+        assert_eq!(
+            c.elect_leader_as::<()>(&cfg, p, BrokerId(3)),
+            Err(ControllerError::HasLeader(p))
+        );
+    }
+
+    #[test]
+    fn eligible_and_unclean_candidates_come_only_when_the_isr_has_none() {
+        let (cfg, mut c, p) = three();
+        for b in [2, 3, 1] {
+            c.fence_broker::<()>(&cfg, BrokerId(b));
+        }
+        // b3 left the ISR at the floor, b1 as the last member: both in the ELR, neither live.
+        let state = c.partition(p).expect("partition").clone();
+        assert!(state.isr.is_empty());
+        assert_eq!(state.elr, BTreeSet::from([BrokerId(1), BrokerId(3)]));
+        assert!(c.election_candidates(&cfg, p).is_empty());
+        // A clean restart of b2 (not in the ELR) makes no candidate either; of b3, one.
+        assert!(c
+            .registration_candidates(&cfg, BrokerId(2), true, p)
+            .is_empty());
+        assert_eq!(
+            c.registration_candidates(&cfg, BrokerId(3), true, p),
+            vec![(BrokerId(3), Election::Eligible)]
+        );
+        c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(2), true);
+        assert_eq!(c.partition(p).and_then(|s| s.leader), None);
+        // With unclean election the live b2 is a candidate, electable only as unclean.
+        let unclean = Config {
+            rules: Rules {
+                unclean_leader_election: true,
+                ..Rules::default()
+            },
+            ..cfg
+        };
+        assert_eq!(
+            c.election_candidates(&unclean, p),
+            vec![(BrokerId(2), Election::Unclean)]
+        );
+        c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(3), true);
+        let state = c.partition(p).expect("partition");
+        assert_eq!(state.leader, Some(BrokerId(3)));
+        assert_eq!(state.isr, BTreeSet::from([BrokerId(3)]));
+        assert_eq!(state.elr, BTreeSet::from([BrokerId(1)]));
+    }
+
+    #[test]
+    fn a_registration_elects_the_candidate_chosen() {
+        let (cfg, mut c, p) = three();
+        c.fence_broker::<()>(&cfg, BrokerId(2));
+        c.fence_broker::<()>(&cfg, BrokerId(1));
+        // Only b3 is left in the ISR; b1 in the ELR. Registering b2 elects among the ISR.
+        assert_eq!(
+            c.registration_candidates(&cfg, BrokerId(2), true, p),
+            vec![(BrokerId(3), Election::Clean)]
+        );
+        // Re-registering the live b3 fences it first: the ISR is then empty, and the ELR
+        // (b1 is not live, b3 is) offers b3 alone.
+        assert_eq!(
+            c.registration_candidates(&cfg, BrokerId(3), true, p),
+            vec![(BrokerId(3), Election::Eligible)]
+        );
+        let mut preferred = c.clone();
+        preferred.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(2), true);
+        c.on_broker_registration_electing::<()>(&cfg, Tick(1), BrokerId(2), true, BrokerId(3));
+        assert_eq!(preferred, c);
+        assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(3)));
     }
 }

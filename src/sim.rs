@@ -96,16 +96,25 @@ pub enum Action {
     /// The controller fences a broker whose session expired — it is down, or cut off — and
     /// shrinks it out of the ISR.
     ControllerShrinkIsr(BrokerId),
-    /// A running broker that the controller fenced reaches it again and registers anew.
-    Reregister(BrokerId),
-    /// The controller elects a leader for the leaderless partition.
-    ControllerElectLeader,
+    /// A running broker that the controller fenced reaches it again and registers anew. If
+    /// that elects a leader, `elects` is the one chosen among the candidates.
+    Reregister {
+        broker: BrokerId,
+        elects: Option<BrokerId>,
+    },
+    /// The controller elects this candidate leader of the leaderless partition: any candidate
+    /// may win ([`Controller::election_candidates`]), as in the TLA+ anchor.
+    ControllerElectLeader(BrokerId),
     /// A broker flushes its log and stops.
     CleanShutdown(BrokerId),
     /// A broker dies, losing what it had not flushed.
     UncleanCrash(BrokerId),
-    /// A stopped broker starts again and registers with the controller.
-    Restart(BrokerId),
+    /// A stopped broker starts again and registers with the controller. If that elects a
+    /// leader, `elects` is the one chosen among the candidates.
+    Restart {
+        broker: BrokerId,
+        elects: Option<BrokerId>,
+    },
     /// The OS flushes a broker's page cache.
     Flush(BrokerId),
     /// The consumer reads the committed records it has not read yet from a leader.
@@ -124,15 +133,24 @@ impl fmt::Display for Action {
                 write!(f, "LeaderShrinkIsr({leader} drops {follower})")
             }
             Action::ControllerShrinkIsr(b) => write!(f, "ControllerShrinkIsr({b})"),
-            Action::Reregister(b) => write!(f, "Reregister({b})"),
-            Action::ControllerElectLeader => write!(f, "ControllerElectLeader"),
+            Action::Reregister { broker, elects } => {
+                write!(f, "Reregister({broker}{})", electing(elects))
+            }
+            Action::ControllerElectLeader(b) => write!(f, "ControllerElectLeader({b})"),
             Action::CleanShutdown(b) => write!(f, "CleanShutdown({b})"),
             Action::UncleanCrash(b) => write!(f, "UncleanCrash({b})"),
-            Action::Restart(b) => write!(f, "Restart({b})"),
+            Action::Restart { broker, elects } => {
+                write!(f, "Restart({broker}{})", electing(elects))
+            }
             Action::Flush(b) => write!(f, "Flush({b})"),
             Action::ConsumerRead(b) => write!(f, "ConsumerRead({b})"),
         }
     }
+}
+
+/// `, elects b1` when a registration elects b1.
+fn electing(elects: &Option<BrokerId>) -> String {
+    elects.map_or(String::new(), |b| format!(", elects {b}"))
 }
 
 /// A one-line description of a message: kind, route and the fields that matter.
@@ -365,7 +383,9 @@ impl Cluster {
                     actions.push(Action::UncleanCrash(b));
                 }
                 if !self.controller.is_alive(b) {
-                    actions.push(Action::Reregister(b));
+                    for elects in self.registration_choices(cfg, b, true) {
+                        actions.push(Action::Reregister { broker: b, elects });
+                    }
                 } else if self.session_expiries < bounds.session_expiries {
                     actions.push(Action::ControllerShrinkIsr(b));
                 }
@@ -376,16 +396,36 @@ impl Cluster {
                 if self.controller.is_alive(b) {
                     actions.push(Action::ControllerShrinkIsr(b));
                 }
-                actions.push(Action::Restart(b));
+                let clean = self.last_stop_clean[b.0 as usize];
+                for elects in self.registration_choices(cfg, b, clean) {
+                    actions.push(Action::Restart { broker: b, elects });
+                }
             }
         }
         let state = self.controller.partition(PARTITION);
-        if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch)
-            && self.controller.election_candidate(cfg, PARTITION).is_some()
-        {
-            actions.push(Action::ControllerElectLeader);
+        if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch) {
+            for (b, _) in self.controller.election_candidates(cfg, PARTITION) {
+                actions.push(Action::ControllerElectLeader(b));
+            }
         }
         actions
+    }
+
+    /// Who the registration of `b` may elect: each candidate, or `None` when it elects nobody.
+    fn registration_choices(
+        &self,
+        cfg: &Config,
+        b: BrokerId,
+        clean: bool,
+    ) -> Vec<Option<BrokerId>> {
+        let candidates = self
+            .controller
+            .registration_candidates(cfg, b, clean, PARTITION);
+        if candidates.is_empty() {
+            vec![None]
+        } else {
+            candidates.into_iter().map(|(c, _)| Some(c)).collect()
+        }
     }
 
     /// Takes one step. Actions that are not enabled change nothing.
@@ -439,12 +479,10 @@ impl Cluster {
                 }
                 self.controller.fence_broker(cfg, *b)
             }
-            Action::Reregister(b) => self
+            Action::Reregister { broker, elects } => self.register(cfg, *broker, true, *elects),
+            Action::ControllerElectLeader(b) => self
                 .controller
-                .on_broker_registration(cfg, Tick(0), *b, true),
-            Action::ControllerElectLeader => self
-                .controller
-                .elect_leader(cfg, PARTITION)
+                .elect_leader_as(cfg, PARTITION, *b)
                 .unwrap_or_default(),
             Action::CleanShutdown(b) => {
                 self.stop(*b, true);
@@ -455,12 +493,10 @@ impl Cluster {
                 self.replica_mut(*b).crash();
                 Vec::new()
             }
-            Action::Restart(b) => {
+            Action::Restart { broker: b, elects } => {
                 self.replica_mut(*b).restart();
                 let clean = self.last_stop_clean[b.0 as usize];
-                let effects = self
-                    .controller
-                    .on_broker_registration(cfg, Tick(0), *b, clean);
+                let effects = self.register(cfg, *b, clean, *elects);
                 let in_isr = self
                     .controller
                     .partition(PARTITION)
@@ -489,6 +525,25 @@ impl Cluster {
         };
         self.route(effects);
         self.observe();
+    }
+
+    /// Broker `b` registers, electing `elects` if the registration elects.
+    fn register(
+        &mut self,
+        cfg: &Config,
+        b: BrokerId,
+        clean: bool,
+        elects: Option<BrokerId>,
+    ) -> Effects<Record> {
+        match elects {
+            Some(leader) => {
+                self.controller
+                    .on_broker_registration_electing(cfg, Tick(0), b, clean, leader)
+            }
+            None => self
+                .controller
+                .on_broker_registration(cfg, Tick(0), b, clean),
+        }
     }
 
     /// Removes one copy of `e` from the network.

@@ -37,10 +37,12 @@ enum Step {
     Shrink(u32, u32),
     /// The controller notices broker n is down.
     Fence(u32),
-    /// The controller elects a leader, if it has a candidate.
+    /// The controller elects its preferred candidate (the first in assignment order), if it
+    /// has one.
     TryElect,
     CleanShutdown(u32),
     UncleanCrash(u32),
+    /// Broker n restarts; if its registration elects a leader, the preferred candidate.
     Restart(u32),
     /// Delivers control-plane messages (LeaderAndIsr, AlterPartition and its answer) until
     /// none is left, except those to or from the brokers listed.
@@ -140,6 +142,15 @@ impl Run {
         check_state(&self.cluster, &self.properties)
     }
 
+    /// The first enabled action of a kind: for elections, the preferred candidate, since the
+    /// sim lists candidates in assignment order.
+    fn first_enabled(&self, kind: impl Fn(&Action) -> bool) -> Option<Action> {
+        self.cluster
+            .actions(&self.cfg, &self.bounds)
+            .into_iter()
+            .find(kind)
+    }
+
     fn find(&self, from: Node, to: Node, kinds: &[&str]) -> Option<Envelope<Record>> {
         self.cluster
             .network
@@ -212,17 +223,23 @@ impl Run {
                 follower: id(f),
             }),
             Fence(n) => self.act(Action::ControllerShrinkIsr(id(n))),
-            TryElect => {
-                let enabled = self.cluster.actions(&self.cfg, &self.bounds);
-                if enabled.contains(&Action::ControllerElectLeader) {
-                    self.act(Action::ControllerElectLeader)
-                } else {
-                    Ok(())
-                }
-            }
+            TryElect => match self.first_enabled(|a| matches!(a, Action::ControllerElectLeader(_)))
+            {
+                Some(elect) => self.act(elect),
+                None => Ok(()),
+            },
             CleanShutdown(n) => self.act(Action::CleanShutdown(id(n))),
             UncleanCrash(n) => self.act(Action::UncleanCrash(id(n))),
-            Restart(n) => self.act(Action::Restart(id(n))),
+            Restart(n) => {
+                let restart = self
+                    .first_enabled(
+                        |a| matches!(a, Action::Restart { broker, .. } if *broker == id(n)),
+                    )
+                    .unwrap_or_else(|| {
+                        panic!("script error: b{n} cannot restart{}", self.report())
+                    });
+                self.act(restart)
+            }
             SettleExcept(skip) => {
                 let control = ["LeaderAndIsr", "AlterPartition", "AlterPartitionResponse"];
                 let skipped = |node: Node| skip.iter().any(|&s| node == b(s));

@@ -172,7 +172,7 @@ fn event(action: &Action) -> Event {
             over: participant(&e.from),
             label: action.to_string(),
         },
-        Action::ControllerShrinkIsr(_) | Action::ControllerElectLeader => Event::Note {
+        Action::ControllerShrinkIsr(_) | Action::ControllerElectLeader(_) => Event::Note {
             over: "controller".to_string(),
             label: action.to_string(),
         },
@@ -180,8 +180,8 @@ fn event(action: &Action) -> Event {
         | Action::FollowerFetch(b)
         | Action::CleanShutdown(b)
         | Action::UncleanCrash(b)
-        | Action::Restart(b)
-        | Action::Reregister(b)
+        | Action::Restart { broker: b, .. }
+        | Action::Reregister { broker: b, .. }
         | Action::Flush(b)
         | Action::ConsumerRead(b) => note(b, action.to_string()),
         Action::LeaderShrinkIsr { leader, .. } => note(leader, action.to_string()),
