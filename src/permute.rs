@@ -1,219 +1,455 @@
 //! Renaming brokers: the same cluster with its brokers relabelled.
 //!
-//! Brokers are interchangeable up to their names: the initial leader is the first of `assigned`
-//! and elections pick the first live replica in `assigned` order, so renaming every broker
-//! identifier — `assigned` vectors included — yields a state that behaves exactly like the
-//! original under the renamed actions, and satisfies the same properties (none of them names a
-//! broker). A model checker may therefore explore one representative per class of renamed
-//! states (symmetry reduction). This module only renames; choosing the representative is the
-//! checker's business.
+//! Brokers are interchangeable up to their names: renaming every broker identifier yields a
+//! state that behaves exactly like the original under the renamed actions, and satisfies the
+//! same properties (none of them names a broker). A model checker may therefore explore one
+//! representative per class of renamed states (symmetry reduction). This module only renames;
+//! choosing the representative is the checker's business.
+//!
+//! Two more things tie a simulated state to its broker names, and a [`Renaming`] forgets both,
+//! since the simulated cluster never depends on them:
+//!
+//! * The *order* of `assigned`: the runtime prefers the first eligible replica in that order as
+//!   leader, but in the sim any candidate may win an election
+//!   ([`Controller::election_candidates`] lists them in that order only so that the first is
+//!   the runtime's choice), and the first leader is fixed in the initial state. With
+//!   [`Renaming::forgetting_assignment_order`], a renamed assignment is listed in ascending
+//!   order.
+//! * The *values* of broker epochs (incarnations, KIP-903): the controller numbers
+//!   registrations globally (b0, b1, b2 register as 1, 2, 3), but the protocol only ever
+//!   compares two epochs of the same broker (equal? newer?). With
+//!   [`Renaming::ranking_epochs`], each broker's epochs are renumbered 1, 2, … in their
+//!   order (0, "none", stays 0) and the controller's registration counter becomes the largest
+//!   rank, so a later registration still gets an epoch above every one in the state.
+//!
+//! Without the first, no renamed state but the identity's would ever be reached; without the
+//! second, none would be reached from the initial state either.
 
-use crate::controller::{BrokerState, Controller};
+use crate::controller::Controller;
 use crate::error::AlterPartitionError;
 use crate::log::Log;
-use crate::message::{
-    AlterPartitionRequest, AlterPartitionResponse, Envelope, FetchRequest, LeaderAndIsr, Message,
-    OffsetForLeaderEpochRequest, PartitionState,
-};
-use crate::replica::{FollowerProgress, FollowerState, LeaderState, Replica, Role};
-use crate::sim::{Cluster, Record};
-use crate::types::{BrokerId, Node};
+use crate::message::{Envelope, Message, PartitionState};
+use crate::replica::{Replica, Role};
+use crate::sim::Cluster;
+use crate::types::{BrokerEpoch, BrokerId, Node};
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
 
-/// A value that names brokers and can be rewritten under a renaming `f` (a bijection).
-pub trait RenameBrokers {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self;
-}
+/// Every nonzero broker epoch a state holds, as (broker, epoch), sorted and without repeats:
+/// from it, [`Renaming::ranking_epochs`] renumbers each broker's epochs 1, 2, … in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EpochTable(Vec<(BrokerId, BrokerEpoch)>);
 
-impl RenameBrokers for BrokerId {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        f(*self)
+impl EpochTable {
+    /// The rank of epoch `e` among broker `b`'s (0 stays 0).
+    fn rank(&self, b: BrokerId, e: BrokerEpoch) -> BrokerEpoch {
+        if e.0 == 0 {
+            return e;
+        }
+        let first = self.0.partition_point(|&x| x < (b, BrokerEpoch(0)));
+        let at = self.0.partition_point(|&x| x < (b, e));
+        BrokerEpoch((at - first + 1) as u64)
+    }
+
+    /// Whether every broker's epochs are already 1, 2, … (renumbering changes none).
+    pub fn is_ranked(&self) -> bool {
+        let mut last = None;
+        let mut next = 1;
+        for &(b, e) in &self.0 {
+            if last != Some(b) {
+                last = Some(b);
+                next = 1;
+            }
+            if e.0 != next {
+                return false;
+            }
+            next += 1;
+        }
+        true
+    }
+
+    /// The most epochs any one broker has: the largest rank.
+    fn max_rank(&self) -> u64 {
+        let mut best = 0;
+        let mut run = 0;
+        let mut last = None;
+        for &(b, _) in &self.0 {
+            run = if last == Some(b) { run + 1 } else { 1 };
+            last = Some(b);
+            best = best.max(run);
+        }
+        best
     }
 }
 
-impl RenameBrokers for Node {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        match self {
-            Node::Broker(b) => Node::Broker(f(*b)),
-            Node::Controller => Node::Controller,
+/// A bijection on broker names; for symmetry reduction, also forgetting the order of
+/// assignments and renumbering each broker's epochs (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub struct Renaming<'a> {
+    /// Broker `b` becomes `names[b]`.
+    names: &'a [u32],
+    /// List renamed assignments in the order of this key.
+    assignment_order: Option<fn(BrokerId) -> u32>,
+    /// Renumber each broker's epochs by rank in this table (of the state being renamed).
+    epochs: Option<&'a EpochTable>,
+}
+
+impl<'a> Renaming<'a> {
+    /// Broker `b` becomes `names[b]`; `names` must be a permutation of `0..brokers`. Nothing
+    /// else changes: the renamed state is the same state under other names.
+    pub fn new(names: &'a [u32]) -> Self {
+        Renaming {
+            names,
+            assignment_order: None,
+            epochs: None,
+        }
+    }
+
+    /// Also lists every renamed assignment in ascending order.
+    pub fn forgetting_assignment_order(self) -> Self {
+        self.ordering_assignments_by(|b| b.0)
+    }
+
+    /// Also lists every renamed assignment in the order of `key` (of the new names): with
+    /// the identity's names, a state that differs from the original in that order alone.
+    pub fn ordering_assignments_by(self, key: fn(BrokerId) -> u32) -> Self {
+        Renaming {
+            assignment_order: Some(key),
+            ..self
+        }
+    }
+
+    /// Also renumbers each broker's epochs by rank, from the table [`Cluster::broker_epochs`]
+    /// gives for the cluster being renamed.
+    pub fn ranking_epochs(self, table: &'a EpochTable) -> Self {
+        Renaming {
+            epochs: Some(table),
+            ..self
+        }
+    }
+
+    /// The new name of broker `b`.
+    pub fn broker(&self, b: BrokerId) -> BrokerId {
+        BrokerId(self.names[b.0 as usize])
+    }
+
+    /// The new number of epoch `e` of broker `of` (its old name).
+    pub fn epoch(&self, of: BrokerId, e: BrokerEpoch) -> BrokerEpoch {
+        match self.epochs {
+            Some(table) => table.rank(of, e),
+            None => e,
+        }
+    }
+
+    fn moves(&self, b: &BrokerId) -> bool {
+        self.names[b.0 as usize] != b.0
+    }
+
+    fn rename(&self, b: &mut BrokerId) {
+        *b = self.broker(*b);
+    }
+
+    fn set(&self, s: &mut BTreeSet<BrokerId>) {
+        if s.iter().any(|b| self.moves(b)) {
+            let old = std::mem::take(s);
+            for b in old {
+                s.insert(self.broker(b));
+            }
+        }
+    }
+
+    /// A map keyed by broker, each value rewritten by `value(old broker, value)`.
+    fn map<V>(&self, m: &mut BTreeMap<BrokerId, V>, value: impl Fn(BrokerId, &mut V)) {
+        if m.keys().any(|b| self.moves(b)) {
+            let old = std::mem::take(m);
+            for (b, mut v) in old {
+                value(b, &mut v);
+                m.insert(self.broker(b), v);
+            }
+        } else {
+            for (&b, v) in m.iter_mut() {
+                value(b, v);
+            }
+        }
+    }
+
+    fn epochs_of(&self, m: &mut BTreeMap<BrokerId, BrokerEpoch>) {
+        self.map(m, |b, e| *e = self.epoch(b, *e));
+    }
+
+    /// A renamed assignment, in ascending order if asked (see the module documentation).
+    fn assignment(&self, assigned: &mut [BrokerId]) {
+        for b in assigned.iter_mut() {
+            self.rename(b);
+        }
+        if let Some(key) = self.assignment_order {
+            assigned.sort_unstable_by_key(|&b| key(b));
         }
     }
 }
 
-impl<T: RenameBrokers> RenameBrokers for Option<T> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        self.as_ref().map(|x| x.rename_brokers(f))
-    }
+/// A value that names brokers and can be rewritten in place under a [`Renaming`].
+pub trait RenameBrokers {
+    fn rename_brokers(&mut self, r: &Renaming);
 }
 
-impl<T: RenameBrokers> RenameBrokers for Vec<T> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        self.iter().map(|x| x.rename_brokers(f)).collect()
-    }
-}
-
-impl RenameBrokers for BTreeSet<BrokerId> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        self.iter().map(|&b| f(b)).collect()
-    }
-}
-
-impl<V: Clone> RenameBrokers for BTreeMap<BrokerId, V> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        self.iter().map(|(&b, v)| (f(b), v.clone())).collect()
+impl RenameBrokers for Node {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        if let Node::Broker(b) = self {
+            r.rename(b);
+        }
     }
 }
 
 impl RenameBrokers for PartitionState {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        PartitionState {
-            assigned: self.assigned.rename_brokers(f),
-            leader: self.leader.rename_brokers(f),
-            isr: self.isr.rename_brokers(f),
-            elr: self.elr.rename_brokers(f),
-            ..self.clone()
+    fn rename_brokers(&mut self, r: &Renaming) {
+        r.assignment(&mut self.assigned);
+        if let Some(b) = &mut self.leader {
+            r.rename(b);
         }
+        r.set(&mut self.isr);
+        r.set(&mut self.elr);
     }
 }
 
-impl<R: Clone> RenameBrokers for Message<R> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        match self {
-            Message::Fetch(m) => Message::Fetch(FetchRequest {
-                replica: f(m.replica),
-                ..m.clone()
-            }),
-            Message::OffsetForLeaderEpoch(m) => {
-                Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
-                    replica: f(m.replica),
-                    ..m.clone()
-                })
+impl<R> RenameBrokers for Envelope<R> {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        match &mut self.message {
+            Message::Fetch(m) => {
+                m.broker_epoch = r.epoch(m.replica, m.broker_epoch);
+                r.rename(&mut m.replica);
             }
-            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => self.clone(),
-            Message::AlterPartition(m) => Message::AlterPartition(AlterPartitionRequest {
-                leader: f(m.leader),
-                new_isr: m.new_isr.rename_brokers(f),
-                broker_epochs: m.broker_epochs.rename_brokers(f),
-                ..m.clone()
-            }),
+            Message::OffsetForLeaderEpoch(m) => r.rename(&mut m.replica),
+            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {}
+            Message::AlterPartition(m) => {
+                r.rename(&mut m.leader);
+                r.set(&mut m.new_isr);
+                r.epochs_of(&mut m.broker_epochs);
+            }
             Message::AlterPartitionResponse(m) => {
-                Message::AlterPartitionResponse(AlterPartitionResponse {
-                    requested_isr: m.requested_isr.rename_brokers(f),
-                    requested_broker_epochs: m.requested_broker_epochs.rename_brokers(f),
-                    result: match &m.result {
-                        Ok(state) => Ok(state.rename_brokers(f)),
-                        Err(AlterPartitionError::IneligibleReplica(b)) => {
-                            Err(AlterPartitionError::IneligibleReplica(f(*b)))
-                        }
-                        Err(e) => Err(e.clone()),
-                    },
-                    ..m.clone()
-                })
+                r.set(&mut m.requested_isr);
+                r.epochs_of(&mut m.requested_broker_epochs);
+                match &mut m.result {
+                    Ok(state) => state.rename_brokers(r),
+                    Err(AlterPartitionError::IneligibleReplica(b)) => r.rename(b),
+                    Err(_) => {}
+                }
             }
-            Message::LeaderAndIsr(m) => Message::LeaderAndIsr(LeaderAndIsr {
-                partition: m.partition,
-                state: m.state.rename_brokers(f),
-                broker_epoch: m.broker_epoch,
-            }),
-            Message::BrokerRegistration {
-                broker,
-                clean_shutdown,
-            } => Message::BrokerRegistration {
-                broker: f(*broker),
-                clean_shutdown: *clean_shutdown,
-            },
-            Message::BrokerHeartbeat { broker } => Message::BrokerHeartbeat { broker: f(*broker) },
+            // The epoch a LeaderAndIsr carries is its receiver's.
+            Message::LeaderAndIsr(m) => {
+                m.state.rename_brokers(r);
+                if let Node::Broker(to) = self.to {
+                    m.broker_epoch = r.epoch(to, m.broker_epoch);
+                }
+            }
+            Message::BrokerRegistration { broker, .. } | Message::BrokerHeartbeat { broker } => {
+                r.rename(broker)
+            }
         }
-    }
-}
-
-impl<R: Clone> RenameBrokers for Envelope<R> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        Envelope {
-            from: self.from.rename_brokers(f),
-            to: self.to.rename_brokers(f),
-            message: self.message.rename_brokers(f),
-        }
+        self.from.rename_brokers(r);
+        self.to.rename_brokers(r);
     }
 }
 
 impl RenameBrokers for Role {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
+    fn rename_brokers(&mut self, r: &Renaming) {
         match self {
-            Role::Offline => Role::Offline,
-            Role::Follower(s) => Role::Follower(FollowerState {
-                leader: s.leader.rename_brokers(f),
-                phase: s.phase,
-            }),
-            Role::Leader(l) => Role::Leader(LeaderState {
-                assigned: l.assigned.rename_brokers(f),
-                isr: l.isr.rename_brokers(f),
-                proposed_isr: l.proposed_isr.as_ref().map(|p| p.rename_brokers(f)),
-                proposed_broker_epochs: l.proposed_broker_epochs.rename_brokers(f),
-                followers: <BTreeMap<BrokerId, FollowerProgress>>::rename_brokers(&l.followers, f),
-                ..l.clone()
-            }),
+            Role::Offline => {}
+            Role::Follower(s) => {
+                if let Some(b) = &mut s.leader {
+                    r.rename(b);
+                }
+            }
+            Role::Leader(l) => {
+                r.assignment(&mut l.assigned);
+                r.set(&mut l.isr);
+                if let Some(p) = &mut l.proposed_isr {
+                    r.set(p);
+                }
+                r.epochs_of(&mut l.proposed_broker_epochs);
+                r.map(&mut l.followers, |b, p| {
+                    p.broker_epoch = r.epoch(b, p.broker_epoch)
+                });
+            }
         }
     }
 }
 
-impl<L: Log + Clone> RenameBrokers for Replica<L> {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        Replica {
-            id: f(self.id),
-            role: self.role.rename_brokers(f),
-            ..self.clone()
-        }
+impl<L: Log> RenameBrokers for Replica<L> {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        self.broker_epoch = r.epoch(self.id, self.broker_epoch);
+        r.rename(&mut self.id);
+        self.role.rename_brokers(r);
     }
 }
 
 impl RenameBrokers for Controller {
-    fn rename_brokers(&self, f: &impl Fn(BrokerId) -> BrokerId) -> Self {
-        Controller {
-            brokers: <BTreeMap<BrokerId, BrokerState>>::rename_brokers(&self.brokers, f),
-            partitions: self
-                .partitions
-                .iter()
-                .map(|(&id, s)| (id, s.rename_brokers(f)))
-                .collect(),
-            group_offsets: self.group_offsets.clone(),
-            registrations: self.registrations,
+    fn rename_brokers(&mut self, r: &Renaming) {
+        r.map(&mut self.brokers, |b, s| s.epoch = r.epoch(b, s.epoch));
+        for state in self.partitions.values_mut() {
+            state.rename_brokers(r);
+        }
+        if let Some(table) = r.epochs {
+            self.registrations = table.max_rank();
         }
     }
 }
 
 impl Cluster {
-    /// The cluster under the broker permutation `perm`: broker `b` becomes `perm[b]`. Everything
-    /// indexed by broker is reordered so that index `i` again holds broker `i`, and the network
-    /// is re-sorted, so equal renamed clusters are equal values.
-    ///
-    /// `perm` must be a permutation of `0..replicas`: `perm[b]` is the new name of broker `b`.
+    /// The cluster under the broker permutation `perm`: broker `b` becomes `perm[b]`, epochs
+    /// unchanged. See [`Cluster::rename_brokers`].
     pub fn permute_brokers(&self, perm: &[u32]) -> Cluster {
-        debug_assert_eq!(perm.len(), self.replicas.len());
-        let f = |b: BrokerId| BrokerId(perm[b.0 as usize]);
-        let mut replicas = self.replicas.clone();
-        let mut last_stop_clean = self.last_stop_clean.clone();
-        for (old, r) in self.replicas.iter().enumerate() {
-            replicas[perm[old] as usize] = r.rename_brokers(&f);
-            last_stop_clean[perm[old] as usize] = self.last_stop_clean[old];
+        self.renamed(&Renaming::new(perm))
+    }
+
+    /// A renamed copy of the cluster.
+    pub fn renamed(&self, r: &Renaming) -> Cluster {
+        let mut c = self.clone();
+        c.rename_brokers(r);
+        c
+    }
+
+    /// Whether renumbering epochs by `table` (this cluster's) would change nothing.
+    pub fn epochs_are_ranked(&self, table: &EpochTable) -> bool {
+        table.is_ranked() && self.controller.registrations == table.max_rank()
+    }
+
+    /// Renames the cluster in place. Everything indexed by broker is reordered so that index
+    /// `i` again holds broker `i`, and the network is re-sorted, so equal renamed clusters are
+    /// equal values.
+    pub fn rename_brokers(&mut self, r: &Renaming) {
+        debug_assert_eq!(r.names.len(), self.replicas.len());
+        for replica in &mut self.replicas {
+            replica.rename_brokers(r);
         }
-        let mut network: Vec<Envelope<Record>> = self.network.rename_brokers(&f);
-        network.sort();
-        Cluster {
-            replicas,
-            controller: self.controller.rename_brokers(&f),
-            network,
-            history: self.history.clone(),
-            written: self.written,
-            consumer_offset: self.consumer_offset,
-            last_stop_clean,
-            clean_crashes: self.clean_crashes,
-            unclean_crashes: self.unclean_crashes,
-            drops: self.drops,
-            duplicates: self.duplicates,
-            session_expiries: self.session_expiries,
-            awaiting_rejoin: self.awaiting_rejoin.rename_brokers(&f),
-            rejoined: self.rejoined,
+        self.replicas.sort_unstable_by_key(|replica| replica.id);
+        let old = self.last_stop_clean.clone();
+        for (b, clean) in old.into_iter().enumerate() {
+            self.last_stop_clean[r.names[b] as usize] = clean;
         }
+        for e in &mut self.network {
+            e.rename_brokers(r);
+        }
+        self.network.sort_unstable();
+        self.controller.rename_brokers(r);
+        r.set(&mut self.awaiting_rejoin);
+    }
+
+    /// A digest of what broker `b` is, in terms no renaming changes: its replica's epochs,
+    /// log shape (end, flushed offset, epoch starts), high watermarks and role (not whom it
+    /// follows), and what the controller and the ghost state say of it. Renamed brokers keep
+    /// their signature, so a checker need only try the renamings that list brokers in signature
+    /// order: ties are the only real choices.
+    pub fn broker_signature(&self, b: BrokerId) -> u64 {
+        let mut h = FxHasher(0);
+        let r = &self.replicas[b.0 as usize];
+        r.epoch_cache.entries().hash(&mut h);
+        (r.log.log_end_offset(), r.log.flushed_offset()).hash(&mut h);
+        (r.high_watermark, r.hw_checkpoint).hash(&mut h);
+        (r.leader_epoch, r.partition_epoch).hash(&mut h);
+        match &r.role {
+            Role::Offline => 0u8.hash(&mut h),
+            Role::Follower(f) => (1u8, f.leader.is_some(), f.phase).hash(&mut h),
+            Role::Leader(l) => {
+                (2u8, l.epoch_start_offset, &l.pending_writes).hash(&mut h);
+                (l.isr.len(), l.proposed_isr.as_ref().map(BTreeSet::len)).hash(&mut h);
+            }
+        }
+        self.controller.is_alive(b).hash(&mut h);
+        if let Some(state) = self.controller.partition(crate::sim::PARTITION) {
+            let roles = (
+                state.leader == Some(b),
+                state.isr.contains(&b),
+                state.elr.contains(&b),
+            );
+            roles.hash(&mut h);
+        }
+        self.last_stop_clean[b.0 as usize].hash(&mut h);
+        self.awaiting_rejoin.contains(&b).hash(&mut h);
+        h.finish()
+    }
+
+    /// Every nonzero epoch of every broker the state holds (the controller's, the broker's own,
+    /// its leader's record of its fetches, and those in flight): the table for
+    /// [`Renaming::ranking_epochs`].
+    pub fn broker_epochs(&self) -> EpochTable {
+        let mut table = Vec::with_capacity(4 * self.replicas.len() + 2 * self.network.len());
+        let mut note = |b: BrokerId, e: BrokerEpoch| {
+            if e.0 != 0 {
+                table.push((b, e));
+            }
+        };
+        for (&b, s) in &self.controller.brokers {
+            note(b, s.epoch);
+        }
+        for replica in &self.replicas {
+            note(replica.id, replica.broker_epoch);
+            if let Role::Leader(l) = &replica.role {
+                for (&b, &e) in &l.proposed_broker_epochs {
+                    note(b, e);
+                }
+                for (&b, p) in &l.followers {
+                    note(b, p.broker_epoch);
+                }
+            }
+        }
+        for e in &self.network {
+            match &e.message {
+                Message::Fetch(m) => note(m.replica, m.broker_epoch),
+                Message::AlterPartition(m) => {
+                    for (&b, &e) in &m.broker_epochs {
+                        note(b, e);
+                    }
+                }
+                Message::AlterPartitionResponse(m) => {
+                    for (&b, &e) in &m.requested_broker_epochs {
+                        note(b, e);
+                    }
+                }
+                Message::LeaderAndIsr(m) => {
+                    if let Node::Broker(to) = e.to {
+                        note(to, m.broker_epoch);
+                    }
+                }
+                _ => {}
+            }
+        }
+        table.sort_unstable();
+        table.dedup();
+        EpochTable(table)
+    }
+}
+
+/// A small, fast, deterministic hasher (the Fx hash of rustc) for signatures.
+struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
     }
 }

@@ -6,7 +6,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use isr::sim::Bounds;
 use isr::{Acks, Config, Property};
-use isr_models::check::{run, Progress, Run, Search};
+use isr_models::check::{run, symmetry_pays, Progress, Run, Search};
 use isr_models::presets::{Outcome, Preset, PRESETS};
 use isr_models::shortest::Trace;
 use isr_models::{render, Check, IsrModel};
@@ -66,12 +66,16 @@ struct RunArgs {
     #[arg(long, conflicts_with = "bfs")]
     dfs: bool,
     /// Breadth-first search (the default for bug presets, whose search stops at the expected
-    /// failure: it finds shallow counterexamples first). No symmetry reduction.
+    /// failure: it finds shallow counterexamples first).
     #[arg(long)]
     bfs: bool,
-    /// Depth-first search with symmetry reduction over broker renamings.
-    #[arg(long, conflicts_with = "bfs")]
+    /// Symmetry reduction over broker renamings, with either search (the default from three
+    /// brokers on; with two, the first leader pins both names and little merges).
+    #[arg(long, conflicts_with = "no_symmetry")]
     symmetry: bool,
+    /// No symmetry reduction.
+    #[arg(long)]
+    no_symmetry: bool,
     /// Worker threads.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     threads: u16,
@@ -314,10 +318,8 @@ fn mib(kib: Option<u64>) -> String {
 }
 
 fn search_of(args: &RunArgs, stops: bool) -> Search {
-    if args.bfs || (stops && !args.dfs && !args.symmetry) {
+    if args.bfs || (stops && !args.dfs) {
         Search::Bfs
-    } else if args.symmetry {
-        Search::DfsSymmetric
     } else {
         Search::Dfs
     }
@@ -332,6 +334,7 @@ fn execute(target: &Target, args: &RunArgs, quiet: bool) -> Run {
         |c| target.expected(c),
         target.stop_at(),
         search_of(args, target.stop_at().is_some()),
+        args.symmetry || (!args.no_symmetry && symmetry_pays(&target.bounds)),
         args.threads as usize,
         |p: Progress| {
             if live && p.elapsed >= last + Duration::from_millis(250) {
@@ -356,9 +359,10 @@ fn rate(r: &Run) -> f64 {
 
 fn search_name(r: &Run) -> &'static str {
     match (r.search, r.symmetry) {
-        (Search::Bfs, _) => "BFS",
-        (_, true) => "DFS with symmetry reduction",
-        (_, false) => "DFS",
+        (Search::Bfs, false) => "BFS",
+        (Search::Bfs, true) => "BFS with symmetry reduction",
+        (Search::Dfs, false) => "DFS",
+        (Search::Dfs, true) => "DFS with symmetry reduction",
     }
 }
 

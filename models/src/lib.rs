@@ -34,6 +34,11 @@ pub struct IsrModel {
     /// and expansions, fencing, ELR changes). Without it a leader could shrink and re-expand
     /// the ISR forever, each time under a new partition epoch: an infinite state space.
     pub max_isr_changes: u32,
+    /// Symmetry reduction: the model's successors (and initial state) are replaced by the
+    /// canonical member of their class of broker renamings ([`symmetry::canonicalize`]), so
+    /// any search explores one state per class. [`IsrModel::initial`], [`IsrModel::step`] and
+    /// [`IsrModel::enabled`] stay unreduced, for traces.
+    pub symmetry: bool,
 }
 
 /// A reachability guard: a `sometimes` property whose absence means the model is vacuous.
@@ -148,6 +153,7 @@ impl IsrModel {
             cfg,
             bounds,
             max_isr_changes,
+            symmetry: false,
         }
     }
 
@@ -187,7 +193,11 @@ impl Model for IsrModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<Cluster> {
-        vec![self.initial()]
+        let mut initial = self.initial();
+        if self.symmetry {
+            symmetry::canonicalize(&mut initial);
+        }
+        vec![initial]
     }
 
     fn actions(&self, state: &Cluster, actions: &mut Vec<Action>) {
@@ -195,7 +205,11 @@ impl Model for IsrModel {
     }
 
     fn next_state(&self, last: &Cluster, action: Action) -> Option<Cluster> {
-        Some(self.step(last, &action))
+        let mut next = self.step(last, &action);
+        if self.symmetry {
+            symmetry::canonicalize(&mut next);
+        }
+        Some(next)
     }
 
     fn within_boundary(&self, state: &Cluster) -> bool {

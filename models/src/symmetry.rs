@@ -1,20 +1,21 @@
 //! Symmetry reduction over broker permutations.
 //!
-//! Renaming brokers (the core's [`Cluster::permute_brokers`], which renames the `assigned`
-//! order too) maps behaviours onto behaviours and leaves every property's verdict unchanged, so
-//! the checker need only visit one state per class of renamings. The representative of a class
+//! Renaming brokers (the core's [`Cluster::renamed`], which also forgets the order of `assigned`
+//! and renumbers each broker's epochs by rank: see `isr::permute`) maps behaviours onto
+//! behaviours and leaves every property's verdict unchanged, so the checker need only visit one
+//! state per class of renamings. The representative of a class
 //! is the renaming with the smallest fingerprint: every member of the class has the same set of
 //! renamings, so they all pick the same one. stateright applies it under DFS only.
 
+use isr::permute::Renaming;
 use isr::sim::Cluster;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use isr::BrokerId;
+use std::hash::Hash;
 use std::sync::OnceLock;
 
-/// A stable 64-bit fingerprint of a state.
+/// A stable 64-bit fingerprint of a state (aHash with fixed keys, as stateright's own).
 pub fn fingerprint<T: Hash>(value: &T) -> u64 {
-    let mut h = DefaultHasher::new();
-    value.hash(&mut h);
-    h.finish()
+    ahash::RandomState::with_seeds(0, 0, 0, 0).hash_one(value)
 }
 
 /// Every permutation of `0..n`, identity first.
@@ -50,21 +51,58 @@ fn cached_permutations(n: usize) -> &'static [Vec<u32>] {
     })[n]
 }
 
-/// The canonical member of `c`'s class of broker renamings (a `symmetry_fn` for stateright).
+/// The canonical member of `c`'s class of broker renamings.
 pub fn representative(c: &Cluster) -> Cluster {
+    let mut r = c.clone();
+    canonicalize(&mut r);
+    r
+}
+
+/// Replaces `c` by the canonical member of its class of broker renamings.
+///
+/// Among the renamings that list brokers in the order of their signatures
+/// ([`Cluster::broker_signature`], which no renaming changes), the one with the smallest
+/// fingerprint, with each broker's epochs renumbered by rank: every member of the class has
+/// the same set of such renamings, so they all end at the same state. Usually the signatures
+/// differ, and there is just one.
+pub fn canonicalize(c: &mut Cluster) {
     let n = c.replicas.len();
     assert!(
         n <= MAX_SYMMETRIC_BROKERS,
         "symmetry supports up to {MAX_SYMMETRIC_BROKERS} brokers"
     );
+    let signatures: Vec<u64> = (0..n as u32)
+        .map(|b| c.broker_signature(BrokerId(b)))
+        .collect();
+    // perm[b] is b's new name: keep those that sort brokers by signature.
+    let in_order = |perm: &&Vec<u32>| {
+        (0..n).all(|a| (0..n).all(|b| signatures[a] >= signatures[b] || perm[a] < perm[b]))
+    };
+    let epochs = c.broker_epochs();
+    let renaming = |perm: &'static [u32]| {
+        Renaming::new(perm)
+            .forgetting_assignment_order()
+            .ranking_epochs(&epochs)
+    };
+    let candidates: Vec<&Vec<u32>> = cached_permutations(n).iter().filter(in_order).collect();
+    if let [perm] = candidates[..] {
+        let identity = perm.iter().enumerate().all(|(b, &to)| to as usize == b);
+        if identity && c.epochs_are_ranked(&epochs) {
+            return;
+        }
+        c.rename_brokers(&renaming(perm));
+        return;
+    }
     let mut best: Option<(u64, Cluster)> = None;
-    for perm in cached_permutations(n) {
-        let renamed = c.permute_brokers(perm);
+    for perm in candidates {
+        let mut renamed = c.clone();
+        renamed.rename_brokers(&renaming(perm));
         let fp = fingerprint(&renamed);
         if best.as_ref().is_none_or(|(b, _)| fp < *b) {
             best = Some((fp, renamed));
         }
     }
-    best.map(|(_, c)| c)
-        .expect("there is at least the identity")
+    *c = best
+        .map(|(_, c)| c)
+        .expect("some renaming sorts brokers by signature");
 }
