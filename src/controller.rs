@@ -596,14 +596,7 @@ mod tests {
 
     #[test]
     fn a_controlled_shutdown_moves_leadership_to_the_isr_at_once() {
-        let cfg = Config::default();
-        let mut c = Controller::new();
-        for b in 1..=3 {
-            c.on_broker_registration::<()>(&cfg, Tick(0), BrokerId(b), true);
-        }
-        let p = PartitionId(0);
-        let assigned = vec![BrokerId(1), BrokerId(2), BrokerId(3)];
-        c.create_partition::<()>(p, assigned, 2).expect("created");
+        let (cfg, mut c, p) = three();
 
         let effects = c.on_controlled_shutdown::<()>(&cfg, BrokerId(1));
         let state = c.partition(p).expect("partition").clone();
