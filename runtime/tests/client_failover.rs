@@ -12,79 +12,15 @@
 
 mod common;
 
+use common::clients::{bootstrap, client_present, confluent_kafka_present, script, Client};
 use common::TestCluster;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// A client process, SIGKILLed and reaped on drop, so that a failing test leaves nothing behind.
-struct Client(Child);
-
-impl Client {
-    fn spawn(command: &mut Command) -> Client {
-        Client(command.spawn().expect("spawn client"))
-    }
-
-    /// Waits for the exit status, panicking (and so killing the client) after `timeout`.
-    fn wait(&mut self, timeout: Duration, what: &str) -> ExitStatus {
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.0.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "{what} still running after {timeout:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Reads a pipe to its end on a thread, so that the client never blocks writing to it.
-    fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = BufReader::new(pipe).read_to_string(&mut text);
-            text
-        })
-    }
-}
-
-impl Drop for Client {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Whether `program ARGS` runs and succeeds; if not, says that the test is skipped and why. The
-/// clients are installed by runtime/kafka/tests/clients/install.sh, which CI runs.
-fn client_present(program: &str, args: &[&str], missing: &str) -> bool {
-    let ok = Command::new(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: {missing} (run runtime/kafka/tests/clients/install.sh)");
-    }
-    ok
-}
-
-/// The addresses of the running brokers, comma-separated: a client's bootstrap list.
-fn bootstrap(cluster: &TestCluster) -> String {
-    (1..=cluster.brokers.len() as u32)
-        .filter_map(|b| cluster.address(b))
-        .collect::<Vec<_>>()
-        .join(",")
-}
 
 /// The replica row of the current leader of a partition, once that leader reports itself as
 /// leader.
@@ -369,11 +305,7 @@ fn kcat_failover() {
 /// what a Consumer reads back afterwards.
 #[test]
 fn confluent_kafka_failover() {
-    if !client_present(
-        "python3",
-        &["-c", "import confluent_kafka"],
-        "python3 cannot import confluent_kafka",
-    ) {
+    if !confluent_kafka_present() {
         return;
     }
     const TOPIC: &str = "orders";
@@ -382,18 +314,9 @@ fn confluent_kafka_failover() {
     let started = Instant::now();
     let mut cluster = cluster_with_topic(TOPIC, PARTITIONS);
 
-    let script: PathBuf = [
-        env!("CARGO_MANIFEST_DIR"),
-        "kafka",
-        "tests",
-        "clients",
-        "confluent_failover.py",
-    ]
-    .iter()
-    .collect();
     let mut client = Client::spawn(
         Command::new("python3")
-            .arg(&script)
+            .arg(script("confluent_failover.py"))
             .args([&bootstrap(&cluster), TOPIC, &SECONDS.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

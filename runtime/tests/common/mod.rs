@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod clients;
 pub mod kafka;
 
 use serde_json::Value;

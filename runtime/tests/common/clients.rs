@@ -1,0 +1,94 @@
+//! Real Kafka clients (kcat, python3 with confluent-kafka) as child processes of a test.
+//! runtime/kafka/tests/clients/install.sh installs them, and CI runs it; a test whose client is
+//! missing says "SKIPPED" and passes.
+
+use super::TestCluster;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A client process, SIGKILLed and reaped on drop, so that a failing test leaves nothing behind.
+pub struct Client(pub Child);
+
+impl Client {
+    pub fn spawn(command: &mut Command) -> Client {
+        Client(command.spawn().expect("spawn client"))
+    }
+
+    /// Waits for the exit status, panicking (and so killing the client) after `timeout`.
+    pub fn wait(&mut self, timeout: Duration, what: &str) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.0.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "{what} still running after {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Reads a pipe to its end on a thread, so that the client never blocks writing to it.
+    pub fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(pipe).read_to_string(&mut text);
+            text
+        })
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `program ARGS` runs and succeeds; if not, says that the test is skipped and why.
+pub fn client_present(program: &str, args: &[&str], missing: &str) -> bool {
+    let ok = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("SKIPPED: {missing} (run runtime/kafka/tests/clients/install.sh)");
+    }
+    ok
+}
+
+/// Whether python3 can import confluent_kafka (else the test is skipped).
+pub fn confluent_kafka_present() -> bool {
+    client_present(
+        "python3",
+        &["-c", "import confluent_kafka"],
+        "python3 cannot import confluent_kafka",
+    )
+}
+
+/// A client script of runtime/kafka/tests/clients.
+pub fn script(name: &str) -> PathBuf {
+    [
+        env!("CARGO_MANIFEST_DIR"),
+        "kafka",
+        "tests",
+        "clients",
+        name,
+    ]
+    .iter()
+    .collect()
+}
+
+/// The addresses of the running brokers, comma-separated: a client's bootstrap list.
+pub fn bootstrap(cluster: &TestCluster) -> String {
+    (1..=cluster.brokers.len() as u32)
+        .filter_map(|b| cluster.address(b))
+        .collect::<Vec<_>>()
+        .join(",")
+}
