@@ -27,11 +27,11 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, info};
 
-/// Committed batches for a consumer.
 /// At most this many queued commands run before held fetches are answered, which bounds the
 /// delay one command can add to a follower's answer.
 const MAX_COMMANDS_PER_WAKE: usize = 64;
 
+/// Committed batches for a consumer.
 pub struct Committed {
     pub batches: Vec<Bytes>,
     pub high_watermark: Offset,
@@ -88,8 +88,8 @@ pub struct Host {
     next_produce: ProduceId,
     /// Set when a replica's storage failed: the thread stops after the current command.
     storage_failure: Option<String>,
-    /// Partitions whose held fetches may now find something (new records, a new high
-    /// watermark or ISR), answered once the queued commands are done.
+    /// Partitions whose held fetches may now find something (new records, or a changed ISR),
+    /// answered once the queued commands are done.
     to_wake: BTreeSet<PartitionId>,
     /// Followers whose next request waits for their log's sync.
     requests_due: BTreeSet<PartitionId>,
@@ -277,6 +277,9 @@ impl Host {
         let Some(h) = self.partitions.get_mut(&partition) else {
             return;
         };
+        if !h.replica.log().sync_owed() && h.held.is_empty() && h.held_acks.is_empty() {
+            return;
+        }
         h.sync();
         for (reply, base) in std::mem::take(&mut h.held_acks) {
             let _ = reply.send(Ok(base));
