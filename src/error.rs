@@ -15,7 +15,7 @@ pub enum WriteError {
     /// acks=all while the ISR is smaller than `min.insync.replicas` (rule 9).
     #[error("NOT_ENOUGH_REPLICAS: the ISR has {isr} members, min.insync.replicas is {min}")]
     NotEnoughReplicas { isr: usize, min: usize },
-    /// A retry named records the log does not hold (`Replica::leader_await_commit`).
+    /// A retry named records the log does not hold (`Replica::leader_retry`).
     #[error("offsets {base_offset}..{end_offset} are not in the log")]
     NotInLog {
         base_offset: Offset,

@@ -46,18 +46,20 @@ impl<L: Log> Replica<L> {
     /// attempt was appended (here, or by an earlier leader that replicated it here) but never
     /// acknowledged. The driver recognises the retry (Kafka's idempotent producers number their
     /// batches); nothing is appended, so the records are not stored twice, and the write is
-    /// acknowledged like any acks=all write: by an [`Effect::Acknowledge`] carrying `id` once the
-    /// high watermark passes `end_offset` (rule 9), at once if it already has. Refused like
-    /// [`Replica::leader_write`] when not leading or below `min.insync.replicas`, and with
+    /// acknowledged as [`Replica::leader_write`] would acknowledge it: acks=0/1 at once (the
+    /// leader holds it), acks=all by an [`Effect::Acknowledge`] carrying `id` once the high
+    /// watermark passes `end_offset` (rule 9), at once if it already has. Refused like
+    /// `leader_write` when not leading or, for acks=all, below `min.insync.replicas`, and with
     /// [`WriteError::NotInLog`] unless `base_offset..end_offset` lies within the log.
-    pub fn leader_await_commit(
+    pub fn leader_retry(
         &mut self,
         cfg: &Config,
         base_offset: Offset,
         end_offset: Offset,
+        acks: Acks,
         id: ProduceId,
     ) -> Result<Effects<L::Record>, WriteError> {
-        self.check_writable(Acks::All)?;
+        self.check_writable(acks)?;
         if base_offset >= end_offset
             || base_offset < self.log.log_start_offset()
             || end_offset > self.log.log_end_offset()
@@ -66,6 +68,9 @@ impl<L: Log> Replica<L> {
                 base_offset,
                 end_offset,
             });
+        }
+        if acks != Acks::All {
+            return Ok(Vec::new());
         }
         if end_offset <= self.high_watermark {
             return Ok(vec![Effect::Acknowledge {
@@ -466,7 +471,7 @@ mod tests {
 
         // The producer, never answered, retries the same two records.
         let effects = r
-            .leader_await_commit(&cfg, Offset(0), Offset(2), 2)
+            .leader_retry(&cfg, Offset(0), Offset(2), Acks::All, 2)
             .expect("retry");
         assert!(effects.is_empty(), "not committed yet");
         assert_eq!(r.log_end_offset(), Offset(2), "nothing appended");
@@ -476,7 +481,7 @@ mod tests {
 
         // Once committed, a later retry is answered at once.
         let effects = r
-            .leader_await_commit(&cfg, Offset(0), Offset(2), 3)
+            .leader_retry(&cfg, Offset(0), Offset(2), Acks::All, 3)
             .expect("retry");
         assert_eq!(acknowledged(&effects), vec![3]);
     }
@@ -488,7 +493,7 @@ mod tests {
         r.leader_write(&cfg, vec![7], Acks::All, 1).expect("write");
         for (base, end) in [(0, 2), (1, 1), (3, 4)] {
             assert_eq!(
-                r.leader_await_commit(&cfg, Offset(base), Offset(end), 2),
+                r.leader_retry(&cfg, Offset(base), Offset(end), Acks::All, 2),
                 Err(WriteError::NotInLog {
                     base_offset: Offset(base),
                     end_offset: Offset(end)
@@ -497,7 +502,7 @@ mod tests {
         }
         let mut follower = Replica::new(BrokerId(2), PartitionId(0), MemLog::<u64>::default());
         assert_eq!(
-            follower.leader_await_commit(&cfg, Offset(0), Offset(1), 1),
+            follower.leader_retry(&cfg, Offset(0), Offset(1), Acks::Leader, 1),
             Err(WriteError::NotLeader)
         );
     }

@@ -35,12 +35,9 @@ impl Host {
         let written = match retry {
             Some((base, end)) => {
                 debug!(%partition, %base, %end, "a producer's retry of a stored batch");
-                match acks {
-                    Acks::All => h.replica.leader_await_commit(&cfg, base, end, id),
-                    _ if h.replica.is_leader() => Ok(Vec::new()),
-                    _ => Err(isr::WriteError::NotLeader),
-                }
-                .map(|effects| (base, effects))
+                h.replica
+                    .leader_retry(&cfg, base, end, acks, id)
+                    .map(|effects| (base, effects))
             }
             None => h.replica.leader_write(&cfg, batches, acks, id),
         };
