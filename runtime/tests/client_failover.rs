@@ -47,12 +47,7 @@ fn in_isr(status: &Value, topic: &str, partition: u64, broker: u32) -> bool {
 /// Starts three brokers and creates `topic` (RF 3, min ISR 2), waiting for every leader.
 fn cluster_with_topic(topic: &str, partitions: u64) -> TestCluster {
     let cluster = TestCluster::start(3);
-    let address = cluster.address(1).expect("broker 1");
-    assert_eq!(
-        common::kafka::create_topic(&address, topic, partitions as i32, 3, 2),
-        0,
-        "CreateTopics"
-    );
+    cluster.create_topic(topic, partitions, 2);
     cluster.wait_for(Duration::from_secs(20), "leaders", |s| {
         (0..partitions).all(|p| leader_replica(s, topic, p).is_some())
     });
@@ -251,18 +246,13 @@ fn kcat_failover() {
         "only {after} records acknowledged after the kill"
     );
 
-    let mut consumer = Client::spawn(
+    let (exit, out, err) = Client::run(
         Command::new("kcat")
             .args(["-C", "-b", &bootstrap(&cluster), "-t", TOPIC, "-p", "0"])
-            .args(["-o", "beginning", "-e", "-f", "%o %s\n"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+            .args(["-o", "beginning", "-e", "-f", "%o %s\n"]),
+        Duration::from_secs(60),
+        "kcat -C",
     );
-    let out = Client::drain(consumer.0.stdout.take().expect("stdout"));
-    let err = Client::drain(consumer.0.stderr.take().expect("stderr"));
-    let exit = consumer.wait(Duration::from_secs(60), "kcat -C");
-    let (out, err) = (out.join().expect("stdout"), err.join().expect("stderr"));
     assert!(exit.success(), "kcat -C exited with {exit}\nstderr:\n{err}");
     let log: BTreeMap<i64, &str> = out
         .lines()

@@ -8,7 +8,7 @@
 mod common;
 
 use common::clients::{bootstrap, confluent_kafka_present, script, Client};
-use common::{kafka, TestCluster};
+use common::TestCluster;
 use isr::BrokerId;
 use isr_kafka::coordinator::coordinator_of;
 use std::io::{BufRead, BufReader, Write};
@@ -22,18 +22,13 @@ fn subscribing_consumers_share_take_over_and_resume_on_a_cluster() {
     }
     let cluster = TestCluster::start(3);
     let start = Instant::now();
-    let mut client = Client::spawn(
+    let (status, out, err) = Client::run(
         Command::new("python3")
             .arg(script("confluent_group.py"))
-            .args([&bootstrap(&cluster), "members"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped()),
+            .args([&bootstrap(&cluster), "members"]),
+        Duration::from_secs(180),
+        "confluent_group.py",
     );
-    let out = Client::drain(client.0.stdout.take().expect("stdout"));
-    let err = Client::drain(client.0.stderr.take().expect("stderr"));
-    let status = client.wait(Duration::from_secs(180), "confluent_group.py");
-    let (out, err) = (out.join().expect("stdout"), err.join().expect("stderr"));
     assert!(
         status.success(),
         "confluent_group.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
@@ -50,11 +45,7 @@ fn a_group_member_rides_out_the_loss_of_its_coordinator() {
     }
     const GROUP: &str = "survivors";
     let mut cluster = TestCluster::start(3);
-    let first = cluster.address(1).expect("broker 1");
-    assert_eq!(kafka::create_topic(&first, "events", 3, 3, 2), 0);
-    cluster.wait_for(Duration::from_secs(10), "leaders", |s| {
-        (0..3).all(|p| TestCluster::partition(s, "events", p)["leader"].is_u64())
-    });
+    cluster.create_topic("events", 3, 2);
     let brokers = [BrokerId(1), BrokerId(2), BrokerId(3)];
     let coordinator = coordinator_of(GROUP, &brokers).expect("a coordinator").0;
 

@@ -13,11 +13,7 @@ const TOPIC: &str = "orderly";
 #[test]
 fn a_sigterm_moves_leadership_before_the_broker_exits() {
     let mut cluster = TestCluster::start(3);
-    let bootstrap = cluster.address(1).expect("broker 1");
-    assert_eq!(kafka::create_topic(&bootstrap, TOPIC, 2, 3, 2), 0);
-    cluster.wait_for(Duration::from_secs(10), "leaders", |s| {
-        (0..2).all(|p| TestCluster::partition(s, TOPIC, p)["leader"].is_u64())
-    });
+    cluster.create_topic(TOPIC, 2, 2);
     let (victim, address) = cluster.leader(TOPIC, 0).expect("leader of partition 0");
     let before: Vec<String> = (0..10).map(|i| format!("before-{i}")).collect();
     assert_eq!(kafka::produce(&address, TOPIC, 0, &before), Ok(0));

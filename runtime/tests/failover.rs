@@ -81,11 +81,7 @@ fn acknowledged_records_survive_a_leader_kill_and_the_leader_rejoins() {
             .filter_map(|b| Some((b, cluster.address(b)?)))
             .collect(),
     ));
-    let bootstrap = cluster.address(1).expect("broker 1");
-    assert_eq!(kafka::create_topic(&bootstrap, TOPIC, 3, 3, 2), 0);
-    cluster.wait_for(Duration::from_secs(10), "leaders", |s| {
-        (0..PARTITIONS).all(|p| TestCluster::partition(s, TOPIC, p)["leader"].is_u64())
-    });
+    cluster.create_topic(TOPIC, PARTITIONS, 2);
 
     let stop = Arc::new(AtomicBool::new(false));
     let producer = {

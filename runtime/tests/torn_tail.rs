@@ -14,11 +14,7 @@ fn values(from: usize, n: usize) -> Vec<String> {
 #[test]
 fn a_torn_tail_is_cut_on_restart_and_the_replica_catches_up() {
     let mut cluster = TestCluster::start(3);
-    let bootstrap = cluster.address(1).expect("broker 1");
-    assert_eq!(kafka::create_topic(&bootstrap, "torn", 1, 3, 2), 0);
-    cluster.wait_for(Duration::from_secs(10), "a leader", |s| {
-        TestCluster::partition(s, "torn", 0)["leader"].is_u64()
-    });
+    cluster.create_topic("torn", 1, 2);
     let (leader, address) = cluster.leader("torn", 0).expect("leader");
     for i in 0..20 {
         kafka::produce(&address, "torn", 0, &values(i * 3, 3)).expect("acks=all write");

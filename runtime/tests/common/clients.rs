@@ -32,6 +32,29 @@ impl Client {
         }
     }
 
+    /// Runs `command` to its end (stdout and stderr captured), killing it after `timeout`:
+    /// its exit status, stdout and stderr.
+    pub fn run(
+        command: &mut Command,
+        timeout: Duration,
+        what: &str,
+    ) -> (ExitStatus, String, String) {
+        let mut client = Client::spawn(
+            command
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped()),
+        );
+        let out = Client::drain(client.0.stdout.take().expect("stdout"));
+        let err = Client::drain(client.0.stderr.take().expect("stderr"));
+        let status = client.wait(timeout, what);
+        (
+            status,
+            out.join().expect("stdout"),
+            err.join().expect("stderr"),
+        )
+    }
+
     /// Reads a pipe to its end on a thread, so that the client never blocks writing to it.
     pub fn drain(pipe: impl Read + Send + 'static) -> JoinHandle<String> {
         std::thread::spawn(move || {

@@ -184,6 +184,20 @@ impl TestCluster {
         }
     }
 
+    /// Creates `topic` (replication factor 3) through broker 1 and waits until every partition
+    /// has a leader.
+    pub fn create_topic(&self, topic: &str, partitions: u64, min_isr: u32) {
+        let address = self.address(1).expect("broker 1");
+        assert_eq!(
+            kafka::create_topic(&address, topic, partitions as i32, 3, min_isr),
+            0,
+            "CreateTopics {topic}"
+        );
+        self.wait_for(Duration::from_secs(10), "leaders", |s| {
+            (0..partitions).all(|p| Self::partition(s, topic, p)["leader"].is_u64())
+        });
+    }
+
     /// The partition row of `topic`/`index` in a status.
     pub fn partition<'a>(status: &'a Value, topic: &str, index: u64) -> &'a Value {
         status["partitions"]
