@@ -109,6 +109,10 @@ struct Overrides {
     /// Times the controller may fence a running broker (a zombie until it registers again).
     #[arg(long, value_name = "N")]
     session_expiries: Option<u8>,
+    /// Times the controller role may move to a new controller while the old one runs on as a
+    /// zombie.
+    #[arg(long, value_name = "N")]
+    controller_failovers: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     min_isr: Option<u32>,
     /// Producer acks: 0, 1 or all.
@@ -174,6 +178,9 @@ impl Target {
         }
         if let Some(n) = o.session_expiries {
             b.session_expiries = n;
+        }
+        if let Some(n) = o.controller_failovers {
+            b.controller_failovers = n;
         }
         if let Some(a) = &o.acks {
             b.acks = a.parse::<Acks>().map_err(|e| Usage(e.to_string()))?;
@@ -246,13 +253,15 @@ impl Target {
 fn describe_bounds(b: &Bounds) -> String {
     format!(
         "{} replicas, {} records, max leader epoch {}, {} clean + {} unclean crashes, \
-         {} session expiries, {} drops, {} duplicates, acks={}, consumer {}",
+         {} session expiries, {} controller failovers, {} drops, {} duplicates, acks={}, \
+         consumer {}",
         b.replicas,
         b.records,
         b.max_leader_epoch,
         b.clean_crashes,
         b.unclean_crashes,
         b.session_expiries,
+        b.controller_failovers,
         b.drops,
         b.duplicates,
         b.acks,
@@ -275,6 +284,7 @@ fn bounds_json(b: &Bounds) -> Value {
         "replicas": b.replicas, "records": b.records, "max_leader_epoch": b.max_leader_epoch,
         "clean_crashes": b.clean_crashes, "unclean_crashes": b.unclean_crashes,
         "drops": b.drops, "duplicates": b.duplicates, "session_expiries": b.session_expiries,
+        "controller_failovers": b.controller_failovers,
         "acks": b.acks.to_string(), "consumer": b.consumer,
     })
 }

@@ -157,12 +157,16 @@ impl IsrModel {
         }
     }
 
-    /// Changes of the partition state other than elections so far: every election bumps both
-    /// the leader and the partition epoch, every other change only the partition epoch.
+    /// Changes of the partition state other than elections so far, in the controller state
+    /// that has made most of them (the active controller's, a zombie's or a stale store's):
+    /// every election bumps both the leader and the partition epoch, every other change only
+    /// the partition epoch.
     pub fn isr_changes(c: &Cluster) -> u32 {
-        c.controller
-            .partition(isr::sim::PARTITION)
-            .map_or(0, |s| s.partition_epoch.0.saturating_sub(s.leader_epoch.0))
+        c.controllers()
+            .filter_map(|ctl| ctl.partition(isr::sim::PARTITION))
+            .map(|s| s.partition_epoch.0.saturating_sub(s.leader_epoch.0))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether `c` lies within the bounds the model explores.

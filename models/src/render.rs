@@ -49,18 +49,27 @@ fn replica_cells(c: &Cluster, i: usize) -> [String; 5] {
     ]
 }
 
-/// The controller's line.
+/// The controller's line; a zombie controller's and a stale store's follow it when present.
 fn controller_line(c: &Cluster) -> String {
-    match c.controller.partition(isr::sim::PARTITION) {
+    let describe = |ctl: &isr::Controller| match ctl.partition(isr::sim::PARTITION) {
         Some(s) => format!(
-            "leader {}, {}, ISR {}, ELR {}",
+            "{}: leader {}, {}, ISR {}, ELR {}",
+            ctl.epoch(),
             s.leader.map_or("none".to_string(), |b| b.to_string()),
             s.leader_epoch,
             set(&s.isr),
             set(&s.elr)
         ),
-        None => "no partition".to_string(),
+        None => format!("{}: no partition", ctl.epoch()),
+    };
+    let mut line = describe(&c.controller);
+    if let Some(zombie) = &c.zombie {
+        let _ = write!(line, "; zombie {}", describe(zombie));
     }
+    if let Some(store) = &c.stale_store {
+        let _ = write!(line, "; store {}", describe(store));
+    }
+    line
 }
 
 /// A compact table of `c`; cells that differ from `before` are marked with `*`.
@@ -172,7 +181,17 @@ fn event(action: &Action) -> Event {
             over: participant(&e.from),
             label: action.to_string(),
         },
-        Action::ControllerShrinkIsr(_) | Action::ControllerElectLeader(_) => Event::Note {
+        Action::ZombieDeliver(e) => Event::Message {
+            from: participant(&e.from),
+            to: participant(&e.to),
+            label: format!("(to the zombie) {}", body(e)),
+            lost: false,
+        },
+        Action::ControllerShrinkIsr(_)
+        | Action::ControllerElectLeader(_)
+        | Action::ControllerFailover
+        | Action::ZombieShrinkIsr(_)
+        | Action::ZombieElectLeader(_) => Event::Note {
             over: "controller".to_string(),
             label: action.to_string(),
         },
