@@ -4,9 +4,12 @@
 use crate::run::{execute, mib, peak_memory_kib, rate, search_name, show, RunArgs};
 use crate::target::{bounds_json, describe_bounds, describe_rules, Target};
 use clap::ValueEnum;
+use isr_models::check::{Run, Verdict};
+use isr_models::render::{self, Section};
 use isr_models::shortest::Trace;
-use isr_models::{render, Check};
+use isr_models::Check;
 use serde_json::{json, Value};
+use std::fmt::Write;
 use std::process::ExitCode;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -51,7 +54,7 @@ pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
             "min_insync_replicas": target.cfg.min_insync_replicas,
             "bounds": bounds_json(&target.bounds),
             "search": search_name(&r),
-            "threads": args.threads,
+            "threads": args.search.threads,
             "states": r.states,
             "unique_states": r.unique,
             "max_depth": r.depth,
@@ -64,81 +67,130 @@ pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
         });
         println!("{out:#}");
     } else {
-        println!(
-            "preset {}{}: {}",
-            target.preset.name,
-            if target.adhoc {
-                " (ad hoc: every property expected to hold)"
-            } else {
-                ""
-            },
-            describe_rules(&target.cfg)
+        let report = report(target, args, &r, peak);
+        let verdict = format!(
+            "verdict: {}",
+            if ok { "as expected" } else { "NOT as expected" }
         );
-        println!("bounds: {}", describe_bounds(&target.bounds));
-        println!("search: {}, {} threads", search_name(&r), args.threads);
-        println!(
-            "states: {} total, {} unique; max depth {}; {:.2} s ({:.2} s with counterexamples); \
-             {:.0} states/s; peak memory {}",
-            r.states,
-            r.unique,
-            r.depth,
-            r.elapsed.as_secs_f64(),
-            r.total.as_secs_f64(),
-            rate(&r),
-            mib(peak)
-        );
-        println!();
-        println!(
-            "{:<38} {:<9} {:<9} {:<7} shortest counterexample",
-            "property", "kind", "expected", "found"
-        );
-        for v in &r.verdicts {
-            let kind = match v.check {
-                Check::Always(_) => "always",
-                Check::Sometimes(_) => "sometimes",
-            };
-            let len = v
-                .counterexample
-                .as_ref()
-                .map_or(String::new(), |t| format!("{} steps", t.len()));
-            let mark = if v.as_expected() {
-                ""
-            } else {
-                "  << unexpected"
-            };
-            println!(
-                "{:<38} {:<9} {:<9} {:<7} {len}{mark}",
-                v.check.name(),
-                kind,
-                show(v.expected),
-                show(v.found)
-            );
-        }
-        for v in &r.verdicts {
-            let Some(trace) = &v.counterexample else {
-                continue;
-            };
-            println!();
-            println!(
+        let headline = |v: &Verdict, trace: &Trace| {
+            format!(
                 "counterexample for {} ({} steps): {}",
                 v.check,
                 trace.len(),
                 violation(trace, v.check).unwrap_or_default()
-            );
-            match format {
-                Format::Text => print!("{}", render::trace_text(&target.bounds, trace)),
-                Format::Mermaid => print!("{}", render::mermaid(target.bounds.replicas, trace)),
+            )
+        };
+        let counterexamples = r
+            .verdicts
+            .iter()
+            .filter_map(|v| v.counterexample.as_ref().map(|t| (v, t)));
+        match format {
+            Format::Text => {
+                print!("{report}");
+                for (v, trace) in counterexamples {
+                    println!();
+                    println!("{}", headline(v, trace));
+                    print!("{}", render::trace_text(&target.bounds, trace));
+                }
+                println!();
+                println!("{verdict}");
+            }
+            Format::Mermaid => {
+                // Only Mermaid on stdout: the report as comments, then one diagram.
+                let mut comment = report;
+                let sections: Vec<Section> = counterexamples
+                    .map(|(v, trace)| {
+                        comment.push('\n');
+                        comment.push_str(&headline(v, trace));
+                        comment.push('\n');
+                        Section {
+                            heading: format!(
+                                "counterexample for {} ({} steps)",
+                                v.check,
+                                trace.len()
+                            ),
+                            trace,
+                            violated: violation(trace, v.check),
+                        }
+                    })
+                    .collect();
+                comment.push('\n');
+                comment.push_str(&verdict);
+                print!(
+                    "{}",
+                    render::mermaid(target.bounds.replicas, &comment, &sections)
+                );
             }
         }
-        println!();
-        println!(
-            "verdict: {}",
-            if ok { "as expected" } else { "NOT as expected" }
-        );
     }
     if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The report's head: what was checked, how, the figures, and one line per property.
+fn report(target: &Target, args: &RunArgs, r: &Run, peak: Option<u64>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "preset {}{}: {}",
+        target.preset.name,
+        if target.adhoc {
+            " (ad hoc: every property expected to hold)"
+        } else {
+            ""
+        },
+        describe_rules(&target.cfg)
+    );
+    let _ = writeln!(out, "bounds: {}", describe_bounds(&target.bounds));
+    let _ = writeln!(
+        out,
+        "search: {}, {} threads",
+        search_name(r),
+        args.search.threads
+    );
+    let _ = writeln!(
+        out,
+        "states: {} total, {} unique; max depth {}; {:.2} s ({:.2} s with counterexamples); \
+         {:.0} states/s; peak memory {}",
+        r.states,
+        r.unique,
+        r.depth,
+        r.elapsed.as_secs_f64(),
+        r.total.as_secs_f64(),
+        rate(r),
+        mib(peak)
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<38} {:<9} {:<9} {:<7} shortest counterexample",
+        "property", "kind", "expected", "found"
+    );
+    for v in &r.verdicts {
+        let kind = match v.check {
+            Check::Always(_) => "always",
+            Check::Sometimes(_) => "sometimes",
+        };
+        let len = v
+            .counterexample
+            .as_ref()
+            .map_or(String::new(), |t| format!("{} steps", t.len()));
+        let mark = if v.as_expected() {
+            ""
+        } else {
+            "  << unexpected"
+        };
+        let _ = writeln!(
+            out,
+            "{:<38} {:<9} {:<9} {:<7} {len}{mark}",
+            v.check.name(),
+            kind,
+            show(v.expected),
+            show(v.found)
+        );
+    }
+    out
 }

@@ -9,8 +9,9 @@ use isr_models::Check;
 use std::io::IsTerminal;
 use std::time::Duration;
 
+/// How to search: the options `check`, `suite` and `explore` share.
 #[derive(Args)]
-pub struct RunArgs {
+pub struct SearchArgs {
     /// Depth-first search (the default for exhaustive runs: little memory).
     #[arg(long, conflicts_with = "bfs")]
     pub dfs: bool,
@@ -28,6 +29,36 @@ pub struct RunArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: u16,
+}
+
+impl SearchArgs {
+    /// Checks `target` as these options say, calling `progress` while the search runs.
+    pub fn run(&self, target: &Target, progress: impl FnMut(Progress)) -> Run {
+        run(
+            &target.model(),
+            |c| target.expected(c),
+            target.stop_at(),
+            self.search(target.stop_at().is_some()),
+            self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
+            self.threads as usize,
+            progress,
+        )
+    }
+
+    /// Breadth-first when asked, or by default when the search stops at expected failures.
+    fn search(&self, stops: bool) -> Search {
+        if self.bfs || (stops && !self.dfs) {
+            Search::Bfs
+        } else {
+            Search::Dfs
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub search: SearchArgs,
     /// Machine-readable output; no progress.
     #[arg(long)]
     pub json: bool,
@@ -71,36 +102,20 @@ pub fn mib(kib: Option<u64>) -> String {
     })
 }
 
-pub fn search_of(args: &RunArgs, stops: bool) -> Search {
-    if args.bfs || (stops && !args.dfs) {
-        Search::Bfs
-    } else {
-        Search::Dfs
-    }
-}
-
 /// Runs the checker, with live progress on a terminal unless quiet.
 pub fn execute(target: &Target, args: &RunArgs, quiet: bool) -> Run {
     let live = !quiet && !args.json && std::io::stdout().is_terminal();
     let mut last = Duration::ZERO;
-    let result = run(
-        &target.model(),
-        |c| target.expected(c),
-        target.stop_at(),
-        search_of(args, target.stop_at().is_some()),
-        args.symmetry || (!args.no_symmetry && symmetry_pays(&target.bounds)),
-        args.threads as usize,
-        |p: Progress| {
-            if live && p.elapsed >= last + Duration::from_millis(250) {
-                last = p.elapsed;
-                let rate = p.unique as f64 / p.elapsed.as_secs_f64().max(1e-9);
-                eprint!(
-                    "\r{} states, {} unique, {:.0} states/s, depth {}   ",
-                    p.states, p.unique, rate, p.depth
-                );
-            }
-        },
-    );
+    let result = args.search.run(target, |p: Progress| {
+        if live && p.elapsed >= last + Duration::from_millis(250) {
+            last = p.elapsed;
+            let rate = p.unique as f64 / p.elapsed.as_secs_f64().max(1e-9);
+            eprint!(
+                "\r{} states, {} unique, {:.0} states/s, depth {}   ",
+                p.states, p.unique, rate, p.depth
+            );
+        }
+    });
     if live && last > Duration::ZERO {
         eprint!("\r\x1b[2K");
     }

@@ -224,16 +224,30 @@ impl Model for IsrModel {
         action.to_string()
     }
 
+    /// The action, the table of the state it leads to with changes marked, and every property
+    /// that state violates, with the reason.
     fn format_step(&self, last: &Cluster, action: Action) -> Option<String> {
         let next = self.step(last, &action);
-        Some(format!(
+        let mut out = format!(
             "{action}\n\n{}",
             render::table(&self.bounds, Some(last), &next)
-        ))
+        );
+        if let Some(violated) = render::violated_here(&next) {
+            out.push_str("\n\n");
+            out.push_str(&violated);
+        }
+        if !self.within(&next) {
+            out.push_str("\n\nbeyond the bounds (ISR changes): the checker does not explore it");
+        }
+        Some(out)
     }
 
     fn as_svg(&self, path: Path<Cluster, Action>) -> Option<String> {
-        let steps: Vec<Action> = path.into_actions();
-        Some(render::svg(self.bounds.replicas, &steps))
+        let violated: Vec<String> = render::violations(path.last_state())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let actions: Vec<Action> = path.into_actions();
+        Some(render::svg(self.bounds.replicas, &actions, &violated))
     }
 }
