@@ -13,7 +13,7 @@ mod target;
 
 use check::Format;
 use clap::{Parser, Subcommand};
-use run::RunArgs;
+use run::{RunArgs, SearchArgs};
 use std::process::ExitCode;
 use target::{Overrides, Target, Usage};
 
@@ -56,6 +56,9 @@ enum Command {
         preset: String,
         #[command(flatten)]
         overrides: Overrides,
+        #[command(flatten)]
+        search: SearchArgs,
+        /// Where to listen (port 0: any free port; the URL printed says which).
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
@@ -86,8 +89,9 @@ fn main() -> ExitCode {
         Command::Explore {
             preset,
             overrides,
+            search,
             addr,
-        } => Target::new(preset, overrides).map(|t| explore::cmd_explore(&t, addr)),
+        } => Target::new(preset, overrides).map(|t| explore::cmd_explore(&t, search, addr)),
     };
     match result {
         Ok(code) => code,

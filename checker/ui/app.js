@@ -1,12 +1,15 @@
 /// Represents the checker status. Reloads periodically until checking completes.
-function Status({done, state_count, unique_state_count, max_depth, model, properties, recent_path}) {
+function Status({done, state_count, unique_state_count, max_depth, model, properties, recent_path,
+                 search, seconds, as_expected}) {
     let status = this;
 
     status.stateCount = state_count.toLocaleString();
     status.uniqueStateCount = unique_state_count.toLocaleString();
     status.maxDepth = max_depth.toLocaleString();
     status.model = model.replace(/[0-9A-Za-z_]+::/g, '');
-    status.progress = 'Done';
+    status.search = search || 'checking at start (the search `isr-check check` runs)';
+    status.progress = `Done: ${as_expected ? 'as expected' : 'NOT as expected'}`
+        + (seconds !== undefined ? ` in ${Number(seconds).toFixed(2)} s` : '');
     if (!done) {
         status.progress = (recent_path || '').length < 100
             ? recent_path
@@ -27,16 +30,26 @@ Status.LOADING = new Status({
     model: 'loading...',
     properties: [],
     recent_path: 'loading...',
+    search: 'loading...',
 });
 
+/// A property: stateright's [expectation, name, discovery path], then isr's details: the verdict
+/// found (null while searching or when the search stopped before deciding), the counterexample's
+/// length and the violation's explanation.
 function getProperty(p, done) {
     let expectation = p[0];
     let discoveryPath = p[2];
+    let details = p[3] || {};
     return {
         expectation,
         name: p[1],
         discoveryPath,
+        steps: details.steps ? ` (${details.steps} steps)` : '',
+        violation: details.violation,
         summary: (() => {
+            if (done && !details.found) {
+                return '⏸️ Not decided: ';
+            }
             if (discoveryPath) {
                 switch (expectation) {
                     case 'Always':
@@ -68,8 +81,18 @@ function getProperty(p, done) {
     };
 }
 
-function getPropertyForState(p, path) {
+/// A property in one state: isr tells each state's verdicts; stateright guesses from discovery paths.
+function getPropertyForState(p, path, verdicts) {
     let expectation = p[0];
+    if (verdicts && verdicts[p[1]]) {
+        const [icon, summary] = {
+            'violated': ['⚠️', ' Violated here: '],
+            'holds': ['✅', ' Holds here: '],
+            'reached': ['✅', ' Reached here: '],
+            'not reached': ['➖', ' Not reached here: '],
+        }[verdicts[p[1]]];
+        return {expectation, name: p[1], discoveryPath: p[2], summary, icon};
+    }
     let discoveryPath = p[2];
     if (discoveryPath) {
         const dp = `/${discoveryPath}`
@@ -125,20 +148,21 @@ function getPropertyForState(p, path) {
 
 
 /// Represents a model step. Only loads next steps on demand.
-function Step({action, outcome, state, actionIndex, properties, prevStep, svg}) {
+function Step({action, outcome, state, actionIndex, properties, prevStep, svg, violations, verdicts}) {
     let step = this;
 
     step.action = action || `Init ${actionIndex !== undefined ? actionIndex : 'unknown'}`;
     step.outcome = outcome;
     step.state = state;
     step.svg = svg;
+    step.violations = violations || [];
     step.actionIndex = actionIndex;
     step.prevStep = prevStep;
 
     step.path = prevStep && actionIndex !== undefined ? prevStep.path + '/' + actionIndex : '';
 
     step.properties = properties.map((p) => {
-        return getPropertyForState(p, step.path)
+        return getPropertyForState(p, step.path, verdicts)
     });
     step.icons = step.properties.map((p) => {
         return p.icon
@@ -179,6 +203,8 @@ function Step({action, outcome, state, actionIndex, properties, prevStep, svg}) 
                     outcome: nextStep.outcome,
                     state: nextStep.state,
                     svg: nextStep.svg,
+                    violations: nextStep.violations,
+                    verdicts: nextStep.verdicts,
                     actionIndex: nextStep.actionIndex,
                     properties: nextStep.properties,
                     prevStep: step,
@@ -248,7 +274,7 @@ function App() {
         console.log({json});
         app.status(new Status(json));
         if (!json.done) {
-            setTimeout(refreshStatus, 5000);
+            setTimeout(refreshStatus, 1000);
         }
     }
 
@@ -256,8 +282,9 @@ function App() {
         let hash = window.location.hash;
         console.log('Hash changed. Preparing view.', {hash});
 
-        // Canonicalize, then extract view name and remaining components.
-        hash = hash || '#/steps';
+        // Canonicalize, then extract view name and remaining components. With no path, show the
+        // (one) initial state rather than nothing.
+        hash = hash || '#/steps/0';
 
         let [path, queryString] = hash.split('?');
         console.log({path, queryString});
@@ -299,12 +326,6 @@ function App() {
             }
         }
     }
-}
-
-async function runToCompletion() {
-    console.log("continuing checker");
-    let response = await fetch('/.runtocompletion', {method: 'POST'});
-    console.log(response);
 }
 
 window.app = new App();

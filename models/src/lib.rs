@@ -180,6 +180,16 @@ impl IsrModel {
         c.actions(&self.cfg, &self.bounds)
     }
 
+    /// The SVG sequence diagram of `actions` taken from the initial state, ending with what
+    /// `last`, the state they lead to, violates.
+    pub fn diagram(&self, actions: &[Action], last: &Cluster) -> String {
+        let violated: Vec<String> = render::violations(last)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        render::svg(self.bounds.replicas, actions, &violated)
+    }
+
     /// The state after `action`: one core transition.
     pub fn step(&self, c: &Cluster, action: &Action) -> Cluster {
         let mut next = c.clone();
@@ -243,11 +253,7 @@ impl Model for IsrModel {
     }
 
     fn as_svg(&self, path: Path<Cluster, Action>) -> Option<String> {
-        let violated: Vec<String> = render::violations(path.last_state())
-            .iter()
-            .map(ToString::to_string)
-            .collect();
-        let actions: Vec<Action> = path.into_actions();
-        Some(render::svg(self.bounds.replicas, &actions, &violated))
+        let last = path.last_state().clone();
+        Some(self.diagram(&path.into_actions(), &last))
     }
 }

@@ -1,7 +1,8 @@
 //! An SVG sequence diagram of a path, for the Explorer.
 //!
 //! The Explorer shows it on a navy panel, so the diagram draws its own background in that
-//! colour and light text and arrows on it (contrast above 7:1), and it is laid out so that every
+//! colour and light text and arrows on it (contrast above 7:1; message labels are haloed in the
+//! background colour, so lifelines do not cross them), and it is laid out so that every
 //! label lies inside its view box: lanes shift right far enough for the widest label centred on
 //! the first lane, and the box widens for the widest label on the right.
 
@@ -25,14 +26,14 @@ const NOTE_FILL: &str = "#23466b";
 /// Violated properties.
 const VIOLATED: &str = "#ff8a80";
 
-const FONT_SIZE: f64 = 11.0;
+const FONT_SIZE: f64 = 12.0;
 /// A generous estimate of a monospace glyph's advance, in ems (most are 0.6).
 const GLYPH_EM: f64 = 0.66;
 const LANE_GAP: f64 = 190.0;
 const MARGIN: f64 = 12.0;
 const HEADER_Y: f64 = 20.0;
 const FIRST_ROW_Y: f64 = 50.0;
-const ROW_HEIGHT: f64 = 28.0;
+const ROW_HEIGHT: f64 = 30.0;
 
 /// The estimated width of `s` in pixels.
 fn width_of(s: &str) -> f64 {
@@ -174,11 +175,12 @@ pub fn svg(replicas: u32, actions: &[Action], violations: &[String]) -> String {
                     out,
                     "<line x1='{x1}' y1='{}' x2='{x2}' y2='{}' stroke='{colour}' \
                      stroke-width='1.5'{dash} marker-end='url(#{end})'/>\
-                     <text x='{}' y='{}' text-anchor='middle' fill='{text}'>{}</text>",
-                    y + 6.0,
-                    y + 6.0,
+                     <text x='{}' y='{}' text-anchor='middle' fill='{text}' \
+                     stroke='{BACKGROUND}' stroke-width='4' paint-order='stroke'>{}</text>",
+                    y + 7.0,
+                    y + 7.0,
                     (x1 + x2) / 2.0,
-                    y,
+                    y + 1.0,
                     escape(label)
                 )
             }
@@ -187,11 +189,11 @@ pub fn svg(replicas: u32, actions: &[Action], violations: &[String]) -> String {
                 let w = width_of(label) + 8.0;
                 write!(
                     out,
-                    "<rect x='{}' y='{}' width='{w}' height='18' rx='3' fill='{NOTE_FILL}' \
+                    "<rect x='{}' y='{}' width='{w}' height='20' rx='3' fill='{NOTE_FILL}' \
                      stroke='{LIFELINE}'/><text x='{x}' y='{}' text-anchor='middle' \
                      fill='{TEXT}'>{}</text>",
                     x - w / 2.0,
-                    y - 9.0,
+                    y - 10.0,
                     y + 4.0,
                     escape(label)
                 )
