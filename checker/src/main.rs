@@ -91,7 +91,7 @@ fn main() -> ExitCode {
             overrides,
             search,
             addr,
-        } => Target::new(preset, overrides).map(|t| explore::cmd_explore(&t, search, addr)),
+        } => Target::new(preset, overrides).and_then(|t| explore::cmd_explore(&t, search, addr)),
     };
     match result {
         Ok(code) => code,

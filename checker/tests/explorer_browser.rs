@@ -7,11 +7,12 @@
 //!
 //! Under `CI=true` a missing chromium fails the test; elsewhere the test is skipped, saying why.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
+use common::Explorer;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -131,71 +132,6 @@ fn visible_text(dom: &str) -> String {
     }
     out.push_str(rest);
     unescape(&out)
-}
-
-/// `isr-check explore` on a preset and a free loopback port, stopped however the test ends.
-struct Explorer {
-    child: Child,
-    base: String,
-    /// The shortest counterexample's URL, its length and its explanation, as printed.
-    counterexample: String,
-    steps: usize,
-    violation: String,
-}
-
-impl Drop for Explorer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Explorer {
-    fn start(preset: &str) -> Explorer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_isr-check"))
-            .args(["explore", preset, "--addr", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("explore starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut explorer = Explorer {
-            child,
-            base: String::new(),
-            counterexample: String::new(),
-            steps: 0,
-            violation: String::new(),
-        };
-        let mut lines = Vec::new();
-        loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(120))
-                .unwrap_or_else(|_| panic!("explore printed no counterexample:\n{lines:#?}"));
-            if let Some((_, url)) = line.split_once(" on http://") {
-                explorer.base = format!("http://{url}");
-            }
-            if explorer.counterexample.is_empty() {
-                if let Some(rest) = line.strip_prefix("shortest counterexample for ") {
-                    let (head, url) = rest.split_once(": ").expect("a URL");
-                    let steps = head.split_once(" (").expect("a length").1;
-                    explorer.steps = steps.trim_end_matches(" steps)").parse().expect("a length");
-                    explorer.counterexample = url.to_string();
-                }
-            } else if let Some(v) = line.strip_prefix("  ") {
-                explorer.violation = v.to_string();
-                return explorer;
-            }
-            lines.push(line);
-        }
-    }
 }
 
 /// The first SVG element of a DOM.
@@ -341,12 +277,15 @@ fn the_explorer_explains_a_counterexample_in_a_browser() {
     if !chromium_present() {
         return;
     }
-    let explorer = Explorer::start("unclean-election");
-    assert!(explorer.counterexample.starts_with(&explorer.base));
+    let explorer = Explorer::start(&["unclean-election"]);
+    let [cex] = &explorer.counterexamples[..] else {
+        panic!("one counterexample: {:#?}", explorer.stdout);
+    };
+    assert!(cex.url.starts_with(&explorer.base));
     assert!(
-        explorer.violation.contains("lacks the committed record"),
+        cex.violation.contains("lacks the committed record"),
         "{}",
-        explorer.violation
+        cex.violation
     );
 
     // The start page: the initial state as a table, the check already done.
@@ -361,7 +300,7 @@ fn the_explorer_explains_a_counterexample_in_a_browser() {
         "committed: -",
         "every property holds here",
         "Counterexample found",
-        &explorer.violation,
+        &cex.violation,
     ] {
         assert!(
             text.contains(shown),
@@ -371,11 +310,11 @@ fn the_explorer_explains_a_counterexample_in_a_browser() {
     assert!(!text.contains("Searching"), "{text}");
 
     // The counterexample: the table, why the property fails, and a readable diagram.
-    let page = rendered(&explorer.counterexample, |d| d.contains("Violated here"));
+    let page = rendered(&cex.url, |d| d.contains("Violated here"));
     let text = visible_text(&page);
     for shown in [
         "Violated here:",
-        explorer.violation.as_str(),
+        cex.violation.as_str(),
         "log (offset:epoch:record)",
         "cached ISR",
         "committed: 0:1:1",
@@ -387,12 +326,9 @@ fn the_explorer_explains_a_counterexample_in_a_browser() {
             "the counterexample lacks `{shown}`:\n{text}"
         );
     }
-    let link = &explorer.counterexample[explorer.base.len()..];
+    let link = &cex.url[explorer.base.len()..];
     assert!(page.contains(&format!("href=\"{link}\"")), "{page}");
-    assert!(
-        text.contains(&format!("({} steps)", explorer.steps)),
-        "{text}"
-    );
+    assert!(text.contains(&format!("({} steps)", cex.steps)), "{text}");
     for raw in [
         "BrokerId(",
         "Envelope {",
@@ -406,19 +342,13 @@ fn the_explorer_explains_a_counterexample_in_a_browser() {
         );
     }
     let svg = first_svg(&page);
-    assert!(
-        svg.contains(&explorer.violation.replace('>', "&gt;")),
-        "{svg}"
-    );
+    assert!(svg.contains(&cex.violation.replace('>', "&gt;")), "{svg}");
     assert_readable(svg);
 
     // For people: a screenshot of what was checked.
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("explorer-unclean-election.png");
     let _ = std::fs::remove_file(&shot);
-    chromium(
-        &[&format!("--screenshot={}", shot.display())],
-        &explorer.counterexample,
-    );
+    chromium(&[&format!("--screenshot={}", shot.display())], &cex.url);
     let png = std::fs::read(&shot).expect("a screenshot");
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     eprintln!("screenshot: {}", shot.display());

@@ -15,11 +15,11 @@ mod checking;
 mod server;
 
 use crate::run::SearchArgs;
-use crate::target::{describe_bounds, describe_rules, Target};
+use crate::target::{describe_bounds, describe_rules, Target, Usage};
 use api::Explorer;
 use checking::{Checking, Done};
 use isr_models::presets::Outcome;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
@@ -89,12 +89,18 @@ fn print_done(base: &str, target: &Target, done: &Done) {
     }
 }
 
-pub fn cmd_explore(target: &Target, search: &SearchArgs, addr: &str) -> ExitCode {
-    let server = match tiny_http::Server::http(addr) {
+/// Serves the Explorer on `addr` until stopped. An address that does not resolve is a usage
+/// error; one that cannot be listened on (in use, not local) a one-line error, exit status 1.
+pub fn cmd_explore(target: &Target, search: &SearchArgs, addr: &str) -> Result<ExitCode, Usage> {
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| Usage(format!("invalid --addr `{addr}`: {e}")))?
+        .collect();
+    let server = match tiny_http::Server::http(&addrs[..]) {
         Ok(server) => server,
         Err(e) => {
             eprintln!("error: cannot serve the Explorer on {addr}: {e}");
-            return ExitCode::FAILURE;
+            return Ok(ExitCode::FAILURE);
         }
     };
     let base = base_url(&server, addr);
@@ -130,10 +136,11 @@ pub fn cmd_explore(target: &Target, search: &SearchArgs, addr: &str) -> ExitCode
             };
             let done = checking::check(target, search, |p| lock().progress = Some(p));
             print_done(&base, target, &done);
+            println!("serving {base} until stopped (Ctrl-C)");
             lock().done = Some(done);
         });
         let e = server::serve(&server, &explorer);
         eprintln!("error: the Explorer stopped serving: {e}");
-        ExitCode::FAILURE
+        Ok(ExitCode::FAILURE)
     })
 }
