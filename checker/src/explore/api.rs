@@ -35,17 +35,19 @@ fn outcome(o: Option<Outcome>) -> Value {
 fn properties(done: Option<&Done>) -> Value {
     let rows: Vec<Value> = match done {
         Some(done) => done
-            .shown
+            .run
+            .verdicts
             .iter()
-            .map(|s| {
-                let path = s.path.as_ref();
+            .zip(&done.paths)
+            .map(|(v, path)| {
+                let path = path.as_ref();
                 json!([
-                    expectation(s.check),
-                    s.check.name(),
+                    expectation(v.check),
+                    v.check.name(),
                     path.map(|p| p.indices.clone()),
                     {
-                        "expected": outcome(s.expected),
-                        "found": outcome(s.found),
+                        "expected": outcome(v.expected),
+                        "found": outcome(v.found),
                         "steps": path.map(|p| p.steps),
                         "violation": path.and_then(|p| p.violation.clone()),
                     }
@@ -84,7 +86,7 @@ impl Explorer {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let done = checking.done.as_ref();
         let (states, unique, depth) = match (done, &checking.progress) {
-            (Some(d), _) => (d.states, d.unique, d.depth),
+            (Some(d), _) => (d.run.states, d.run.unique, d.run.depth),
             (None, Some(p)) => (p.states, p.unique, p.depth),
             (None, None) => (1, 1, 0),
         };
@@ -107,8 +109,8 @@ impl Explorer {
             "properties": properties(done),
             "recent_path": progress,
             "search": done.map(|d| d.search.clone()),
-            "seconds": done.map(|d| d.elapsed.as_secs_f64()),
-            "as_expected": done.map(|d| d.as_expected),
+            "seconds": done.map(|d| d.run.total.as_secs_f64()),
+            "as_expected": done.map(|d| d.run.as_expected()),
         })
     }
 

@@ -11,18 +11,6 @@ use isr_models::presets::Outcome;
 use isr_models::shortest::{shortest_paths, Target as Predicate, Trace};
 use isr_models::{Check, Guard, IsrModel};
 use stateright::Path;
-use std::time::Duration;
-
-/// One check as the page shows it.
-#[derive(Clone, Debug)]
-pub struct Shown {
-    pub check: Check,
-    pub expected: Option<Outcome>,
-    /// `None`: not decided, because the search stopped at the expected failures.
-    pub found: Option<Outcome>,
-    /// A shortest path to a violation (`always`) or to the guard's situation (`sometimes`).
-    pub path: Option<Found>,
-}
 
 /// A path found, in the Explorer's terms.
 #[derive(Clone, Debug)]
@@ -44,14 +32,12 @@ pub struct Checking {
 /// A finished check.
 #[derive(Clone, Debug)]
 pub struct Done {
-    /// The search, as `check` names it, and its threads.
+    /// The search, as `check` names it, with its threads and extent.
     pub search: String,
-    pub states: usize,
-    pub unique: usize,
-    pub depth: usize,
-    pub elapsed: Duration,
-    pub as_expected: bool,
-    pub shown: Vec<Shown>,
+    pub run: Run,
+    /// Per verdict of `run`: a shortest path to a violation (`always`) or to the guard's
+    /// situation (`sometimes`).
+    pub paths: Vec<Option<Found>>,
 }
 
 /// The Explorer's path to the last state of `trace`: the index of each action among the
@@ -71,7 +57,7 @@ pub fn indices(model: &IsrModel, trace: &Trace) -> String {
 /// reached (the search records paths to violations only).
 pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress)) -> Done {
     let model = target.model();
-    let run: Run = search.run(target, progress);
+    let run = search.run(target, progress);
     let reached: Vec<Guard> = run
         .verdicts
         .iter()
@@ -87,7 +73,7 @@ pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress
     let targets: Vec<Predicate> = predicates.iter().map(|p| p as Predicate).collect();
     let mut examples =
         shortest_paths(&model, run.symmetry, &targets, search.threads as usize).into_iter();
-    let shown = run
+    let paths = run
         .verdicts
         .iter()
         .map(|v| {
@@ -96,16 +82,11 @@ pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress
                 Check::Sometimes(g) if reached.contains(&g) => examples.next().flatten(),
                 Check::Sometimes(_) => None,
             };
-            Shown {
-                check: v.check,
-                expected: v.expected,
-                found: v.found,
-                path: trace.map(|t| Found {
-                    indices: indices(&model, &t),
-                    steps: t.len(),
-                    violation: violation(&t, v.check),
-                }),
-            }
+            trace.map(|t| Found {
+                indices: indices(&model, &t),
+                steps: t.len(),
+                violation: violation(&t, v.check),
+            })
         })
         .collect();
     Done {
@@ -118,11 +99,7 @@ pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress
                 None => "; exhaustive",
             }
         ),
-        states: run.states,
-        unique: run.unique,
-        depth: run.depth,
-        elapsed: run.total,
-        as_expected: run.as_expected(),
-        shown,
+        run,
+        paths,
     }
 }

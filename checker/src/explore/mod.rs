@@ -41,45 +41,43 @@ fn base_url(server: &tiny_http::Server, asked: &str) -> String {
 
 /// What the check found, for the terminal: each counterexample's link and explanation.
 fn print_done(base: &str, target: &Target, done: &Done) {
+    let run = &done.run;
     println!(
         "checked: {}; {} states, {} unique, max depth {}; {:.2} s; {}",
         done.search,
-        done.states,
-        done.unique,
-        done.depth,
-        done.elapsed.as_secs_f64(),
-        if done.as_expected {
+        run.states,
+        run.unique,
+        run.depth,
+        run.total.as_secs_f64(),
+        if run.as_expected() {
             "as expected"
         } else {
             "NOT as expected"
         }
     );
     let mut any = false;
-    for shown in &done.shown {
-        let (Some(found), Some(Outcome::Fails)) = (&shown.path, shown.found) else {
-            continue;
-        };
-        any = true;
-        println!(
-            "shortest counterexample for {} ({} steps): {base}#/steps/{}",
-            shown.check, found.steps, found.indices
-        );
-        if let Some(v) = &found.violation {
-            println!("  {v}");
-        }
-    }
-    for shown in &done.shown {
-        if shown.found == Some(Outcome::Fails) && shown.path.is_none() {
-            println!(
-                "{} is never reached: the model is vacuous there",
-                shown.check
-            );
+    for (v, path) in run.verdicts.iter().zip(&done.paths) {
+        match (path, v.found) {
+            (Some(found), Some(Outcome::Fails)) => {
+                any = true;
+                println!(
+                    "shortest counterexample for {} ({} steps): {base}#/steps/{}",
+                    v.check, found.steps, found.indices
+                );
+                if let Some(violation) = &found.violation {
+                    println!("  {violation}");
+                }
+            }
+            (None, Some(Outcome::Fails)) => {
+                println!("{} is never reached: the model is vacuous there", v.check);
+            }
+            _ => {}
         }
     }
     if !any {
         println!(
             "no counterexample: {} (isr-check check {} prints the details)",
-            if done.as_expected {
+            if run.as_expected() {
                 "every property is as expected"
             } else {
                 "see the verdicts"
