@@ -113,6 +113,9 @@ pub fn mermaid(replicas: u32, comment: &str, sections: &[Section]) -> String {
         let _ = writeln!(out, "    participant {p}");
     }
     let everyone = format!("{},{CONTROLLER}", names[0]);
+    if sections.is_empty() {
+        let _ = writeln!(out, "    Note over {everyone}: no counterexample");
+    }
     for section in sections {
         let _ = writeln!(
             out,
