@@ -184,6 +184,16 @@ impl IsrModel {
         c.actions(&self.cfg, &self.bounds)
     }
 
+    /// The SVG sequence diagram of `actions` taken from the initial state, ending with what
+    /// `last`, the state they lead to, violates.
+    pub fn diagram(&self, actions: &[Action], last: &Cluster) -> String {
+        let violated: Vec<String> = render::violations(last)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        render::svg(self.bounds.replicas, actions, &violated)
+    }
+
     /// The state after `action`: one core transition.
     pub fn step(&self, c: &Cluster, action: &Action) -> Cluster {
         let mut next = c.clone();
@@ -228,16 +238,26 @@ impl Model for IsrModel {
         action.to_string()
     }
 
+    /// The action, the table of the state it leads to with changes marked, and every property
+    /// that state violates, with the reason.
     fn format_step(&self, last: &Cluster, action: Action) -> Option<String> {
         let next = self.step(last, &action);
-        Some(format!(
+        let mut out = format!(
             "{action}\n\n{}",
             render::table(&self.bounds, Some(last), &next)
-        ))
+        );
+        if let Some(violated) = render::violated_here(&next) {
+            out.push_str("\n\n");
+            out.push_str(&violated);
+        }
+        if !self.within(&next) {
+            out.push_str("\n\nbeyond the bounds (ISR changes): the checker does not explore it");
+        }
+        Some(out)
     }
 
     fn as_svg(&self, path: Path<Cluster, Action>) -> Option<String> {
-        let steps: Vec<Action> = path.into_actions();
-        Some(render::svg(self.bounds.replicas, &steps))
+        let last = path.last_state().clone();
+        Some(self.diagram(&path.into_actions(), &last))
     }
 }
