@@ -40,7 +40,7 @@ start() { # start FLUSH
 
 leader_of() { # leader_of TOPIC PARTITION
   "$ISR" status "$1" --bootstrap "$BOOT" --json 2>/dev/null |
-    python3 -c "import json,sys; r=json.load(sys.stdin); print([p for p in r if p['partition']==$2][0]['leader'])" 2>/dev/null || true
+    python3 -c "import json,sys; r=json.load(sys.stdin)['partitions']; print([p for p in r if p['partition']==$2][0]['leader'])" 2>/dev/null || true
 }
 
 throughput() {

@@ -5,22 +5,23 @@ mod common;
 
 use common::ISR;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[test]
-fn cluster_starts_announces_and_stops_cleanly_on_sigterm() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// Starts `isr cluster ARGS --dir DIR` and reads what it announces, up to the bootstrap line.
+fn spawn_cluster(args: &[&str], dir: &std::path::Path) -> (Child, Vec<String>) {
     let mut child = Command::new(ISR)
-        .args(["cluster", "--brokers", "2", "--dir"])
-        .arg(dir.path())
+        .arg("cluster")
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn isr cluster");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut announced = Vec::new();
-    for line in lines.by_ref() {
+    for line in lines {
         let line = line.expect("line");
         let done = line.starts_with("bootstrap ");
         announced.push(line);
@@ -28,6 +29,13 @@ fn cluster_starts_announces_and_stops_cleanly_on_sigterm() {
             break;
         }
     }
+    (child, announced)
+}
+
+#[test]
+fn cluster_starts_announces_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut child, announced) = spawn_cluster(&["--brokers", "2"], dir.path());
     assert!(
         announced.iter().any(|l| l.starts_with("controller pid ")),
         "{announced:?}"
@@ -68,4 +76,60 @@ fn cluster_starts_announces_and_stops_cleanly_on_sigterm() {
         let marker = dir.path().join(format!("broker-{b}/clean-shutdown"));
         assert!(marker.exists(), "broker {b} did not shut down cleanly");
     }
+}
+
+/// `isr cluster --controllers 2 --etcd`: a local etcd member, two controllers on it (one
+/// active), brokers that know both; status names the active controller.
+#[test]
+fn cluster_with_two_controllers_on_a_local_etcd() {
+    if !common::etcd::present() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = ["--brokers", "1", "--controllers", "2", "--etcd"];
+    let (mut child, announced) = spawn_cluster(&args, dir.path());
+    for expected in [
+        "etcd pid ",
+        "controller 1 pid ",
+        "controller 2 pid ",
+        "broker 1 pid ",
+    ] {
+        assert!(
+            announced.iter().any(|l| l.starts_with(expected)),
+            "no `{expected}` in {announced:?}"
+        );
+    }
+    let controllers = announced
+        .iter()
+        .find_map(|l| l.strip_prefix("controller ").filter(|a| a.contains(',')))
+        .expect("the controllers' addresses")
+        .to_string();
+    let status = common::status_of(&controllers);
+    assert!(status["controller"]["id"].is_u64(), "{status:#}");
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+    }
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn several_controllers_need_a_shared_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(ISR)
+        .args(["cluster", "--controllers", "2", "--dir"])
+        .arg(dir.path())
+        .output()
+        .expect("isr cluster");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("need a shared store"), "{stderr}");
 }

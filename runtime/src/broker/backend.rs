@@ -13,14 +13,11 @@ use isr_kafka::{
     Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, Coordinator, FetchedData,
     NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::{oneshot, Notify};
 
 pub struct BrokerBackend {
     net: Arc<Net>,
-    /// The last metadata seen: topic → partition ids never change once created, so lookups use
-    /// it and refresh only on a miss.
-    view: Mutex<ClusterView>,
     /// Rung by the replica thread whenever a high watermark moves.
     commits: Arc<Notify>,
     /// Membership of the consumer groups this broker coordinates.
@@ -31,53 +28,52 @@ impl BrokerBackend {
     pub fn new(net: Arc<Net>, commits: Arc<Notify>) -> BrokerBackend {
         BrokerBackend {
             net,
-            view: Mutex::default(),
             commits,
             groups: Coordinator::default(),
         }
     }
 
+    /// Asks the active controller. Without one (none elected, or its store unreachable) the
+    /// error is [`BackendError::ControllerUnavailable`], saying why.
     async fn ask(&self, request: Request) -> Result<Response, BackendError> {
-        let link = self
-            .net
-            .outbox
-            .controller()
-            .ok_or(BackendError::CoordinatorNotAvailable)?;
+        let link = self.net.outbox.controller().ok_or_else(|| {
+            BackendError::ControllerUnavailable("no session with an active controller".into())
+        })?;
         self.net
             .rpc
             .call(&link, request, timing::ADMIN_TIMEOUT)
             .await
             .map_err(|e| match e {
-                RpcError::NotConnected => BackendError::CoordinatorNotAvailable,
+                RpcError::NotConnected => BackendError::ControllerUnavailable(
+                    "the session with the controller closed".into(),
+                ),
                 RpcError::TimedOut(_) => BackendError::RequestTimedOut,
                 RpcError::Refused(e) => admin_error(e),
             })
     }
 
-    async fn refresh(&self) -> Result<ClusterView, BackendError> {
-        match self.ask(Request::Metadata).await? {
-            Response::Metadata(view) => {
-                *self.view.lock().unwrap_or_else(|p| p.into_inner()) = view.clone();
-                Ok(view)
-            }
-            other => Err(unexpected(other)),
-        }
+    /// [`BackendError::ControllerUnavailable`] as a group or producer-id coordinator's error:
+    /// clients look for the coordinator again.
+    async fn ask_coordinator(&self, request: Request) -> Result<Response, BackendError> {
+        self.ask(request).await.map_err(|e| match e {
+            BackendError::ControllerUnavailable(_) => BackendError::CoordinatorNotAvailable,
+            other => other,
+        })
     }
 
+    /// The partition behind a topic's partition index: from the metadata the controller
+    /// pushed, or, for a topic it does not know yet (just created), from the controller.
     async fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, BackendError> {
-        let cached = self
-            .view
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .partition_id(topic, index);
-        match cached {
-            Some(id) => Ok(id),
-            None => self
-                .refresh()
-                .await?
-                .partition_id(topic, index)
-                .ok_or(BackendError::UnknownTopicOrPartition),
+        let cached = self.net.cluster_view().await.map_err(admin_error)?;
+        if let Some(id) = cached.partition_id(topic, index) {
+            return Ok(id);
         }
+        self.net
+            .ask_metadata()
+            .await
+            .map_err(admin_error)?
+            .partition_id(topic, index)
+            .ok_or(BackendError::UnknownTopicOrPartition)
     }
 
     async fn host<T>(
@@ -113,7 +109,9 @@ fn admin_error(e: AdminError) -> BackendError {
         AdminError::InvalidConfig(s) => BackendError::InvalidConfig(s),
         AdminError::Storage(s) => BackendError::Storage(s),
         AdminError::Unsupported(s) => BackendError::Internal(s),
-        AdminError::Unavailable(_) => BackendError::CoordinatorNotAvailable,
+        e @ (AdminError::Unavailable(_) | AdminError::NotActive(_)) => {
+            BackendError::ControllerUnavailable(e.to_string())
+        }
         AdminError::NotYours(s) => BackendError::Internal(s),
     }
 }
@@ -188,8 +186,11 @@ impl Backend for BrokerBackend {
         &self.groups
     }
 
+    /// Answered from the metadata the controller pushed: clients find current leaders even
+    /// while no controller is reachable.
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
-        Ok(to_kafka(self.net.me, &self.refresh().await?))
+        let view = self.net.cluster_view().await.map_err(admin_error)?;
+        Ok(to_kafka(self.net.me, &view))
     }
 
     async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
@@ -288,7 +289,7 @@ impl Backend for BrokerBackend {
             partition,
             offset: committed.offset,
         };
-        match self.ask(request).await? {
+        match self.ask_coordinator(request).await? {
             Response::Done => Ok(()),
             other => Err(unexpected(other)),
         }
@@ -307,7 +308,7 @@ impl Backend for BrokerBackend {
             topic: topic.to_string(),
             partition,
         };
-        match self.ask(request).await? {
+        match self.ask_coordinator(request).await? {
             Response::Offset(offset) => Ok(offset.map(|offset| CommittedOffset {
                 offset,
                 metadata: String::new(),
@@ -317,7 +318,7 @@ impl Backend for BrokerBackend {
     }
 
     async fn allocate_producer_id(&self) -> Result<i64, BackendError> {
-        match self.ask(Request::AllocateProducerId).await? {
+        match self.ask_coordinator(Request::AllocateProducerId).await? {
             Response::ProducerId(id) => Ok(id),
             other => Err(unexpected(other)),
         }

@@ -1,52 +1,29 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids), saved atomically after every change that matters.
+//! names, broker addresses, producer ids). The controller commits it to its store
+//! ([`super::store`]) after every step that changes it, before the step's messages leave.
 
-use crate::storage::checkpoint::{self, CheckpointError, Encoding};
-use crate::wire::admin::{AdminError, BrokerView, ClusterView, TopicSpec};
-use isr::{BrokerId, Config, Controller, Effects, PartitionId, Tick};
+use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
+use isr::{BrokerId, Config, Controller, Effects, PartitionId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-/// Binary: the core controller keys group offsets by (group, partition), which JSON cannot.
-const FILE: &str = "metadata.bin";
 /// Kafka's limit on topic names.
 const MAX_TOPIC_NAME: usize = 249;
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
     pub controller: Controller,
     pub topics: BTreeMap<String, Vec<PartitionId>>,
     pub addresses: BTreeMap<BrokerId, String>,
-    /// The controller's clock, kept so that heartbeat ages stay meaningful across a restart.
-    pub now: Tick,
     pub next_partition: u32,
     pub next_producer_id: i64,
 }
 
-pub struct Store {
-    path: PathBuf,
-}
-
-impl Store {
-    pub fn new(dir: &Path) -> Store {
-        Store {
-            path: dir.join(FILE),
-        }
-    }
-
-    pub fn load(&self) -> Result<Metadata, CheckpointError> {
-        Ok(checkpoint::read(&self.path, Encoding::Binary)?.unwrap_or_default())
-    }
-
-    pub fn save(&self, metadata: &Metadata) -> Result<(), CheckpointError> {
-        checkpoint::write(&self.path, metadata, Encoding::Binary)
-    }
-}
-
 impl Metadata {
-    pub fn view(&self) -> ClusterView {
+    /// The cluster as clients and brokers see it, made by the controller `by`.
+    pub fn view(&self, by: Option<ControllerInfo>) -> ClusterView {
         ClusterView {
+            controller: by,
             brokers: self
                 .addresses
                 .iter()
@@ -136,14 +113,12 @@ fn validate_name(name: &str) -> Result<(), AdminError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use isr::Offset;
+    use isr::Tick;
 
     #[test]
-    fn metadata_with_topics_and_group_offsets_survives_a_restart() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::new(dir.path());
+    fn topics_are_created_over_live_brokers_with_valid_names_once() {
         let cfg = Config::default();
-        let mut meta = store.load().expect("empty");
+        let mut meta = Metadata::default();
         for b in 1..=3 {
             let _: Effects<bytes::Bytes> =
                 meta.controller
@@ -156,17 +131,10 @@ mod tests {
             min_insync_replicas: Some(2),
         };
         meta.create_topic(&cfg, &spec).expect("create");
-        meta.controller
-            .commit_offset("group", PartitionId(1), Offset(42));
-        store.save(&meta).expect("save");
-
-        let back = store.load().expect("load");
-        assert_eq!(back.topics, meta.topics);
-        assert_eq!(back.controller, meta.controller);
-        assert_eq!(
-            back.controller.committed_offset("group", PartitionId(1)),
-            Some(Offset(42))
-        );
+        let back = meta.clone();
+        assert_eq!(back.topics["t"], vec![PartitionId(0), PartitionId(1)]);
+        let view = back.view(None);
+        assert_eq!(view.partition_id("t", 1), Some(PartitionId(1)));
         assert!(matches!(
             back.clone().create_topic(&cfg, &spec),
             Err(AdminError::TopicExists(_))
