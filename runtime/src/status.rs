@@ -133,7 +133,13 @@ async fn cluster_view(address: &str) -> Result<ClusterView, StatusError> {
 /// answers; the error names the last address tried.
 async fn view_from(args: &StatusArgs) -> Result<ClusterView, StatusError> {
     let given = args.controller.as_ref().or(args.bootstrap.as_ref());
-    let mut addresses: VecDeque<String> = given
+    view_of(given.map_or("", String::as_str)).await
+}
+
+/// The controller's view, asked of the first of `addresses` (comma-separated controllers or
+/// brokers) that answers, following a standby's redirect to the active controller.
+pub async fn view_of(addresses: &str) -> Result<ClusterView, StatusError> {
+    let mut addresses: VecDeque<String> = Some(addresses)
         .map(|list| {
             list.split(',')
                 .map(str::trim)

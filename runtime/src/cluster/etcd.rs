@@ -1,5 +1,7 @@
 //! A local, single-member etcd for `isr cluster --etcd`: Debian's `etcd-server`, its data in the
 //! cluster's directory, listening on loopback only.
+//!
+//! For a demo and for tests, not for production: one member is no quorum to lose.
 
 use super::Running;
 use std::io;
@@ -54,6 +56,9 @@ pub async fn start(
         .arg(&peer)
         .arg("--initial-cluster")
         .arg(format!("isr={peer}"))
+        // Elections every half second rather than every second: etcd grants leases of no less
+        // than 1.5 election timeouts, and the controllers' default lease is 1 s.
+        .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .kill_on_drop(true)

@@ -163,12 +163,28 @@ async fn start_all(
         .await?;
         bootstrap.push(address);
     }
+    wait_until_registered(&controller, args.brokers).await;
     for r in running.iter() {
         announce(&format!("{} pid {}", r.name, r.child.id().unwrap_or(0)));
     }
     announce(&format!("controller {controller}"));
     announce(&format!("bootstrap {}", bootstrap.join(",")));
     Ok(())
+}
+
+/// Waits (up to 20 s) until the active controller reports `brokers` brokers alive, so that the
+/// cluster takes requests once its bootstrap address is printed.
+async fn wait_until_registered(controllers: &str, brokers: u32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(view) = crate::status::view_of(controllers).await {
+            if view.brokers.values().filter(|b| b.alive).count() >= brokers as usize {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    warn!("not every broker registered within 20 s");
 }
 
 /// Starts one isr child, logging to a file in `dir`, and returns the address it announced.

@@ -41,8 +41,10 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "etcd://HOST:PORT[,...]")]
     pub store: Option<String>,
     /// Seconds the controller role outlives the active controller's last word to etcd (its
-    /// lease): how soon a standby takes over from a controller that died.
-    #[arg(long, value_name = "SECS", default_value_t = 2,
+    /// lease): how soon a standby takes over from a controller that died. etcd grants no less
+    /// than 1.5 election timeouts (2 s with its defaults; 1 s with --election-timeout 500, as
+    /// `isr cluster --etcd` runs it).
+    #[arg(long, value_name = "SECS", default_value_t = 1,
         value_parser = clap::value_parser!(u64).range(1..=60))]
     pub lease: u64,
 }

@@ -160,6 +160,9 @@ impl EtcdStore {
         let mut lease = self.client.lease_client();
         let granted = self.ask("granting a lease", lease.grant(ttl, None)).await?;
         self.lease = granted.id();
+        if granted.ttl() != ttl {
+            warn!(asked = ttl, granted = granted.ttl(), "etcd granted another lease TTL");
+        }
         let key = self.key(&format!("controllers/{}", self.me.id));
         let mut kv = self.client.kv_client();
         let txn = Txn::new()
@@ -186,7 +189,7 @@ impl EtcdStore {
         tokio::spawn(keep_alive(
             self.client.clone(),
             self.lease,
-            Duration::from_secs(ttl as u64),
+            Duration::from_secs(granted.ttl().max(1) as u64),
             tell,
         ));
         Ok(())

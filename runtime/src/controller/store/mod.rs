@@ -203,6 +203,7 @@ impl Lookup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn etcd_specs_name_endpoints_and_a_prefix() {
@@ -229,6 +230,80 @@ mod tests {
             "etcd://:1",
         ] {
             assert!(StoreSpec::parse_etcd(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Metadata of `partitions` single-partition topics over three live brokers: what one
+    /// commit writes.
+    fn metadata_of(partitions: u32) -> Metadata {
+        let cfg = isr::Config::default();
+        let mut metadata = Metadata::default();
+        for b in 1..=3 {
+            let _: isr::Effects<()> = metadata.controller.on_broker_registration(
+                &cfg,
+                isr::Tick(0),
+                isr::BrokerId(b),
+                true,
+            );
+        }
+        for t in 0..partitions {
+            let spec = crate::wire::admin::TopicSpec {
+                name: format!("topic-{t}"),
+                partitions: 1,
+                replication_factor: 3,
+                min_insync_replicas: None,
+            };
+            metadata.create_topic(&cfg, &spec).expect("topic");
+        }
+        metadata
+    }
+
+    /// Commits per second through each store, at two metadata sizes: every metadata change (a
+    /// topic created, an ISR changed, a broker fenced) is one commit of the whole metadata.
+    /// Run: `cargo test --release -p isr-runtime --bin isr commit_rates -- --ignored --nocapture`
+    #[tokio::test]
+    #[ignore = "a benchmark: prints figures"]
+    async fn commit_rates() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut running = Vec::new();
+        let etcd = crate::cluster::etcd::start(&dir.path().join("etcd"), None, &mut running)
+            .await
+            .expect("etcd (runtime/tests/etcd/install.sh)");
+        let me = |id| Candidate {
+            id,
+            address: "127.0.0.1:1".into(),
+            lease: Duration::from_secs(2),
+        };
+        let specs = [
+            ("file", StoreSpec::File(dir.path().join("file"))),
+            (
+                "etcd",
+                StoreSpec::Etcd {
+                    endpoints: vec![etcd],
+                    prefix: "bench".into(),
+                },
+            ),
+        ];
+        for (name, spec) in specs {
+            let mut store = Store::open(&spec, me(1)).await.expect("open");
+            store.campaign().await.expect("won");
+            for partitions in [10, 1000] {
+                let mut metadata = metadata_of(partitions);
+                let bytes = format::encode(&metadata).len();
+                let n = 200;
+                let started = Instant::now();
+                for i in 0..n {
+                    metadata.next_producer_id = i;
+                    store.commit(Some(&metadata)).await.expect("commit");
+                }
+                let secs = started.elapsed().as_secs_f64();
+                eprintln!(
+                    "{name} store, {partitions} partitions ({bytes} bytes of metadata): \
+                     {:.0} commits/s ({:.2} ms each)",
+                    n as f64 / secs,
+                    secs * 1000.0 / n as f64
+                );
+            }
         }
     }
 }
