@@ -6,7 +6,7 @@
 
 mod backend;
 mod host;
-mod hosted;
+pub(crate) mod hosted;
 mod network;
 mod outbox;
 
@@ -15,7 +15,7 @@ use crate::timing;
 use crate::wire::link;
 use backend::BrokerBackend;
 use host::{Command, Host};
-use isr::{BrokerId, FlushPolicy};
+use isr::{BrokerId, FlushPolicy, Rules};
 use network::Net;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -42,6 +42,11 @@ pub struct BrokerArgs {
     /// Address for Kafka clients and other brokers (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub listen: String,
+    /// The address peers and clients are told to reach this broker at, when it is not the one
+    /// it listens on (a proxy or a NAT in between; isr-faults puts its fault proxy there).
+    /// Default: the address it listens on.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
     /// The controllers' addresses, comma-separated: the broker finds the active one among them
     /// (a standby names it), and looks again after a controller failover.
     #[arg(
@@ -55,6 +60,11 @@ pub struct BrokerArgs {
     pub dir: PathBuf,
     #[arg(long, value_enum, default_value = "always")]
     pub flush: Flush,
+    /// Switch a core rule away from the safe protocol, as `isr-check --rule` does in the model
+    /// (repeatable; `flush` is --flush). Only to reproduce a historical bug on real processes:
+    /// every process of the cluster must be given the same switches.
+    #[arg(long = "rule", value_name = "NAME=VALUE")]
+    pub rules: Vec<timing::RuleSwitch>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,9 +79,14 @@ pub enum BrokerError {
     Storage(String),
     #[error("cannot record the clean shutdown: {0}")]
     Marker(#[from] checkpoint::CheckpointError),
+    #[error("--rule flush=... is not taken by a broker: use --flush")]
+    FlushRule,
 }
 
 pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
+    if args.rules.iter().any(|r| r.name == "flush") {
+        return Err(BrokerError::FlushRule);
+    }
     let me = BrokerId(args.id);
     let stop = StopSignals::install();
     let dir_error = |source| BrokerError::Dir {
@@ -91,6 +106,11 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         Flush::Always => FlushPolicy::Always,
         Flush::PageCache => FlushPolicy::PageCache,
     };
+    let rules = Rules {
+        flush,
+        ..timing::rules(&args.rules)
+    };
+    let advertised = args.advertise.clone().unwrap_or_else(|| address.clone());
     let (commands, inbox) = mpsc::unbounded_channel();
     let controllers = args
         .controller
@@ -99,13 +119,13 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         .filter(|a| !a.is_empty())
         .map(str::to_string)
         .collect();
-    let net = Arc::new(Net::new(me, address.clone(), controllers, commands.clone()));
+    let net = Arc::new(Net::new(me, advertised.clone(), controllers, commands.clone()));
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
     let host = Host::open(
         me,
-        timing::config(flush),
+        timing::config_with(rules),
         args.dir.clone(),
         net.outbox.clone(),
         commits.clone(),
@@ -119,7 +139,8 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         })
         .map_err(dir_error)?;
     announce(&format!("isr broker {} listening on {address}", me.0));
-    info!(broker = %me, %address, clean_shutdown, check_invariants = host::checks_invariants(),
+    info!(broker = %me, %address, %advertised, clean_shutdown,
+        check_invariants = host::checks_invariants(), rules = ?rules.unsafe_switches(),
         "broker started");
 
     let backend = Arc::new(BrokerBackend::new(net.clone(), commits));

@@ -30,7 +30,8 @@ use tracing::{debug, info, warn};
 
 pub struct Net {
     pub me: BrokerId,
-    /// Where this broker listens, as told to the controller.
+    /// Where peers and clients reach this broker, as told to the controller: the address it
+    /// listens on, or the one given with `--advertise`.
     pub address: String,
     /// The controllers to look for the active one among, in order.
     pub controllers: Vec<String>,

@@ -15,7 +15,7 @@ use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Respo
 use crate::wire::link::Link;
 use crate::wire::{Frame, Peer};
 use bytes::Bytes;
-use isr::{BrokerId, Config, Controller, Effect, Effects, FlushPolicy, Message, Node, Tick};
+use isr::{BrokerId, Config, Controller, Effect, Effects, Message, Node, Rules, Tick};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -54,6 +54,7 @@ struct Active<'a> {
 pub async fn act(
     store: &mut Store,
     won: Won,
+    rules: Rules,
     address: &str,
     id: u32,
     events: &mut mpsc::UnboundedReceiver<Event>,
@@ -68,7 +69,7 @@ pub async fn act(
         ..stored.clone()
     };
     let mut active = Active {
-        cfg: timing::config(FlushPolicy::Always),
+        cfg: timing::config_with(rules),
         store,
         meta: stored,
         me: ControllerInfo {

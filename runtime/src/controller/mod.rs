@@ -11,7 +11,7 @@ mod active;
 mod connections;
 mod metadata;
 mod standby;
-mod store;
+pub(crate) mod store;
 
 use crate::broker::{announce, StopSignals};
 use crate::wire::link;
@@ -33,6 +33,11 @@ pub struct ControllerArgs {
     /// start).
     #[arg(long, default_value = "127.0.0.1:9090")]
     pub listen: String,
+    /// The address brokers and clients are told to reach this controller at (by the store,
+    /// and by a standby naming the active controller), when it is not the one it listens on.
+    /// Default: the address it listens on.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
     /// Directory for the cluster metadata: the file store, for a single controller.
     #[arg(long, required_unless_present = "store", conflicts_with = "store")]
     pub dir: Option<PathBuf>,
@@ -47,6 +52,11 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "SECS", default_value_t = 1,
         value_parser = clap::value_parser!(u64).range(1..=60))]
     pub lease: u64,
+    /// Switch a core rule away from the safe protocol, as `isr-check --rule` does in the model
+    /// (repeatable): `unclean-election=on`, `elr=off`... Only to reproduce a historical bug on
+    /// real processes: every process of the cluster must be given the same switches.
+    #[arg(long = "rule", value_name = "NAME=VALUE")]
+    pub rules: Vec<crate::timing::RuleSwitch>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,21 +83,24 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             ))
         }
     };
-    let (listener, address) =
+    let (listener, bound) =
         link::listen(&args.listen)
             .await
             .map_err(|source| ControllerError::Listen {
                 address: args.listen.clone(),
                 source,
             })?;
+    let address = args.advertise.clone().unwrap_or_else(|| bound.clone());
+    let rules = crate::timing::rules(&args.rules);
     let me = Candidate {
         id: args.id,
         address: address.clone(),
         lease: Duration::from_secs(args.lease),
     };
     let mut store = Store::open(&spec, me).await?;
-    announce(&format!("isr controller listening on {address}"));
-    info!(id = args.id, %address, store = ?spec, "controller started");
+    announce(&format!("isr controller listening on {bound}"));
+    info!(id = args.id, %bound, advertised = %address, store = ?spec,
+        rules = ?rules.unsafe_switches(), "controller started");
     let (events, mut inbox) = mpsc::unbounded_channel();
     tokio::spawn(connections::accept_loop(listener, events));
     let (stopping, mut stop_rx) = watch::channel(false);
@@ -115,6 +128,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         let ended = active::act(
             &mut store,
             won,
+            rules,
             &address,
             args.id,
             &mut inbox,
