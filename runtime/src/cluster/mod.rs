@@ -5,7 +5,7 @@
 //! or a local etcd member this command starts itself (`--etcd`): one command for a demo of
 //! controller failover.
 
-pub(crate) mod etcd;
+pub mod etcd;
 
 use crate::broker::{announce, StopSignals};
 use std::io;
@@ -62,7 +62,7 @@ pub enum ClusterError {
     EarlyExit(String),
 }
 
-pub(crate) struct Running {
+pub struct Running {
     name: String,
     child: Child,
 }

@@ -1,0 +1,112 @@
+//! Every decoder of bytes that a broker or controller takes from outside itself, as one entry
+//! point each: internal frames from peers, segment files, checkpoint files, the controller's
+//! metadata file, and a whole partition directory at recovery. They are the very functions the
+//! processes run, exposed so that `isr-fuzz` can drive them with millions of generated inputs
+//! (Kafka request frames are `isr_kafka::serve_connection`, already public).
+//!
+//! Bad input is an error, never a panic. Where a decoder accepts its input, the entry point
+//! also checks that encoding the value and decoding it again gives the same value, and panics
+//! if not: for a fuzzer, that is a bug like any other.
+
+use crate::broker::hosted::Hosted;
+use crate::controller::store::format;
+use crate::storage::{checkpoint, segment};
+use crate::wire::codec::{self, FrameError};
+use isr::{BrokerId, EpochCache, Log, Offset, PartitionId};
+use std::path::Path;
+
+/// Reads internal frames from `bytes` as a connection's reader does, until the first error or
+/// the end: how many frames were read, and the error if one stopped it.
+pub async fn internal_frames(mut bytes: &[u8]) -> (usize, Option<FrameError>) {
+    let mut frames = 0;
+    loop {
+        match codec::read(&mut bytes).await {
+            Ok(Some(frame)) => {
+                let again = codec::encode(&frame)
+                    .ok()
+                    .and_then(|b| codec::decode(&b[4..]).ok());
+                assert_eq!(again.as_ref(), Some(&frame), "a frame that does not round-trip");
+                frames += 1;
+            }
+            Ok(None) => return (frames, None),
+            Err(e) => return (frames, Some(e)),
+        }
+    }
+}
+
+/// What a recovery scan found in a segment file.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SegmentScan {
+    pub batches: usize,
+    /// The length of the valid prefix: where recovery would cut the file.
+    pub valid_bytes: u64,
+    /// Why the scan stopped before the end, if it did.
+    pub torn: Option<String>,
+}
+
+/// The recovery scan of a segment file holding `bytes`, whose first batch is at `base`.
+pub fn segment(bytes: &[u8], base: u64) -> SegmentScan {
+    let scan = segment::scan(bytes, bytes.len() as u64, base);
+    let valid_bytes = scan
+        .batches
+        .last()
+        .map_or(0, |b| b.position + u64::from(b.len));
+    SegmentScan {
+        batches: scan.batches.len(),
+        valid_bytes: scan.torn.as_ref().map_or(valid_bytes, |(at, _)| *at),
+        torn: scan.torn.map(|(_, why)| why),
+    }
+}
+
+/// A high watermark checkpoint file (`high-watermark.json`).
+pub fn high_watermark(bytes: &[u8]) -> Result<Offset, String> {
+    checkpoint_round_trip(bytes)
+}
+
+/// A leader epoch checkpoint file (`leader-epochs.json`).
+pub fn leader_epochs(bytes: &[u8]) -> Result<EpochCache, String> {
+    checkpoint_round_trip(bytes)
+}
+
+/// The clean shutdown marker file (`clean-shutdown`).
+pub fn clean_shutdown_marker(bytes: &[u8]) -> Result<bool, String> {
+    checkpoint_round_trip(bytes)
+}
+
+fn checkpoint_round_trip<T>(bytes: &[u8]) -> Result<T, String>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let place = Path::new("input");
+    let value: T = checkpoint::decode(bytes, place).map_err(|e| e.to_string())?;
+    let again = serde_json::to_vec(&value)
+        .ok()
+        .and_then(|b| checkpoint::decode::<T>(&b, place).ok());
+    assert_eq!(again.as_ref(), Some(&value), "a checkpoint that does not round-trip");
+    Ok(value)
+}
+
+/// The controller's metadata, as the file store (`metadata.bin`) and etcd hold it.
+pub fn controller_metadata(bytes: &[u8]) -> Result<(), String> {
+    let metadata = format::decode(bytes, "input").map_err(|e| e.to_string())?;
+    let again = format::decode(&format::encode(&metadata), "again").ok();
+    assert!(
+        again.as_ref() == Some(&metadata),
+        "controller metadata that does not round-trip"
+    );
+    Ok(())
+}
+
+/// Recovers partition `partition` from `broker_dir` as a broker does at start (segments, high
+/// watermark and leader epoch checkpoints): the replica's log end offset and high watermark.
+pub fn partition_directory(
+    broker_dir: &Path,
+    partition: PartitionId,
+) -> Result<(Offset, Offset), String> {
+    let hosted = Hosted::open(broker_dir, BrokerId(1), partition).map_err(|e| e.to_string())?;
+    let replica = &hosted.replica;
+    if let Err(broken) = replica.check_local() {
+        panic!("a recovered replica breaks an invariant: {broken:?}");
+    }
+    Ok((replica.log().log_end_offset(), replica.high_watermark()))
+}
