@@ -14,6 +14,8 @@ pub mod perf;
 pub mod produce;
 pub mod topic;
 
-pub use cluster::{Cluster, PartitionView, Route, TopicView};
+pub use cluster::{
+    coordinator_address, find_coordinator_request, Cluster, PartitionView, Route, TopicView,
+};
 pub use connection::Connection;
 pub use error::{code_name, ClientError};
