@@ -9,6 +9,7 @@ use kafka_protocol::messages::MetadataRequest;
 use kafka_protocol::protocol::Request;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
+use tokio::task::JoinSet;
 
 /// How long opening a connection (TCP and ApiVersions) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -74,8 +75,9 @@ impl Router {
         answer
     }
 
-    /// Asks every broker it knows of (and the bootstrap ones) for metadata, and keeps, for each
-    /// partition, the leader of the highest epoch reported.
+    /// Asks every broker it knows of (and the bootstrap ones) for metadata, all at once (a
+    /// paused broker must not hold the others' answers up), and keeps, for each partition,
+    /// the leader of the highest epoch reported.
     pub async fn refresh(&mut self) {
         let mut ask: Vec<String> = self.brokers.values().cloned().collect();
         for b in &self.bootstrap {
@@ -83,12 +85,29 @@ impl Router {
                 ask.push(b.clone());
             }
         }
-        let mut leaders: BTreeMap<u32, (i32, i32)> = BTreeMap::new();
+        let mut asking = JoinSet::new();
         for addr in ask {
-            let request = MetadataRequest::default().with_topics(None);
-            let Ok(answer) = self.call(&addr, &request, METADATA_TIMEOUT).await else {
+            let conn = self.connections.remove(&addr);
+            asking.spawn(async move {
+                let ask = async {
+                    let mut conn = match conn {
+                        Some(conn) => conn,
+                        None => Connection::open(&addr).await.ok()?,
+                    };
+                    let request = MetadataRequest::default().with_topics(None);
+                    let answer = conn.send(&request).await.ok()?;
+                    Some((conn, answer))
+                };
+                let answered = tokio::time::timeout(METADATA_TIMEOUT, ask).await;
+                (addr, answered.ok().flatten())
+            });
+        }
+        let mut leaders: BTreeMap<u32, (i32, i32)> = BTreeMap::new();
+        while let Some(Ok((addr, answered))) = asking.join_next().await {
+            let Some((conn, answer)) = answered else {
                 continue;
             };
+            self.connections.insert(addr, conn);
             for b in &answer.brokers {
                 let address = format!("{}:{}", b.host.as_str(), b.port);
                 self.brokers.insert(b.node_id.0, address);

@@ -160,14 +160,20 @@ fn run(args: RunArgs) -> ExitCode {
             eprint!("{}", report::details(&report, true));
         }
         if s.kind == scenario::Kind::SlowFollower {
+            eprintln!("acks=all latency to partition 0 (its leader's link to a follower is slow):");
             let end = report.history.writes.iter().filter_map(|w| w.completed).max();
             eprint!(
                 "{}",
-                report::latency_chart(&report.history, &report.marks, Duration::from_millis(500))
+                report::latency_chart(
+                    &report.history,
+                    0,
+                    &report.marks,
+                    Duration::from_millis(500)
+                )
             );
             eprint!(
                 "{}",
-                report::phases(&report.history, &report.marks, end.unwrap_or_default())
+                report::phases(&report.history, 0, &report.marks, end.unwrap_or_default())
             );
         }
         reports.push(report);

@@ -149,18 +149,31 @@ pub fn details(r: &Report, schedule: bool) -> String {
     out
 }
 
-/// acks=all latency over time, in `bin`s of completion time: p50 as a bar (the longest bar is
-/// the slowest bin), p50, max and how many writes, and the schedule's marks.
-pub fn latency_chart(history: &History, marks: &[(Duration, String)], bin: Duration) -> String {
+/// The acks=all writes to `partition` that were acknowledged: (completed, latency).
+fn acknowledged(history: &History, partition: u32) -> impl Iterator<Item = (Duration, Duration)> + '_ {
+    history
+        .writes
+        .iter()
+        .filter(move |w| w.acks == Acks::All && w.partition == partition)
+        .filter(|w| matches!(w.outcome, Outcome::Acked(_)))
+        .filter_map(|w| Some((w.completed?, w.completed?.saturating_sub(w.invoked))))
+}
+
+/// acks=all latency to `partition` over time, in `bin`s of completion time: p50 as a bar (the
+/// longest bar is the slowest bin), p50, max and how many writes, and the schedule's marks.
+pub fn latency_chart(
+    history: &History,
+    partition: u32,
+    marks: &[(Duration, String)],
+    bin: Duration,
+) -> String {
     let mut bins: Vec<Vec<Duration>> = Vec::new();
-    for w in &history.writes {
-        if let (Outcome::Acked(_), Some(done), Acks::All) = (&w.outcome, w.completed, w.acks) {
-            let i = (done.as_millis() / bin.as_millis().max(1)) as usize;
-            if bins.len() <= i {
-                bins.resize(i + 1, Vec::new());
-            }
-            bins[i].push(done.saturating_sub(w.invoked));
+    for (done, latency) in acknowledged(history, partition) {
+        let i = (done.as_millis() / bin.as_millis().max(1)) as usize;
+        if bins.len() <= i {
+            bins.resize(i + 1, Vec::new());
         }
+        bins[i].push(latency);
     }
     for b in bins.iter_mut() {
         b.sort();
@@ -198,16 +211,17 @@ pub fn latency_chart(history: &History, marks: &[(Duration, String)], bin: Durat
     out
 }
 
-/// acks=all latency between consecutive marks: each phase's p50, p99 and count.
-pub fn phases(history: &History, marks: &[(Duration, String)], end: Duration) -> String {
+/// acks=all latency to `partition` between consecutive marks: each phase's p50, p99 and count.
+pub fn phases(
+    history: &History,
+    partition: u32,
+    marks: &[(Duration, String)],
+    end: Duration,
+) -> String {
     let mut out = String::new();
     for (i, (from, what)) in marks.iter().enumerate() {
         let until = marks.get(i + 1).map_or(end, |(t, _)| *t);
-        let mut latencies: Vec<Duration> = history
-            .writes
-            .iter()
-            .filter(|w| w.acks == Acks::All && matches!(w.outcome, Outcome::Acked(_)))
-            .filter_map(|w| Some((w.completed?, w.completed? - w.invoked)))
+        let mut latencies: Vec<Duration> = acknowledged(history, partition)
             .filter(|(done, _)| *done >= *from && *done < until)
             .map(|(_, l)| l)
             .collect();

@@ -101,7 +101,7 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
         bootstrap: cluster.bootstrap(),
         topic: TOPIC.to_string(),
         partitions: PARTITIONS,
-        acks_all: 1,
+        acks_all: s.acks_all(),
         acks_one: s.acks_one(),
         members: 2,
     };

@@ -34,8 +34,13 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-/// How long one produce attempt may take before the producer gives up on that connection.
-const PRODUCE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one produce attempt may take before the producer gives up on that connection and
+/// looks for the leader again (a paused or partitioned leader answers nothing): short, so that
+/// the unavailability measured is the cluster's more than the client's.
+const PRODUCE_TIMEOUT: Duration = Duration::from_millis(1500);
+/// An acks=1 producer's pace: enough to keep a leader's log end moving (a slow follower's
+/// fetches then always find it further on), not so much that it loads the machine.
+const ACKS_ONE_EVERY: Duration = Duration::from_millis(10);
 /// How long a group request may take (a JoinGroup waits for the other members).
 const GROUP_TIMEOUT: Duration = Duration::from_secs(8);
 /// How long a consumer's fetch waits for new records at the leader.
@@ -186,6 +191,9 @@ async fn produce(mut cx: Context, name: String, partition: u32, acks: Acks) {
         let outcome = write_once(&mut cx, &mut router, partition, &request, stamp.is_some()).await;
         cx.history.complete(index, outcome, cx.now());
         sequence += 1;
+        if acks == Acks::One {
+            cx.pause(ACKS_ONE_EVERY).await;
+        }
     }
 }
 
