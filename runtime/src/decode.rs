@@ -9,10 +9,19 @@
 //! if not: for a fuzzer, that is a bug like any other.
 
 use crate::broker::hosted::Hosted;
+use crate::controller::metadata::Metadata;
 use crate::controller::store::format;
-use crate::storage::{checkpoint, segment};
+use crate::storage::{batch, checkpoint, segment};
+use crate::timing;
+use crate::wire::admin::{ControllerInfo, Request, Response, TopicSpec};
 use crate::wire::codec::{self, FrameError};
-use isr::{BrokerId, EpochCache, Log, Offset, PartitionId};
+use crate::wire::{Frame, Peer};
+use bytes::Bytes;
+use isr::{
+    AlterPartitionRequest, BrokerEpoch, BrokerId, ControllerEpoch, Effect, Entry, Envelope,
+    EpochCache, FetchRequest, FetchResponse, FetchedRecords, FlushPolicy, LeaderEpoch, Log,
+    Message, Node, Offset, OffsetForLeaderEpochRequest, PartitionEpoch, PartitionId, Tick,
+};
 use std::path::Path;
 
 /// Reads internal frames from `bytes` as a connection's reader does, until the first error or
@@ -109,4 +118,143 @@ pub fn partition_directory(
         panic!("a recovered replica breaks an invariant: {broken:?}");
     }
     Ok((replica.log().log_end_offset(), replica.high_watermark()))
+}
+
+/// Valid inputs, made by the runtime's own code, for a fuzzer to start from.
+pub struct Examples {
+    /// Internal frames, each with its length prefix, as a connection carries them.
+    pub frames: Vec<Vec<u8>>,
+    /// Controller metadata as a store holds it.
+    pub metadata: Vec<u8>,
+}
+
+/// A controller's state after three brokers registered, a topic of three partitions was
+/// created and a group committed an offset; the frames it would send (the LeaderAndIsr orders,
+/// the metadata push) and the frames brokers exchange (Hello, Fetch and its answer with a
+/// record batch, OffsetForLeaderEpoch, AlterPartition, heartbeats, admin requests).
+pub fn examples(batch_bytes: Bytes) -> Examples {
+    let cfg = timing::config(FlushPolicy::Always);
+    let mut metadata = Metadata::default();
+    let mut effects = Vec::new();
+    for b in 1..=3 {
+        let id = BrokerId(b);
+        effects.extend(metadata.controller.on_broker_registration::<Bytes>(
+            &cfg,
+            Tick(0),
+            id,
+            b == 1,
+        ));
+        metadata.addresses.insert(id, format!("127.0.0.1:909{b}"));
+    }
+    let spec = TopicSpec {
+        name: "orders".into(),
+        partitions: 3,
+        replication_factor: 3,
+        min_insync_replicas: Some(2),
+    };
+    if let Ok(more) = metadata.create_topic(&cfg, &spec) {
+        effects.extend(more);
+    }
+    metadata
+        .controller
+        .commit_offset("group", PartitionId(0), Offset(7));
+    let p = PartitionId(0);
+    let (b1, b2) = (Node::Broker(BrokerId(1)), Node::Broker(BrokerId(2)));
+    let envelope = |from, to, message| Frame::Envelope(Envelope { from, to, message });
+    let stamped = batch::stamp(&batch_bytes, Offset(0), LeaderEpoch(1));
+    let mut frames: Vec<Frame> = effects
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Send(env) => Some(Frame::Envelope(env)),
+            _ => None,
+        })
+        .collect();
+    frames.extend([
+        Frame::Hello(Peer::Broker {
+            id: BrokerId(1),
+            address: "127.0.0.1:9091".into(),
+        }),
+        Frame::Hello(Peer::Client),
+        Frame::Welcome(ControllerInfo {
+            id: 1,
+            address: "127.0.0.1:9090".into(),
+            epoch: ControllerEpoch(2),
+        }),
+        Frame::NotActive(None),
+        Frame::Reregister,
+        Frame::HeartbeatAck,
+        Frame::Metadata(metadata.view(None)),
+        Frame::Request {
+            id: 3,
+            request: Request::CreateTopic(spec),
+        },
+        Frame::Response {
+            id: 3,
+            result: Ok(Response::Offset(Some(Offset(9)))),
+        },
+        envelope(
+            b2,
+            b1,
+            Message::Fetch(FetchRequest {
+                partition: p,
+                replica: BrokerId(2),
+                broker_epoch: BrokerEpoch(1),
+                current_leader_epoch: LeaderEpoch(1),
+                fetch_offset: Offset(0),
+            }),
+        ),
+        envelope(
+            b1,
+            b2,
+            Message::FetchResponse(FetchResponse {
+                partition: p,
+                leader_epoch: LeaderEpoch(1),
+                fetch_offset: Offset(0),
+                result: Ok(FetchedRecords {
+                    entries: vec![Entry {
+                        epoch: LeaderEpoch(1),
+                        record: stamped,
+                    }],
+                    high_watermark: Offset(0),
+                }),
+            }),
+        ),
+        envelope(
+            b2,
+            b1,
+            Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+                partition: p,
+                replica: BrokerId(2),
+                current_leader_epoch: LeaderEpoch(2),
+                requested_epoch: LeaderEpoch(1),
+            }),
+        ),
+        envelope(
+            b1,
+            Node::Controller,
+            Message::AlterPartition(AlterPartitionRequest {
+                partition: p,
+                leader: BrokerId(1),
+                leader_epoch: LeaderEpoch(1),
+                partition_epoch: PartitionEpoch(1),
+                new_isr: [BrokerId(1), BrokerId(2)].into(),
+                broker_epochs: [(BrokerId(2), BrokerEpoch(1))].into(),
+                controller_epoch: ControllerEpoch(1),
+            }),
+        ),
+        envelope(
+            b1,
+            Node::Controller,
+            Message::BrokerHeartbeat {
+                broker: BrokerId(1),
+            },
+        ),
+    ]);
+    Examples {
+        frames: frames
+            .iter()
+            .filter_map(|f| codec::encode(f).ok())
+            .collect(),
+        metadata: format::encode(&metadata),
+    }
 }

@@ -12,6 +12,7 @@ mod cluster;
 mod history;
 mod proxy;
 mod report;
+mod rng;
 mod run;
 mod scenario;
 mod workload;

@@ -5,7 +5,8 @@
 use crate::client::Router;
 use crate::cluster::{Cluster, PARTITIONS, TOPIC};
 use crate::history::{self, FinalState, Findings, History, Recorder, Timeline};
-use crate::scenario::{self, Expected, Rng, Run, Scenario};
+use crate::rng::Rng;
+use crate::scenario::{self, Expected, Run, Scenario};
 use crate::workload::{Plan, Workload, GROUP};
 use isr_kafka::client::consume::{
     committed_offset, fetch_request, fetched_records, offset_fetch_request,

@@ -7,6 +7,7 @@
 
 use crate::cluster::{Cluster, Setup, Stop};
 use crate::proxy::Node;
+use crate::rng::Rng;
 use std::fmt;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -241,29 +242,6 @@ pub fn all() -> Vec<Scenario> {
         Kind::LastReplicaStanding,
     );
     all
-}
-
-/// A small, seeded generator (SplitMix64) for the schedules' choices: `--seed` makes them
-/// repeat.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// A scenario in progress: the cluster, the clock, and what was done when.

@@ -9,7 +9,7 @@
 
 mod active;
 mod connections;
-mod metadata;
+pub(crate) mod metadata;
 mod standby;
 pub(crate) mod store;
 
