@@ -6,7 +6,8 @@
 //!
 //! Bad input is an error, never a panic. Where a decoder accepts its input, the entry point
 //! also checks that encoding the value and decoding it again gives the same value, and panics
-//! if not: for a fuzzer, that is a bug like any other.
+//! if not: for a fuzzer, that is a bug like any other. [`examples`] gives valid inputs made by
+//! the runtime's own types, for a fuzzer to start from.
 
 use crate::broker::hosted::Hosted;
 use crate::controller::metadata::Metadata;
@@ -34,7 +35,11 @@ pub async fn internal_frames(mut bytes: &[u8]) -> (usize, Option<FrameError>) {
                 let again = codec::encode(&frame)
                     .ok()
                     .and_then(|b| codec::decode(&b[4..]).ok());
-                assert_eq!(again.as_ref(), Some(&frame), "a frame that does not round-trip");
+                assert_eq!(
+                    again.as_ref(),
+                    Some(&frame),
+                    "a frame that does not round-trip"
+                );
                 frames += 1;
             }
             Ok(None) => return (frames, None),
@@ -91,7 +96,11 @@ where
     let again = serde_json::to_vec(&value)
         .ok()
         .and_then(|b| checkpoint::decode::<T>(&b, place).ok());
-    assert_eq!(again.as_ref(), Some(&value), "a checkpoint that does not round-trip");
+    assert_eq!(
+        again.as_ref(),
+        Some(&value),
+        "a checkpoint that does not round-trip"
+    );
     Ok(value)
 }
 

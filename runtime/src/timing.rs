@@ -63,9 +63,9 @@ impl std::str::FromStr for RuleSwitch {
 
     /// Checked against [`Rules::set`], so a bad name or value is refused at the command line.
     fn from_str(text: &str) -> Result<RuleSwitch, String> {
-        let (name, value) = text.split_once('=').ok_or_else(|| {
-            format!("expected NAME=VALUE with NAME one of {}", Rules::NAMES)
-        })?;
+        let (name, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("expected NAME=VALUE with NAME one of {}", Rules::NAMES))?;
         Rules::default()
             .set(name, value)
             .map_err(|e| e.to_string())?;

@@ -58,7 +58,11 @@ fn a_broker_on_a_failing_disk_stops_unacknowledged_and_recovers_on_restart() {
 
         std::fs::write(&control, "").expect("repair the disk");
         cluster.restart(2);
-        cluster.wait_for(Duration::from_secs(20), "broker 2 back in the ISR", full_isr);
+        cluster.wait_for(
+            Duration::from_secs(20),
+            "broker 2 back in the ISR",
+            full_isr,
+        );
     }
     let (_, address) = cluster.leader("disk", 0).expect("a leader");
     let (log, _) = kafka::fetch_all(&address, "disk", 0, 0).expect("read back");

@@ -123,7 +123,9 @@ impl Router {
                 if p.error_code != 0 || p.leader_id.0 < 0 {
                     continue;
                 }
-                let known = leaders.entry(index).or_insert((p.leader_id.0, p.leader_epoch));
+                let known = leaders
+                    .entry(index)
+                    .or_insert((p.leader_id.0, p.leader_epoch));
                 if p.leader_epoch > known.1 {
                     *known = (p.leader_id.0, p.leader_epoch);
                 }

@@ -174,7 +174,10 @@ impl Cluster {
 
     /// The brokers' addresses as clients know them: the proxies.
     pub fn bootstrap(&self) -> Vec<String> {
-        self.brokers.iter().map(|b| b.proxy.address.clone()).collect()
+        self.brokers
+            .iter()
+            .map(|b| b.proxy.address.clone())
+            .collect()
     }
 
     /// The file a broker's storage fault layer reads.
@@ -358,7 +361,9 @@ impl Cluster {
     /// A power loss on a stopped broker: every segment loses what it had not synced, as the
     /// storage fault layer recorded it.
     pub fn lose_unsynced(&self, broker: u32) -> Result<u64, String> {
-        let root = self.brokers[broker as usize - 1].dir.join("data/partitions");
+        let root = self.brokers[broker as usize - 1]
+            .dir
+            .join("data/partitions");
         let mut lost = 0;
         let io = |e: std::io::Error| e.to_string();
         for partition in std::fs::read_dir(&root).map_err(io)?.flatten() {
@@ -367,10 +372,11 @@ impl Cluster {
                 if path.extension().is_none_or(|e| e != "log") {
                     continue;
                 }
-                let synced = std::fs::read_to_string(path.with_extension(storage_faults::SYNCED_SUFFIX))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .unwrap_or(0);
+                let synced =
+                    std::fs::read_to_string(path.with_extension(storage_faults::SYNCED_SUFFIX))
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .unwrap_or(0);
                 let len = file.metadata().map_err(io)?.len();
                 if len > synced {
                     let f = std::fs::OpenOptions::new()
@@ -487,9 +493,8 @@ impl Cluster {
         self.wait(timeout, "healthy", |v| {
             v.brokers.values().filter(|b| b.alive).count() == BROKERS as usize
                 && (0..PARTITIONS).all(|p| {
-                    Self::partition(v, p).is_some_and(|s| {
-                        s.leader.is_some() && s.isr.len() == s.assigned.len()
-                    })
+                    Self::partition(v, p)
+                        .is_some_and(|s| s.leader.is_some() && s.isr.len() == s.assigned.len())
                 })
         })
         .await

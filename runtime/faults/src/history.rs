@@ -143,9 +143,11 @@ pub struct Findings {
     pub commit_regressions: Vec<String>,
     pub reads: usize,
     pub commits: usize,
-    /// The longest time a partition went without an acknowledged acks=all write, and which.
+    /// The longest time a partition went without an acknowledged acks=all write, which, and
+    /// when that stretch began.
     pub unavailable: Duration,
     pub unavailable_partition: Option<u32>,
+    pub unavailable_from: Duration,
     /// From the heal to the first acknowledged acks=all write of the slowest partition
     /// (`None`: some partition had none after the heal).
     pub recovered: Option<Duration>,
@@ -348,6 +350,7 @@ fn availability(history: &History, timeline: Timeline, f: &mut Findings) {
             if gap > f.unavailable {
                 f.unavailable = gap;
                 f.unavailable_partition = Some(p);
+                f.unavailable_from = previous;
             }
             previous = previous.max(t);
         }
@@ -415,6 +418,10 @@ mod tests {
         assert!(f.lost.is_empty() && f.duplicated.is_empty() && f.out_of_order.is_empty());
         // 100 → 600 is the longest stretch without an acknowledgement.
         assert_eq!(f.unavailable, ms(500));
+        assert_eq!(
+            (f.unavailable_partition, f.unavailable_from),
+            (Some(0), ms(100))
+        );
         assert_eq!(f.recovered, Some(ms(100)));
     }
 

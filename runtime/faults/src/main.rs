@@ -156,13 +156,18 @@ fn run(args: RunArgs) -> ExitCode {
             report.findings.lost.len(),
             report.findings.duplicated.len()
         );
-        let surprising = !report.verdict.ok();
+        let surprising = !report.verdict.ok() || report.dir.is_some();
         if surprising || args.verbose {
             eprint!("{}", report::details(&report, true));
         }
         if s.kind == scenario::Kind::SlowFollower {
             eprintln!("acks=all latency to partition 0 (its leader's link to a follower is slow):");
-            let end = report.history.writes.iter().filter_map(|w| w.completed).max();
+            let end = report
+                .history
+                .writes
+                .iter()
+                .filter_map(|w| w.completed)
+                .max();
             eprint!(
                 "{}",
                 report::latency_chart(

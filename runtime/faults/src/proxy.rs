@@ -323,7 +323,10 @@ mod tests {
         proxy.set_upstream(Some(echo().await));
         let mut client = TcpStream::connect(&proxy.address).await.expect("connect");
         let fast = round_trip(&mut client, Duration::from_secs(2)).await;
-        assert!(fast.is_some_and(|t| t < Duration::from_millis(500)), "{fast:?}");
+        assert!(
+            fast.is_some_and(|t| t < Duration::from_millis(500)),
+            "{fast:?}"
+        );
 
         // One way is enough to stop a round trip; the other way still flows.
         faults.cut(Node::Broker(1), Node::Client);

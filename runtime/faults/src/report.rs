@@ -96,7 +96,7 @@ pub fn details(r: &Report, schedule: bool) -> String {
     let _ = writeln!(
         out,
         "{}: {} indeterminate, {} reads, {} commits; out of order {}, reads revoked {}, \
-         commits moved back {}; healthy {} after the heal; unavailable longest on partition {}",
+         commits moved back {}; healthy {} after the heal; longest unavailability: {}",
         r.scenario,
         f.indeterminate,
         f.reads,
@@ -106,8 +106,11 @@ pub fn details(r: &Report, schedule: bool) -> String {
         f.commit_regressions.len(),
         r.healthy_after
             .map_or("never".into(), |d| format!("{:.1} s", d.as_secs_f64())),
-        f.unavailable_partition
-            .map_or("-".into(), |p| p.to_string()),
+        f.unavailable_partition.map_or("-".into(), |p| format!(
+            "partition {p} from {:.1} s to {:.1} s",
+            f.unavailable_from.as_secs_f64(),
+            (f.unavailable_from + f.unavailable).as_secs_f64()
+        )),
     );
     let lost = f.lost.iter().map(|l| {
         format!(
@@ -150,7 +153,10 @@ pub fn details(r: &Report, schedule: bool) -> String {
 }
 
 /// The acks=all writes to `partition` that were acknowledged: (completed, latency).
-fn acknowledged(history: &History, partition: u32) -> impl Iterator<Item = (Duration, Duration)> + '_ {
+fn acknowledged(
+    history: &History,
+    partition: u32,
+) -> impl Iterator<Item = (Duration, Duration)> + '_ {
     history
         .writes
         .iter()

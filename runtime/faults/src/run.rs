@@ -73,6 +73,9 @@ pub struct Report {
 const WARM_UP: Duration = Duration::from_secs(1);
 const SETTLE: Duration = Duration::from_secs(2);
 const HEALTHY_WITHIN: Duration = Duration::from_secs(60);
+/// A partition without acknowledgements for longer than this, in any scenario, is worth a
+/// look: its directory is kept (the verdict is about safety, and stays as it is).
+const SURPRISING_OUTAGE: Duration = Duration::from_secs(20);
 
 pub async fn run(s: &Scenario, opts: &Options) -> Report {
     let mut report = Report {
@@ -91,7 +94,9 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
     let cluster = match Cluster::start(&opts.isr, s.setup(), opts.keep).await {
         Ok(c) => c,
         Err(e) => {
-            report.problems.push(format!("the cluster did not start: {e}"));
+            report
+                .problems
+                .push(format!("the cluster did not start: {e}"));
             return judge(report);
         }
     };
@@ -161,7 +166,13 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
     report.problems.extend(run.problems);
     report.schedule = run.schedule;
     report.marks = run.marks;
-    judge(report)
+    let mut report = judge(report);
+    // What did not go as expected, or took surprisingly long, keeps its processes' logs.
+    if !report.verdict.ok() || report.findings.unavailable > SURPRISING_OUTAGE {
+        run.cluster.dir.disable_cleanup(true);
+        report.dir = Some(run.cluster.dir.path().to_path_buf());
+    }
+    report
 }
 
 fn judge(mut report: Report) -> Report {

@@ -134,7 +134,11 @@ pub fn all() -> Vec<Scenario> {
     let actions = [
         (Action::CleanShutdown, "clean-shutdown", "SIGTERM"),
         (Action::HardShutdown, "hard-shutdown", "SIGKILL"),
-        (Action::CleanBounce, "clean-bounce", "SIGTERM+restart, chased"),
+        (
+            Action::CleanBounce,
+            "clean-bounce",
+            "SIGTERM+restart, chased",
+        ),
         (Action::HardBounce, "hard-bounce", "SIGKILL+restart, chased"),
     ];
     let targets = [
@@ -584,7 +588,11 @@ async fn slow_follower(run: &mut Run) -> Result<(), String> {
         Cluster::partition(v, 0).is_some_and(|s| !s.isr.contains(&isr::BrokerId(slow)))
     };
     if run
-        .until(Duration::from_secs(20), &format!("b{slow} out of the ISR"), dropped)
+        .until(
+            Duration::from_secs(20),
+            &format!("b{slow} out of the ISR"),
+            dropped,
+        )
         .await
     {
         run.mark(&format!("b{slow} dropped from the ISR"));
@@ -596,7 +604,11 @@ async fn slow_follower(run: &mut Run) -> Result<(), String> {
         Cluster::partition(v, 0).is_some_and(|s| s.isr.contains(&isr::BrokerId(slow)))
     };
     if run
-        .until(Duration::from_secs(20), &format!("b{slow} back in the ISR"), back)
+        .until(
+            Duration::from_secs(20),
+            &format!("b{slow} back in the ISR"),
+            back,
+        )
         .await
     {
         run.mark(&format!("b{slow} rejoined the ISR"));
@@ -605,32 +617,41 @@ async fn slow_follower(run: &mut Run) -> Result<(), String> {
     Ok(())
 }
 
+/// Cuts partition 0's leader from its followers and waits until it has shrunk the ISR to
+/// itself: the leader, or `None` (a problem recorded) if it never did.
+async fn leader_left_alone(run: &mut Run) -> Result<Option<u32>, String> {
+    let (leader, followers) = run.replicas().await?;
+    let f: Vec<Node> = followers.iter().copied().map(Node::Broker).collect();
+    run.cluster.faults.partition(&[Node::Broker(leader)], &f);
+    run.log(format!("b{leader} cut from its followers"));
+    let alone = |v: &isr_runtime::wire::admin::ClusterView| {
+        Cluster::partition(v, 0).is_some_and(|s| s.isr.len() == 1)
+    };
+    let what = format!("ISR of p0 = {{b{leader}}}");
+    let reached = run.until(Duration::from_secs(20), &what, alone).await;
+    Ok(reached.then_some(leader))
+}
+
 /// The 2013 Jepsen case (the `jepsen-2013` preset): min ISR 1 and unclean election. The
 /// leader is cut from its followers, shrinks the ISR to itself and goes on acknowledging acks=all
 /// writes alone; then it dies, and the controller elects a follower that never had them.
 async fn jepsen_2013(run: &mut Run) -> Result<(), String> {
-    let (leader, followers) = run.replicas().await?;
-    let l = Node::Broker(leader);
-    let f: Vec<Node> = followers.iter().copied().map(Node::Broker).collect();
-    run.cluster.faults.partition(&[l], &f);
-    run.log(format!("b{leader} cut from its followers"));
-    let alone = move |v: &isr_runtime::wire::admin::ClusterView| {
-        Cluster::partition(v, 0).is_some_and(|s| s.isr.len() == 1)
-    };
-    if !run
-        .until(Duration::from_secs(20), &format!("ISR of p0 = {{b{leader}}}"), alone)
-        .await
-    {
+    let Some(leader) = leader_left_alone(run).await? else {
         return Ok(());
-    }
+    };
+    let l = Node::Broker(leader);
     run.sleep(run.at_least(Duration::from_secs(2))).await;
     run.cluster.stop(l, Stop::Hard).await;
     run.log(format!("SIGKILL b{leader}"));
     let unclean = move |v: &isr_runtime::wire::admin::ClusterView| {
         Cluster::partition(v, 0).is_some_and(|s| s.leader.is_some_and(|b| b.0 != leader))
     };
-    run.until(Duration::from_secs(15), "p0 led by a follower (unclean election)", unclean)
-        .await;
+    run.until(
+        Duration::from_secs(15),
+        "p0 led by a follower (unclean election)",
+        unclean,
+    )
+    .await;
     run.sleep(Duration::from_secs(1)).await;
     Ok(())
 }
@@ -641,20 +662,10 @@ async fn jepsen_2013(run: &mut Run) -> Result<(), String> {
 /// member, is elected again with what little survived, and the followers follow it.
 async fn last_replica_standing(run: &mut Run) -> Result<(), String> {
     run.sleep(run.at_least(Duration::from_secs(2)) / 2).await;
-    let (leader, followers) = run.replicas().await?;
-    let l = Node::Broker(leader);
-    let f: Vec<Node> = followers.iter().copied().map(Node::Broker).collect();
-    run.cluster.faults.partition(&[l], &f);
-    run.log(format!("b{leader} cut from its followers"));
-    let alone = move |v: &isr_runtime::wire::admin::ClusterView| {
-        Cluster::partition(v, 0).is_some_and(|s| s.isr.len() == 1)
-    };
-    if !run
-        .until(Duration::from_secs(20), &format!("ISR of p0 = {{b{leader}}}"), alone)
-        .await
-    {
+    let Some(leader) = leader_left_alone(run).await? else {
         return Ok(());
-    }
+    };
+    let l = Node::Broker(leader);
     run.cluster.stop(l, Stop::Hard).await;
     let lost = run.cluster.lose_unsynced(leader)?;
     run.log(format!(
@@ -665,8 +676,12 @@ async fn last_replica_standing(run: &mut Run) -> Result<(), String> {
     let again = move |v: &isr_runtime::wire::admin::ClusterView| {
         Cluster::partition(v, 0).is_some_and(|s| s.leader.is_some_and(|b| b.0 == leader))
     };
-    run.until(Duration::from_secs(15), &format!("b{leader} re-elected"), again)
-        .await;
+    run.until(
+        Duration::from_secs(15),
+        &format!("b{leader} re-elected"),
+        again,
+    )
+    .await;
     run.sleep(run.at_least(Duration::from_secs(2)) / 2).await;
     Ok(())
 }

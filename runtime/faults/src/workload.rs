@@ -21,13 +21,13 @@ use isr_kafka::client::consume::{
 use isr_kafka::client::produce::{base_offset, request};
 use isr_kafka::client::records::{self, Idempotent, Outgoing};
 use isr_kafka::client::ClientError;
+use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, GroupId, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest, TopicName,
 };
-use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -127,7 +127,10 @@ impl Workload {
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
         let all = async { while self.tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(15), all).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(15), all)
+            .await
+            .is_err()
+        {
             self.tasks.abort_all();
         }
     }
@@ -309,7 +312,10 @@ async fn join(
         .with_protocols(vec![JoinGroupRequestProtocol::default()
             .with_name(StrBytes::from_static_str("roundrobin"))
             .with_metadata(subscription)]);
-    let joined = router.call(coordinator, &request, GROUP_TIMEOUT).await.ok()?;
+    let joined = router
+        .call(coordinator, &request, GROUP_TIMEOUT)
+        .await
+        .ok()?;
     if joined.error_code != 0 {
         // UNKNOWN_MEMBER_ID: join afresh.
         if joined.error_code == 25 {

@@ -13,18 +13,32 @@ fn isr() -> Option<PathBuf> {
     let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
     assert!(isr.is_file() || !ci, "no isr binary at {}", isr.display());
     if !isr.is_file() {
-        eprintln!("SKIPPED: no isr binary at {} (cargo build -p isr-runtime)", isr.display());
+        eprintln!(
+            "SKIPPED: no isr binary at {} (cargo build -p isr-runtime)",
+            isr.display()
+        );
     }
     isr.is_file().then_some(isr)
 }
 
 #[test]
 fn list_names_every_scenario_with_what_it_expects() {
-    let out = Command::new(FAULTS).arg("list").output().expect("isr-faults list");
+    let out = Command::new(FAULTS)
+        .arg("list")
+        .output()
+        .expect("isr-faults list");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
-    for action in ["clean-shutdown", "hard-shutdown", "clean-bounce", "hard-bounce"] {
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    for action in [
+        "clean-shutdown",
+        "hard-shutdown",
+        "clean-bounce",
+        "hard-bounce",
+    ] {
         for target in ["leader", "follower", "controller", "active-controller"] {
             let name = format!("{action}-{target}");
             assert!(
@@ -53,7 +67,14 @@ fn an_unknown_scenario_is_a_usage_error() {
 fn a_run_prints_one_json_object_per_scenario_with_exactly_the_named_fields() {
     let Some(isr) = isr() else { return };
     let out = Command::new(FAULTS)
-        .args(["run", "hard-bounce-follower", "--duration", "1", "--json", "--isr"])
+        .args([
+            "run",
+            "hard-bounce-follower",
+            "--duration",
+            "1",
+            "--json",
+            "--isr",
+        ])
         .arg(&isr)
         .output()
         .expect("isr-faults run");

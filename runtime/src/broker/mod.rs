@@ -119,7 +119,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         .filter(|a| !a.is_empty())
         .map(str::to_string)
         .collect();
-    let net = Arc::new(Net::new(me, advertised.clone(), controllers, commands.clone()));
+    let net = Arc::new(Net::new(
+        me,
+        advertised.clone(),
+        controllers,
+        commands.clone(),
+    ));
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());

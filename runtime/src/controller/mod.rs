@@ -101,6 +101,11 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     announce(&format!("isr controller listening on {bound}"));
     info!(id = args.id, %bound, advertised = %address, store = ?spec,
         rules = ?rules.unsafe_switches(), "controller started");
+    let actor = active::Actor {
+        id: args.id,
+        address,
+        rules,
+    };
     let (events, mut inbox) = mpsc::unbounded_channel();
     tokio::spawn(connections::accept_loop(listener, events));
     let (stopping, mut stop_rx) = watch::channel(false);
@@ -128,9 +133,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         let ended = active::act(
             &mut store,
             won,
-            rules,
-            &address,
-            args.id,
+            &actor,
             &mut inbox,
             &mut links,
             &mut stop_rx,

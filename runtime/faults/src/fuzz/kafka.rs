@@ -8,8 +8,8 @@ use isr_kafka::client::consume::{commit_request, fetch_request, offset_fetch_req
 use isr_kafka::client::produce;
 use isr_kafka::versions::SUPPORTED;
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, Coordinator,
-    FetchedData, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
+    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, Coordinator, FetchedData,
+    NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
 };
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -72,7 +72,13 @@ impl Backend for Accepting {
         Ok(Offset(0))
     }
 
-    async fn fetch(&self, _: &str, _: u32, offset: Offset, _: u32) -> Result<FetchedData, BackendError> {
+    async fn fetch(
+        &self,
+        _: &str,
+        _: u32,
+        offset: Offset,
+        _: u32,
+    ) -> Result<FetchedData, BackendError> {
         Ok(FetchedData {
             high_watermark: Offset(1),
             log_start_offset: Offset(0),
@@ -147,14 +153,20 @@ pub fn seeds(batch: &Bytes) -> Vec<Vec<u8>> {
     for &(key, lo, hi) in SUPPORTED {
         for v in lo..=hi {
             let seed = match key {
-                ApiKey::Produce => frame(key, v, &produce::request("orders", 0, Acks::All, batch.clone())),
+                ApiKey::Produce => frame(
+                    key,
+                    v,
+                    &produce::request("orders", 0, Acks::All, batch.clone()),
+                ),
                 ApiKey::Fetch => frame(key, v, &fetch_request("orders", 0, 0, 100)),
                 ApiKey::ListOffsets => frame(
                     key,
                     v,
                     &ListOffsetsRequest::default().with_topics(vec![ListOffsetsTopic::default()
                         .with_name(topic())
-                        .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(-1)])]),
+                        .with_partitions(
+                            vec![ListOffsetsPartition::default().with_timestamp(-1)],
+                        )]),
                 ),
                 ApiKey::Metadata => frame(
                     key,

@@ -75,7 +75,15 @@ fn main() -> ExitCode {
     let shares: u64 = all.iter().map(|t| t.share).sum();
     println!(
         "{:<15} {:>10} {:>10} {:>10} {:>8} {:>7} {:>13} {:>13} {:>8}",
-        "target", "inputs", "accepted", "refused", "waiting", "panics", "largest alloc", "limit", "seconds"
+        "target",
+        "inputs",
+        "accepted",
+        "refused",
+        "waiting",
+        "panics",
+        "largest alloc",
+        "limit",
+        "seconds"
     );
     let (mut total, mut failures) = (0u64, 0u64);
     let mut input = Vec::new();
@@ -88,9 +96,8 @@ fn main() -> ExitCode {
         for i in 0..n {
             target.input(&mut rng, &mut input);
             alloc::take_largest();
-            let fate = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                target.run(&input, i)
-            }));
+            let fate =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| target.run(&input, i)));
             let allocated = alloc::take_largest();
             largest = largest.max(allocated);
             let failed = match fate {

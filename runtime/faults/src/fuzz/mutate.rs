@@ -26,8 +26,22 @@ const INTERESTING: &[u64] = &[
 
 /// Tokens that change a JSON document's shape.
 const JSON: &[&[u8]] = &[
-    b"{", b"}", b"[", b"]", b"\"", b",", b":", b"-", b"0", b"1e999", b"null", b"true",
-    b"18446744073709551616", b"-1", b"\\u0000", b"[[[[[[[[",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"\"",
+    b",",
+    b":",
+    b"-",
+    b"0",
+    b"1e999",
+    b"null",
+    b"true",
+    b"18446744073709551616",
+    b"-1",
+    b"\\u0000",
+    b"[[[[[[[[",
 ];
 
 /// One generated input: a mutated seed, or (one time in 32) random bytes.

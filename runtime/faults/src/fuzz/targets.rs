@@ -78,7 +78,12 @@ fn segments() -> Vec<Vec<u8>> {
         batch(&[""], 7, 3, None),
     ];
     (1..=batches.len())
-        .map(|n| batches[..n].iter().flat_map(|b| b.iter().copied()).collect())
+        .map(|n| {
+            batches[..n]
+                .iter()
+                .flat_map(|b| b.iter().copied())
+                .collect()
+        })
         .collect()
 }
 
@@ -93,7 +98,10 @@ fn fix_crcs(segment: &mut [u8]) {
             segment[at + 10],
             segment[at + 11],
         ]);
-        let Some(total) = usize::try_from(declared).ok().and_then(|d| d.checked_add(12)) else {
+        let Some(total) = usize::try_from(declared)
+            .ok()
+            .and_then(|d| d.checked_add(12))
+        else {
             return;
         };
         if total < 21 || at + total > segment.len() {
@@ -127,7 +135,11 @@ pub fn all() -> std::io::Result<Vec<Target>> {
     let shm = PathBuf::from("/dev/shm");
     let scratch = tempfile::Builder::new()
         .prefix("isr-fuzz-")
-        .tempdir_in(if shm.is_dir() { shm } else { std::env::temp_dir() })?
+        .tempdir_in(if shm.is_dir() {
+            shm
+        } else {
+            std::env::temp_dir()
+        })?
         .keep();
     let target = |kind, name, share, limit, seeds| -> std::io::Result<Target> {
         Ok(Target {
@@ -150,7 +162,13 @@ pub fn all() -> std::io::Result<Vec<Target>> {
             isr_kafka::MAX_FRAME_BYTES,
             kafka::seeds(&one),
         )?,
-        target(Kind::InternalFrame, "internal-frame", 250, MAX_FRAME, bodies)?,
+        target(
+            Kind::InternalFrame,
+            "internal-frame",
+            250,
+            MAX_FRAME,
+            bodies,
+        )?,
         target(Kind::Segment, "segment", 150, MAX_BATCH, segments())?,
         target(Kind::Checkpoint, "checkpoint", 100, 1 << 20, checkpoints())?,
         target(
@@ -160,7 +178,13 @@ pub fn all() -> std::io::Result<Vec<Target>> {
             1 << 20,
             vec![examples.metadata],
         )?,
-        target(Kind::PartitionDir, "partition-dir", 5, MAX_BATCH, segments())?,
+        target(
+            Kind::PartitionDir,
+            "partition-dir",
+            5,
+            MAX_BATCH,
+            segments(),
+        )?,
     ])
 }
 
@@ -209,7 +233,8 @@ impl Target {
         let refused = |ok: bool| if ok { Fate::Accepted } else { Fate::Refused };
         match self.kind {
             Kind::KafkaRequest => {
-                let stream = tokio::io::join(std::io::Cursor::new(input.to_vec()), tokio::io::sink());
+                let stream =
+                    tokio::io::join(std::io::Cursor::new(input.to_vec()), tokio::io::sink());
                 let backend = Arc::new(Accepting::new(self.batch.clone()));
                 let serve = isr_kafka::serve_connection(stream, Bytes::new(), backend);
                 let served = self

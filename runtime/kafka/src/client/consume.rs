@@ -259,11 +259,7 @@ pub async fn fetch(
 ) -> Result<Vec<Incoming>, ClientError> {
     let request = fetch_request(topic, partition, offset, FETCH_WAIT_MS);
     let data = cluster
-        .send(
-            Route::Leader(topic, partition),
-            &request,
-            fetched_records,
-        )
+        .send(Route::Leader(topic, partition), &request, fetched_records)
         .await?;
     records::decode(data).map_err(|reason| ClientError::Records {
         topic: topic.to_owned(),
