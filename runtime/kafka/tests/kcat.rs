@@ -3,6 +3,7 @@
 mod common;
 
 use common::TestServer;
+use isr_kafka::Backend;
 use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -217,4 +218,134 @@ async fn kcat_consumes_as_a_group_member_and_resumes_from_its_commits() {
     produce("1", "d\n").await;
     // A restarted member of the group starts at the commits, so it sees only the new record.
     assert_eq!(consume("1").await, ["1 1 d"]);
+}
+
+/// A running `kcat -G` member whose stdout lines are collected as they come.
+struct Member {
+    child: tokio::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Member {
+    fn start(bootstrap: &str, group: &str, topic: &str) -> Member {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = Command::new("kcat")
+            .args([
+                "-b",
+                bootstrap,
+                "-u",
+                "-G",
+                group,
+                topic,
+                "-f",
+                "%p %o %s\n",
+                "-X",
+                "auto.offset.reset=earliest",
+                "-X",
+                "session.timeout.ms=6000",
+                "-X",
+                "heartbeat.interval.ms=200",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn kcat -G");
+        let stdout = child.stdout.take().expect("stdout");
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                sink.lock().expect("lines").push(line);
+            }
+        });
+        Member { child, lines }
+    }
+
+    fn count(&self) -> usize {
+        self.lines.lock().expect("lines").len()
+    }
+
+    /// SIGTERM: kcat closes its consumer, which commits and leaves the group.
+    async fn stop(mut self) -> Vec<String> {
+        let pid = self.child.id().expect("running");
+        let killed = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await
+            .expect("kill");
+        assert!(killed.success());
+        tokio::time::timeout(std::time::Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("kcat stopped within 20 s")
+            .expect("kcat exit");
+        // Give the reader task the last lines.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let lines = self.lines.lock().expect("lines").clone();
+        lines
+    }
+}
+
+/// Waits until `done` holds, panicking with `what` after 30 s.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed().as_secs() < 30, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Two `kcat -G` members share a topic while records keep coming: a member joining and a
+/// member leaving each rebalance the group, and every record comes out exactly once. The
+/// member whose partitions are revoked commits before it rejoins, while the group prepares
+/// the rebalance; Kafka accepts those commits, and the next owner starts after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_group_rebalances_deliver_every_record_once() {
+    if !kcat_present() {
+        return;
+    }
+    let server = TestServer::start().await;
+    server.backend.add_topic("shared", 3);
+    let b = server.bootstrap();
+    let produce = |from: usize| {
+        let b = b.clone();
+        async move {
+            let lines: String = (from..from + 50).map(|i| format!("r{i}\n")).collect();
+            let out = kcat(&["-b", &b, "-P", "-t", "shared"], &lines).await;
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+    };
+    let members = |n: usize| {
+        let groups = server.backend.coordinator().describe("readers");
+        groups.is_some_and(|g| g.state == "Stable" && g.members.len() == n)
+    };
+    produce(0).await;
+    let a = Member::start(&b, "readers", "shared");
+    until("a to read the first 50", || a.count() >= 50).await;
+    let second = Member::start(&b, "readers", "shared");
+    until("both members in a stable group", || members(2)).await;
+    produce(50).await;
+    until("the next 50", || a.count() + second.count() >= 100).await;
+    let from_second = second.stop().await;
+    until("a alone in a stable group", || members(1)).await;
+    produce(100).await;
+    until("all 150", || a.count() + from_second.len() >= 150).await;
+    // Anything read twice would show up now.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let mut all = a.stop().await;
+    all.extend(from_second);
+    let mut values: Vec<&str> = all
+        .iter()
+        .filter_map(|l| l.rsplit(' ').next())
+        .collect();
+    values.sort_unstable();
+    let total = values.len();
+    values.dedup();
+    assert_eq!(
+        (total, values.len()),
+        (150, 150),
+        "each record exactly once; lines: {all:?}"
+    );
 }

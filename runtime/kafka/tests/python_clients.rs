@@ -69,3 +69,12 @@ async fn confluent_kafka_consumer_group() {
         run_script("confluent_group.py", "grouped").await;
     }
 }
+
+/// A static member (group.instance.id) restarts and takes its partitions back without a
+/// rebalance of the others (KIP-345).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_kafka_static_member_restarts_without_a_rebalance() {
+    if importable("confluent_kafka") {
+        run_script("confluent_static_member.py", "statics").await;
+    }
+}

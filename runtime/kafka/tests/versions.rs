@@ -12,6 +12,7 @@ use isr_kafka::versions::SUPPORTED;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
@@ -198,14 +199,26 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
             let assignment = SyncGroupRequestAssignment::default()
                 .with_member_id(member.clone())
                 .with_assignment(Bytes::from_static(b"plan"));
-            let request = SyncGroupRequest::default()
+            let mut request = SyncGroupRequest::default()
                 .with_group_id(GroupId(StrBytes::from_string(g)))
                 .with_generation_id(generation)
                 .with_member_id(member)
                 .with_assignments(vec![assignment]);
+            if v >= 5 {
+                request = request
+                    .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                    .with_protocol_name(Some(StrBytes::from_static_str("range")));
+            }
             let a = conn.exchange(&request, v).await.expect("answer");
             assert_eq!(a.error_code, 0, "v{v}");
             assert_eq!(a.assignment, Bytes::from_static(b"plan"), "v{v}");
+            if v >= 5 {
+                assert_eq!(
+                    a.protocol_name.as_ref().map(|p| p.as_str()),
+                    Some("range"),
+                    "v{v}"
+                );
+            }
         }
         ApiKey::Heartbeat => {
             let g = format!("beat{v}");
@@ -221,12 +234,20 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
             let g = format!("leave{v}");
             let (member, _) = join(conn, &g, 0).await;
             let request = LeaveGroupRequest::default()
-                .with_group_id(GroupId(StrBytes::from_string(g)))
-                .with_member_id(member.clone());
+                .with_group_id(GroupId(StrBytes::from_string(g)));
+            let request = if v >= 3 {
+                request.with_members(vec![MemberIdentity::default().with_member_id(member)])
+            } else {
+                request.with_member_id(member)
+            };
+            // v3 on answers per member.
+            let code = |a: &LeaveGroupResponse| {
+                a.members.first().map_or(a.error_code, |m| m.error_code)
+            };
             let a = conn.exchange(&request, v).await.expect("answer");
-            assert_eq!(a.error_code, 0, "v{v}");
+            assert_eq!((a.error_code, code(&a)), (0, 0), "v{v}");
             let again = conn.exchange(&request, v).await.expect("answer");
-            assert_eq!(again.error_code, 25, "v{v}: UNKNOWN_MEMBER_ID once gone");
+            assert_eq!(code(&again), 25, "v{v}: UNKNOWN_MEMBER_ID once gone");
         }
         other => panic!("{other:?} is advertised but has no sweep case here"),
     }

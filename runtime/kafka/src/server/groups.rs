@@ -1,10 +1,13 @@
 //! OffsetCommit and OffsetFetch: consumer groups' positions.
 //!
-//! A consumer that assigns partitions itself commits with generation -1 and no member id, and
-//! any broker takes it. A group member's commit is checked against the group's current
-//! generation by its coordinator ([`crate::Coordinator::may_commit`]).
+//! Commits go to the group's coordinator, which checks a member's commit against the group's
+//! membership ([`crate::Coordinator::may_commit`]); a consumer that assigns partitions itself
+//! commits with generation -1 and no member id. Committed offsets live in the cluster (the
+//! backend), so any broker answers OffsetFetch.
 
+use super::membership::coordinating;
 use crate::backend::{Backend, BackendError, CommittedOffset};
+use crate::coordinator::Caller;
 use isr::Offset;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -22,16 +25,16 @@ pub async fn offset_commit<B: Backend>(
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.as_str();
+    let caller = Caller {
+        member_id: request.member_id.as_str(),
+        instance_id: request.group_instance_id.as_ref().map(|i| i.as_str()),
+        generation: request.generation_id_or_member_epoch,
+    };
     // A member of another generation commits nothing.
-    let refused = backend
-        .coordinator()
-        .may_commit(
-            group,
-            request.generation_id_or_member_epoch,
-            request.member_id.as_str(),
-        )
-        .err()
-        .map(|e| e.code());
+    let refused = match coordinating(backend, group).await {
+        Ok(c) => c.may_commit(group, caller).err().map(|e| e.code()),
+        Err(code) => Some(code),
+    };
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.as_str();

@@ -193,7 +193,7 @@ async fn handle<B: Backend>(
             encode(
                 cid,
                 version,
-                &membership::leave_group(&**backend, request).await,
+                &membership::leave_group(&**backend, request, version).await,
             )?
         }
         ApiKey::OffsetFetch => {
