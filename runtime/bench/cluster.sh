@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|all]
+#   runtime/bench/cluster.sh [throughput|failover|large|all]
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
 #   3 partitions at replication factor 1 and 3 (min ISR 2), acks=all, 100-byte records in
@@ -10,6 +10,9 @@
 # failover: acks=all load on an RF 3 topic, SIGKILL of the leader of partition 0 after 2 s;
 #   prints when status first shows a new leader, and the slowest produce request (the
 #   acknowledged write that waited out the election).
+# large: large records on one partition at RF 3 (page cache): LARGE_RECORDS records of each of
+#   LARGE_SIZES bytes (default 100 of 28000, 200000 and 500000), written one per request, then
+#   read back with `isr perf consume` (1 MiB fetches): records/s, MB/s and fetch latency.
 # Environment: RECORDS (default 2000000), PRODUCERS, PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
 #   controller and the load generator share its cores.
@@ -92,9 +95,28 @@ failover() {
   stop
 }
 
+large() {
+  start page-cache
+  for size in ${LARGE_SIZES:-28000 200000 500000}; do
+    "$ISR" topic create "large$size" --bootstrap "$BOOT" --partitions 1 --replication-factor 3 \
+      --min-insync-replicas 2 >/dev/null
+    sleep 1
+    printf 'record size %-7s produce: ' "$size"
+    "$ISR" perf produce --bootstrap "$BOOT" --topic "large$size" --records "${LARGE_RECORDS:-100}" \
+      --record-size "$size" --batch 1 --acks all | tail -2 | tr '\n' ' '
+    echo
+    printf 'record size %-7s consume: ' "$size"
+    "$ISR" perf consume --bootstrap "$BOOT" --topic "large$size" --records "${LARGE_RECORDS:-100}" |
+      tail -2 | tr '\n' ' '
+    echo
+  done
+  stop
+}
+
 case "${1:-all}" in
   throughput) throughput ;;
   failover) failover ;;
-  all) throughput; failover ;;
-  *) echo "usage: $0 [throughput|failover|all]" >&2; exit 2 ;;
+  large) large ;;
+  all) throughput; failover; large ;;
+  *) echo "usage: $0 [throughput|failover|large|all]" >&2; exit 2 ;;
 esac

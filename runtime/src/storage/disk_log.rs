@@ -153,6 +153,21 @@ impl DiskLog {
         self.producers.find(&batch::producer(batch)?)
     }
 
+    /// How many entries from the one holding `from` (and below `until`) fit in `max_bytes`:
+    /// always at least one if there is any, as for [`batch::fitting`]. Answered from the index,
+    /// so that a reader can ask the log for exactly what it will send instead of reading
+    /// entries from disk only to drop them.
+    pub fn entries_within(&self, from: Offset, until: Offset, max_bytes: usize) -> usize {
+        let Some(first) = self.find(from) else {
+            return 0;
+        };
+        let sizes = self.index[first..]
+            .iter()
+            .take_while(|e| e.at.base < until.0)
+            .map(|e| e.at.len as usize);
+        batch::fitting(sizes, max_bytes)
+    }
+
     /// Whether a deferred flush is waiting for [`DiskLog::sync_now`].
     pub fn sync_owed(&self) -> bool {
         self.sync_owed
@@ -349,6 +364,11 @@ mod tests {
         assert_eq!(log.entry(Offset(4)).map(|e| e.epoch), Some(LeaderEpoch(2)));
         assert_eq!(log.read(Offset(1), Offset(3), 10).len(), 2);
         assert_eq!(log.read(Offset(1), Offset(7), 1).len(), 1);
+        let sizes: Vec<usize> = log.index.iter().map(|e| e.at.len as usize).collect();
+        assert_eq!(log.entries_within(Offset(1), Offset(7), 0), 1, "at least one");
+        assert_eq!(log.entries_within(Offset(1), Offset(7), sizes[0] + sizes[1]), 2);
+        assert_eq!(log.entries_within(Offset(1), Offset(3), usize::MAX), 2, "up to until");
+        assert_eq!(log.entries_within(Offset(7), Offset(9), usize::MAX), 0, "past the end");
         log.flush();
         assert_eq!(log.flushed_offset(), Offset(7));
 
