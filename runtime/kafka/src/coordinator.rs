@@ -178,7 +178,9 @@ enum Phase {
     #[default]
     Empty,
     /// Waiting for every member to join, until the deadline (Kafka's PreparingRebalance).
-    Joining { deadline: Instant },
+    Joining {
+        deadline: Instant,
+    },
     /// Joined: waiting for the leader's assignment (Kafka's CompletingRebalance).
     Syncing,
     Stable,
@@ -693,9 +695,8 @@ impl Coordinator {
     /// their new owner while the one whose partitions are being revoked can still save its
     /// position.
     pub fn may_commit(&self, group_id: &str, caller: Caller<'_>) -> Result<(), GroupError> {
-        let member = caller.generation >= 0
-            || !caller.member_id.is_empty()
-            || caller.instance_id.is_some();
+        let member =
+            caller.generation >= 0 || !caller.member_id.is_empty() || caller.instance_id.is_some();
         let mut groups = self.groups();
         let Some(group) = groups.get_mut(group_id) else {
             return if member {
@@ -890,7 +891,11 @@ mod tests {
             Err(GroupError::UnknownMember),
             "outsiders commit only to a group without members"
         );
-        assert_eq!(c.may_commit("other", at("", -1)), Ok(()), "manual assignment");
+        assert_eq!(
+            c.may_commit("other", at("", -1)),
+            Ok(()),
+            "manual assignment"
+        );
         let described = c.describe("g").expect("known");
         assert_eq!((described.state, described.generation), ("Stable", 2));
         assert_eq!(described.members.len(), 2);
@@ -940,7 +945,10 @@ mod tests {
         );
         let a2 = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
         let b = b_join.await.expect("task").expect("b");
-        assert_eq!(c.describe("g").map(|d| d.state), Some("CompletingRebalance"));
+        assert_eq!(
+            c.describe("g").map(|d| d.state),
+            Some("CompletingRebalance")
+        );
         assert_eq!(
             c.may_commit("g", at(&a.member_id, 2)),
             Err(GroupError::RebalanceInProgress)
@@ -964,17 +972,28 @@ mod tests {
             async move { c.join(static_join("", "ib")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let a = c.join(static_join(&a.member_id, "ia")).await.expect("a rejoins");
+        let a = c
+            .join(static_join(&a.member_id, "ia"))
+            .await
+            .expect("a rejoins");
         let b = b_join.await.expect("task").expect("b");
         assert_eq!(a.generation, 2);
         let ids: Vec<Option<&str>> = a.members.iter().map(|m| m.instance_id.as_deref()).collect();
-        assert_eq!(ids, [Some("ia"), Some("ib")], "the leader sees instance ids");
+        assert_eq!(
+            ids,
+            [Some("ia"), Some("ib")],
+            "the leader sees instance ids"
+        );
         let plan = vec![
             (a.member_id.clone(), Bytes::from_static(b"pa")),
             (b.member_id.clone(), Bytes::from_static(b"pb")),
         ];
-        c.sync("g", at(&a.member_id, 2), None, plan).await.expect("a");
-        c.sync("g", at(&b.member_id, 2), None, vec![]).await.expect("b");
+        c.sync("g", at(&a.member_id, 2), None, plan)
+            .await
+            .expect("a");
+        c.sync("g", at(&b.member_id, 2), None, vec![])
+            .await
+            .expect("b");
 
         // b restarts (a static member sends no LeaveGroup) and rejoins with no member id: it
         // gets a new id at once, in the same generation, and its old assignment.
@@ -982,7 +1001,11 @@ mod tests {
         assert_ne!(b2.member_id, b.member_id);
         assert_eq!(b2.generation, 2, "no rebalance");
         assert_eq!(b2.leader, a.member_id);
-        assert_eq!(c.heartbeat("g", at(&a.member_id, 2)), Ok(()), "a notices nothing");
+        assert_eq!(
+            c.heartbeat("g", at(&a.member_id, 2)),
+            Ok(()),
+            "a notices nothing"
+        );
         let caller = Caller {
             member_id: &b2.member_id,
             instance_id: Some("ib"),

@@ -292,7 +292,10 @@ impl Member {
 async fn until(what: &str, done: impl Fn() -> bool) {
     let start = std::time::Instant::now();
     while !done() {
-        assert!(start.elapsed().as_secs() < 30, "timed out waiting for {what}");
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
@@ -314,7 +317,11 @@ async fn kcat_group_rebalances_deliver_every_record_once() {
         async move {
             let lines: String = (from..from + 50).map(|i| format!("r{i}\n")).collect();
             let out = kcat(&["-b", &b, "-P", "-t", "shared"], &lines).await;
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
     };
     let members = |n: usize| {
@@ -336,10 +343,7 @@ async fn kcat_group_rebalances_deliver_every_record_once() {
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     let mut all = a.stop().await;
     all.extend(from_second);
-    let mut values: Vec<&str> = all
-        .iter()
-        .filter_map(|l| l.rsplit(' ').next())
-        .collect();
+    let mut values: Vec<&str> = all.iter().filter_map(|l| l.rsplit(' ').next()).collect();
     values.sort_unstable();
     let total = values.len();
     values.dedup();

@@ -233,17 +233,16 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
         ApiKey::LeaveGroup => {
             let g = format!("leave{v}");
             let (member, _) = join(conn, &g, 0).await;
-            let request = LeaveGroupRequest::default()
-                .with_group_id(GroupId(StrBytes::from_string(g)));
+            let request =
+                LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_string(g)));
             let request = if v >= 3 {
                 request.with_members(vec![MemberIdentity::default().with_member_id(member)])
             } else {
                 request.with_member_id(member)
             };
             // v3 on answers per member.
-            let code = |a: &LeaveGroupResponse| {
-                a.members.first().map_or(a.error_code, |m| m.error_code)
-            };
+            let code =
+                |a: &LeaveGroupResponse| a.members.first().map_or(a.error_code, |m| m.error_code);
             let a = conn.exchange(&request, v).await.expect("answer");
             assert_eq!((a.error_code, code(&a)), (0, 0), "v{v}");
             let again = conn.exchange(&request, v).await.expect("answer");

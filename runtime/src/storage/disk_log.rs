@@ -365,10 +365,25 @@ mod tests {
         assert_eq!(log.read(Offset(1), Offset(3), 10).len(), 2);
         assert_eq!(log.read(Offset(1), Offset(7), 1).len(), 1);
         let sizes: Vec<usize> = log.index.iter().map(|e| e.at.len as usize).collect();
-        assert_eq!(log.entries_within(Offset(1), Offset(7), 0), 1, "at least one");
-        assert_eq!(log.entries_within(Offset(1), Offset(7), sizes[0] + sizes[1]), 2);
-        assert_eq!(log.entries_within(Offset(1), Offset(3), usize::MAX), 2, "up to until");
-        assert_eq!(log.entries_within(Offset(7), Offset(9), usize::MAX), 0, "past the end");
+        assert_eq!(
+            log.entries_within(Offset(1), Offset(7), 0),
+            1,
+            "at least one"
+        );
+        assert_eq!(
+            log.entries_within(Offset(1), Offset(7), sizes[0] + sizes[1]),
+            2
+        );
+        assert_eq!(
+            log.entries_within(Offset(1), Offset(3), usize::MAX),
+            2,
+            "up to until"
+        );
+        assert_eq!(
+            log.entries_within(Offset(7), Offset(9), usize::MAX),
+            0,
+            "past the end"
+        );
         log.flush();
         assert_eq!(log.flushed_offset(), Offset(7));
 

@@ -14,7 +14,10 @@ use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
 
 /// The coordinator, if this broker is the one for `group` (see [`coordinator_of`]).
-pub(super) async fn coordinating<'a, B: Backend>(backend: &'a B, group: &str) -> Result<&'a Coordinator, i16> {
+pub(super) async fn coordinating<'a, B: Backend>(
+    backend: &'a B,
+    group: &str,
+) -> Result<&'a Coordinator, i16> {
     let cluster = backend.metadata().await.map_err(|e| e.code())?;
     let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
     match coordinator_of(group, &live) {

@@ -389,7 +389,10 @@ fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
         ..
     }) = &mut envelope.message
     {
-        let keep = batch::fitting(fetched.entries.iter().map(|e| e.record.len()), FETCH_MAX_BYTES);
+        let keep = batch::fitting(
+            fetched.entries.iter().map(|e| e.record.len()),
+            FETCH_MAX_BYTES,
+        );
         fetched.entries.truncate(keep);
     }
 }
