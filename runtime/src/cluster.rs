@@ -24,6 +24,9 @@ pub struct ClusterArgs {
     /// Passed to every broker.
     #[arg(long, value_enum, default_value = "always")]
     pub flush: crate::broker::Flush,
+    /// Passed to every broker.
+    #[command(flatten)]
+    pub topics: crate::broker::TopicDefaults,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,22 +84,26 @@ async fn start_all(
         crate::broker::Flush::PageCache => "page-cache",
     };
     let mut bootstrap = Vec::new();
+    let topic_flags = args.topics.to_args();
     for i in 1..=args.brokers {
         let id = i.to_string();
+        let address_flag = addr(i);
+        let mut flags = vec![
+            "broker",
+            "--id",
+            &id,
+            "--listen",
+            &address_flag,
+            "--controller",
+            &controller,
+            "--flush",
+            flush,
+        ];
+        flags.extend(topic_flags.iter().map(String::as_str));
         let address = start(
             &format!("broker {i}"),
             &args.dir.join(format!("broker-{i}")),
-            &[
-                "broker",
-                "--id",
-                &id,
-                "--listen",
-                &addr(i),
-                "--controller",
-                &controller,
-                "--flush",
-                flush,
-            ],
+            &flags,
             running,
         )
         .await?;

@@ -51,15 +51,18 @@
 pub mod backend;
 pub mod batch;
 pub mod client;
+pub mod configs;
 pub mod coordinator;
 pub mod error;
 mod guard;
+pub mod names;
 mod server;
 pub mod versions;
 
 pub use backend::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
-    OffsetSpec, PartitionInfo, TopicInfo, POLL_INTERVAL,
+    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
+    POLL_INTERVAL,
 };
 pub use coordinator::Coordinator;
 pub use error::KafkaError;

@@ -23,7 +23,7 @@ const UNSUPPORTED_VERSION: i16 = 35;
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::ListOffsets, 1, 9),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 7),
@@ -35,6 +35,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::Heartbeat, 0, 4),
     (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// Whether `version` of `api` is served.

@@ -250,18 +250,39 @@ impl State {
                 self.commit(effects);
                 Ok(Response::Done)
             }
+            Request::DeleteTopic(topic) => {
+                self.meta.delete_topic(&topic)?;
+                info!(%topic, "topic deleted");
+                self.save()?;
+                Ok(Response::Done)
+            }
+            Request::CreatePartitions { topic, total } => {
+                let effects = self.meta.create_partitions(&topic, total)?;
+                info!(%topic, total, "partitions added");
+                self.commit(effects);
+                Ok(Response::Done)
+            }
+            Request::AlterConfigs {
+                resource,
+                ops,
+                replace,
+            } => {
+                let effects = self
+                    .meta
+                    .alter_configs(&self.cfg, &resource, &ops, replace)?;
+                info!(?resource, ?ops, replace, "configs changed");
+                self.commit(effects);
+                Ok(Response::Done)
+            }
             Request::CommitOffset {
                 group,
                 topic,
                 partition,
                 offset,
+                metadata,
             } => {
-                let id = self
-                    .meta
-                    .view()
-                    .partition_id(&topic, partition)
-                    .ok_or(AdminError::UnknownTopicOrPartition)?;
-                self.meta.controller.commit_offset(&group, id, offset);
+                self.meta
+                    .commit_offset(&group, &topic, partition, offset, metadata)?;
                 self.save()?;
                 Ok(Response::Done)
             }
@@ -269,16 +290,19 @@ impl State {
                 group,
                 topic,
                 partition,
-            } => {
-                let id = self
-                    .meta
-                    .topics
-                    .get(&topic)
-                    .and_then(|p| p.get(partition as usize))
-                    .ok_or(AdminError::UnknownTopicOrPartition)?;
-                Ok(Response::Offset(
-                    self.meta.controller.committed_offset(&group, *id),
-                ))
+            } => Ok(Response::Offset(
+                self.meta.committed(&group, &topic, partition)?,
+            )),
+            Request::GroupOffsets { group } => {
+                Ok(Response::GroupOffsets(self.meta.group_offsets(&group)))
+            }
+            Request::OffsetGroups => Ok(Response::Groups(
+                self.meta.controller.offset_groups().into_iter().collect(),
+            )),
+            Request::DeleteOffsets { group, partitions } => {
+                self.meta.delete_offsets(&group, partitions.as_deref());
+                self.save()?;
+                Ok(Response::Done)
             }
             Request::AllocateProducerId => {
                 let id = self.meta.next_producer_id;

@@ -5,17 +5,13 @@
 //! walk a segment file: the length prefix, and how many batches fit a read budget.
 
 pub use isr_kafka::batch::{
-    base_offset, leader_epoch, producer, stamp, validate, width, BatchError, ProducerStamp,
-    HEADER_LEN,
+    base_offset, first_at_or_after, latest_record, leader_epoch, max_timestamp, producer, stamp,
+    validate, width, BatchError, ProducerStamp, HEADER_LEN, MAX_BATCH,
 };
 use thiserror::Error;
 
 /// baseOffset (8) + batchLength (4): what precedes the length-counted part of a batch.
 pub const LENGTH_PREFIX: usize = 12;
-/// The largest batch a broker accepts from a producer and recovery accepts from a segment: a
-/// length field above it is corruption, not a batch. (Kafka's default message.max.bytes is
-/// 1 MiB; this leaves room, and one such batch always fits an internal frame.)
-pub const MAX_BATCH: usize = 16 << 20;
 
 /// A length prefix that cannot start a batch.
 #[derive(Debug, Error, PartialEq, Eq)]

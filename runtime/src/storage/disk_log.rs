@@ -168,6 +168,32 @@ impl DiskLog {
         batch::fitting(sizes, max_bytes)
     }
 
+    /// The first record at or after `target` (milliseconds) below `until`: its offset and
+    /// timestamp. The segments' time indexes find its batch; the batch's record headers give
+    /// the record (see [`batch::first_at_or_after`] for compressed batches).
+    pub fn offset_for_time(&self, target: i64, until: Offset) -> Option<(Offset, i64)> {
+        let base = self
+            .segments
+            .iter()
+            .find_map(|s| s.times.first_at_or_after(target, until.0))?;
+        let entry = self.load(self.find(Offset(base))?)?;
+        let (offset, timestamp) = batch::first_at_or_after(&entry.record, target)?;
+        Some((Offset(u64::try_from(offset).ok()?), timestamp))
+    }
+
+    /// The first record with the largest timestamp below `until` (ListOffsets' max-timestamp).
+    pub fn max_timestamp_record(&self, until: Offset) -> Option<(Offset, i64)> {
+        let (_, base) = self
+            .segments
+            .iter()
+            .filter_map(|s| s.times.max_below(until.0))
+            // The largest timestamp; of equals, the earliest batch.
+            .min_by_key(|&(t, base)| (std::cmp::Reverse(t), base))?;
+        let entry = self.load(self.find(Offset(base))?)?;
+        let (offset, timestamp) = batch::latest_record(&entry.record)?;
+        Some((Offset(u64::try_from(offset).ok()?), timestamp))
+    }
+
     /// Whether a deferred flush is waiting for [`DiskLog::sync_now`].
     pub fn sync_owed(&self) -> bool {
         self.sync_owed
@@ -209,6 +235,8 @@ impl DiskLog {
         let stamped = batch::stamp(&entry.record, Offset(base), entry.epoch);
         let n = self.segments.len() - 1;
         let position = self.segments[n].append(&stamped)?;
+        let max_timestamp = batch::max_timestamp(&stamped).unwrap_or(-1);
+        self.segments[n].times.note(max_timestamp, base);
         let at = BatchPosition {
             base,
             width: batch::width(&stamped),
@@ -226,8 +254,8 @@ impl DiskLog {
     }
 
     fn truncate_index(&mut self, i: usize) -> io::Result<()> {
-        let (segment, position) = match self.index.get(i) {
-            Some(e) => (e.segment, e.at.position),
+        let (segment, position, offset) = match self.index.get(i) {
+            Some(e) => (e.segment, e.at.position, e.at.base),
             None => return Ok(()),
         };
         self.index.truncate(i);
@@ -242,6 +270,7 @@ impl DiskLog {
             fs::remove_file(&seg.path)?;
         }
         if keep > segment {
+            self.segments[segment].times.cut(offset);
             self.segments[segment].truncate(position)?;
         }
         sync_dir(&self.dir)
@@ -396,6 +425,65 @@ mod tests {
         assert_eq!(values(&log), vec![(1, 0), (1, 2), (4, 3)]);
         assert_eq!(log.log_end_offset(), Offset(4));
         assert!(log.failure().is_none());
+    }
+
+    fn timed(epoch: u32, timestamp: i64, values: &[&str]) -> Entry<Bytes> {
+        use isr_kafka::client::records::{encode, Outgoing};
+        let records: Vec<Outgoing> = values
+            .iter()
+            .map(|v| Outgoing {
+                key: None,
+                value: Bytes::copy_from_slice(v.as_bytes()),
+            })
+            .collect();
+        Entry {
+            epoch: LeaderEpoch(epoch),
+            record: encode(&records, timestamp).expect("encodable"),
+        }
+    }
+
+    #[test]
+    fn the_time_indexes_find_offsets_by_time_across_segments_and_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 150).expect("open");
+        // Offsets 0-1 at t=100, 2 at t=50, 3-4 at t=300, 5 at t=200: several small segments.
+        log.append(&[
+            timed(1, 100, &["a", "b"]),
+            timed(1, 50, &["c"]),
+            timed(1, 300, &["d", "e"]),
+            timed(2, 200, &["f"]),
+        ]);
+        assert!(log.segments.len() > 1);
+        let end = log.log_end_offset();
+        let at = |log: &DiskLog, t: i64, until: Offset| log.offset_for_time(t, until);
+        assert_eq!(at(&log, 0, end), Some((Offset(0), 100)));
+        assert_eq!(at(&log, 60, end), Some((Offset(0), 100)));
+        assert_eq!(at(&log, 101, end), Some((Offset(3), 300)));
+        assert_eq!(
+            at(&log, 150, end),
+            Some((Offset(3), 300)),
+            "not offset 5 at 200"
+        );
+        assert_eq!(at(&log, 301, end), None);
+        assert_eq!(at(&log, 101, Offset(3)), None, "only below until");
+        assert_eq!(log.max_timestamp_record(end), Some((Offset(3), 300)));
+        assert_eq!(log.max_timestamp_record(Offset(3)), Some((Offset(0), 100)));
+        assert_eq!(log.max_timestamp_record(Offset(0)), None);
+        drop(log);
+
+        let mut log = DiskLog::open(dir.path(), 150).expect("reopen");
+        assert_eq!(
+            at(&log, 150, end),
+            Some((Offset(3), 300)),
+            "rebuilt by recovery"
+        );
+        log.truncate_to(Offset(3));
+        log.append(&[timed(3, 120, &["g"])]);
+        assert_eq!(at(&log, 101, log.log_end_offset()), Some((Offset(3), 120)));
+        assert_eq!(
+            log.max_timestamp_record(log.log_end_offset()),
+            Some((Offset(3), 120))
+        );
     }
 
     #[test]

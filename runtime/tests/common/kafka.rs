@@ -17,6 +17,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub const MESSAGE_TOO_LARGE: i16 = 10;
 
 fn call<Req: Encodable, Resp: Decodable>(
     address: &str,
@@ -54,16 +55,39 @@ fn topic_name(topic: &str) -> TopicName {
 }
 
 pub fn create_topic(address: &str, topic: &str, partitions: i32, rf: i16, min_isr: u32) -> i16 {
-    let config = CreatableTopicConfig::default()
-        .with_name(StrBytes::from_static_str("min.insync.replicas"))
-        .with_value(Some(StrBytes::from_string(min_isr.to_string())));
+    let min_isr = min_isr.to_string();
+    create_topic_with(
+        address,
+        topic,
+        partitions,
+        rf,
+        &[("min.insync.replicas", &min_isr)],
+    )
+}
+
+/// CreateTopics with these config overrides: the error code.
+pub fn create_topic_with(
+    address: &str,
+    topic: &str,
+    partitions: i32,
+    rf: i16,
+    configs: &[(&str, &str)],
+) -> i16 {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect();
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(topic_name(topic))
             .with_num_partitions(partitions)
             .with_replication_factor(rf)
-            .with_configs(vec![config])]);
+            .with_configs(configs)]);
     let response: CreateTopicsResponse =
         call(address, ApiKey::CreateTopics, 4, &request).expect("CreateTopics");
     response.topics.first().map_or(-1, |t| t.error_code)

@@ -3,7 +3,8 @@
 use super::{Committed, Host, HostError};
 use crate::broker::hosted::ProduceReply;
 use bytes::Bytes;
-use isr::{Acks, Offset, PartitionId, ReadError};
+use isr::{Acks, Log, Offset, PartitionId, ReadError};
+use isr_kafka::{ListedOffset, OffsetSpec};
 use tracing::debug;
 
 impl Host {
@@ -88,11 +89,34 @@ impl Host {
         })
     }
 
-    pub(super) fn bounds(&mut self, partition: PartitionId) -> Result<(Offset, Offset), HostError> {
+    /// ListOffsets on a partition this broker leads, over committed records only: the log
+    /// start, the high watermark, or a record found by time through the segments' time indexes.
+    pub(super) fn list_offsets(
+        &mut self,
+        partition: PartitionId,
+        spec: OffsetSpec,
+    ) -> Result<Option<ListedOffset>, HostError> {
         let h = self.hosted(partition)?;
         if !h.replica.is_leader() {
             return Err(ReadError::NotLeader.into());
         }
-        Ok((h.log_start_offset(), h.replica.high_watermark()))
+        let log = h.replica.log();
+        let hw = h.replica.high_watermark();
+        let listed = |offset: Offset, timestamp: i64| ListedOffset {
+            offset,
+            timestamp,
+            leader_epoch: log.epoch_at(offset),
+        };
+        Ok(match spec {
+            OffsetSpec::Earliest => Some(listed(log.log_start_offset(), -1)),
+            OffsetSpec::Latest => Some(ListedOffset {
+                offset: hw,
+                timestamp: -1,
+                // The epoch of the last committed record.
+                leader_epoch: hw.0.checked_sub(1).and_then(|o| log.epoch_at(Offset(o))),
+            }),
+            OffsetSpec::Timestamp(t) => log.offset_for_time(t, hw).map(|(o, ts)| listed(o, ts)),
+            OffsetSpec::MaxTimestamp => log.max_timestamp_record(hw).map(|(o, ts)| listed(o, ts)),
+        })
     }
 }
