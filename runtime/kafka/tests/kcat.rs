@@ -8,18 +8,9 @@ use std::process::Stdio;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-/// kcat is installed by tests/clients/install.sh; without it these tests say so and pass.
+/// kcat is installed by tests/clients/install.sh (see `client_present`).
 fn kcat_present() -> bool {
-    let found = std::process::Command::new("kcat")
-        .arg("-V")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok();
-    if !found {
-        eprintln!("SKIPPED: kcat is not installed (run runtime/kafka/tests/clients/install.sh)");
-    }
-    found
+    common::client_present("kcat", &["-V"], "kcat is not installed")
 }
 
 async fn kcat(args: &[&str], input: &str) -> std::process::Output {

@@ -7,21 +7,13 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use tokio::process::Command;
 
-/// Whether `python3` can import `module`; if not, says why the test is skipped. The clients
-/// are installed by tests/clients/install.sh, which CI runs.
+/// Whether `python3` can import `module` (see `client_present`).
 fn importable(module: &str) -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: python3 cannot import {module} (run runtime/kafka/tests/clients/install.sh)"
-        );
-    }
-    ok
+    common::client_present(
+        "python3",
+        &["-c", &format!("import {module}")],
+        &format!("python3 cannot import {module}"),
+    )
 }
 
 async fn run_script(script: &str, topic: &str) {

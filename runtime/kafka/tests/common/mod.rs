@@ -7,6 +7,10 @@
 //! `configs::apply`), and produce enforces `max.message.bytes` as a broker does.
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
+mod present;
+#[allow(unused_imports)] // Only the tests that drive real clients use it.
+pub use present::client_present;
+
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
 use isr_kafka::batch;
