@@ -13,6 +13,11 @@ fn kcat_present() -> bool {
     common::client_present("kcat", &["-V"], "kcat is not installed")
 }
 
+/// The error lines kcat printed.
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 async fn kcat(args: &[&str], input: &str) -> std::process::Output {
     let mut child = Command::new("kcat")
         .args(args)
@@ -342,5 +347,109 @@ async fn kcat_group_rebalances_deliver_every_record_once() {
         (total, values.len()),
         (150, 150),
         "each record exactly once; lines: {all:?}"
+    );
+}
+
+/// A record over the topic's size limit is refused with MESSAGE_TOO_LARGE, which librdkafka
+/// does not retry: kcat reports it long before its message timeout (a retriable
+/// CORRUPT_MESSAGE had it resend the batch once a second until then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_is_told_at_once_that_a_record_is_too_large() {
+    if !kcat_present() {
+        return;
+    }
+    let server = TestServer::start().await;
+    server.backend.add_topic("limited", 1);
+    let record = format!("{}\n", "x".repeat(2_000_000));
+    let out = kcat(
+        &[
+            "-b",
+            &server.bootstrap(),
+            "-P",
+            "-t",
+            "limited",
+            "-p",
+            "0",
+            // librdkafka's own check would refuse it first: let the broker decide.
+            "-X",
+            "message.max.bytes=10000000",
+            "-X",
+            "message.timeout.ms=120000",
+        ],
+        &record,
+    )
+    .await;
+    assert!(
+        stderr(&out).contains("Broker: Message size too large"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(server.backend.end("limited", 0), 0);
+}
+
+/// An illegal topic name is refused with INVALID_TOPIC_EXCEPTION, at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_is_told_at_once_that_a_topic_name_is_illegal() {
+    if !kcat_present() {
+        return;
+    }
+    let server = TestServer::start().await;
+    let args = [
+        "-b",
+        &server.bootstrap(),
+        "-P",
+        "-t",
+        "no/slashes",
+        "-X",
+        "message.timeout.ms=120000",
+    ];
+    let out = kcat(&args, "x\n").await;
+    assert!(
+        stderr(&out).contains("Broker: Invalid topic"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A producer's unknown topic is created (Kafka's auto.create.topics.enable, on by default),
+/// unless the broker turns it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_creates_topics_unless_the_broker_says_not_to() {
+    if !kcat_present() {
+        return;
+    }
+    let server = TestServer::start().await;
+    let produce = |b: String| async move {
+        let args = [
+            "-b",
+            &b,
+            "-P",
+            "-t",
+            "fresh",
+            "-X",
+            "message.timeout.ms=5000",
+        ];
+        kcat(&args, "hello\n").await
+    };
+    let out = produce(server.bootstrap()).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        server.backend.end("fresh", 0),
+        1,
+        "created with one partition"
+    );
+
+    let settings = isr_kafka::BrokerSettings {
+        auto_create_topics: false,
+        ..Default::default()
+    };
+    let strict = TestServer::with_settings(settings).await;
+    // librdkafka waits for the topic to appear, until its message timeout.
+    let out = produce(strict.bootstrap()).await;
+    assert!(stderr(&out).contains("Delivery failed"), "{}", stderr(&out));
+    let listed = kcat(&["-b", &strict.bootstrap(), "-L"], "").await;
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("fresh"),
+        "no topic was created"
     );
 }

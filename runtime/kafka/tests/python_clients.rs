@@ -70,3 +70,21 @@ async fn confluent_kafka_static_member_restarts_without_a_rebalance() {
         run_script("confluent_static_member.py", "statics").await;
     }
 }
+
+/// Automatic topic creation, offsets by time, commit metadata, whole-group offsets, the admin
+/// APIs, a size limit that takes effect and transactions refused at once, as confluent-kafka's
+/// Producer, Consumer and AdminClient use them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_kafka_admin_and_compatibility() {
+    if importable("confluent_kafka") {
+        run_script("confluent_admin.py", "compat").await;
+    }
+}
+
+/// The same as kafka-python's KafkaProducer, KafkaConsumer and KafkaAdminClient use them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_admin_and_compatibility() {
+    if importable("kafka") {
+        run_script("kafka_python_admin.py", "compat").await;
+    }
+}

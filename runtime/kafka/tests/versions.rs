@@ -316,7 +316,8 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
                 .with_resources(vec![
                     DescribeConfigsResource::default()
                         .with_resource_type(2)
-                        .with_resource_name(StrBytes::from_static_str("t")),
+                        .with_resource_name(StrBytes::from_static_str("t"))
+                        .with_configuration_keys(None),
                     DescribeConfigsResource::default()
                         .with_resource_type(4)
                         .with_resource_name(StrBytes::from_static_str("1"))

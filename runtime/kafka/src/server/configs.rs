@@ -109,11 +109,11 @@ pub async fn describe_configs<B: Backend>(
             });
             match described {
                 Ok(configs) => {
-                    // No keys (null, or an empty list) asks for every config.
+                    // Null asks for every config (an empty list, as in Kafka, for none).
                     let wanted = |d: &Described| {
-                        r.configuration_keys.as_ref().is_none_or(|keys| {
-                            keys.is_empty() || keys.iter().any(|k| k.as_str() == d.name)
-                        })
+                        r.configuration_keys
+                            .as_ref()
+                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == d.name))
                     };
                     answer.with_configs(
                         configs
