@@ -30,8 +30,10 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Show partitions (leader, epoch, AR, ISR, OSR, ELR) and replicas (LEO, HW, lag).
     Status(status::StatusArgs),
-    /// Create or list topics (Kafka protocol).
+    /// Create, list, describe, delete and alter topics, and add partitions (Kafka protocol).
     Topic(isr_kafka::client::topic::TopicArgs),
+    /// List, describe and delete consumer groups (Kafka protocol).
+    Group(isr_kafka::client::group::GroupArgs),
     /// Produce records from stdin, one per line (Kafka protocol).
     Produce(isr_kafka::client::produce::ProduceArgs),
     /// Print records of a partition (Kafka protocol).
@@ -63,6 +65,9 @@ fn main() -> ExitCode {
             Command::Cluster(args) => cluster::run(args).await.map_err(Into::into),
             Command::Status(args) => status::run(args).await.map_err(Into::into),
             Command::Topic(args) => isr_kafka::client::topic::run(args)
+                .await
+                .map_err(Into::into),
+            Command::Group(args) => isr_kafka::client::group::run(args)
                 .await
                 .map_err(Into::into),
             Command::Produce(args) => isr_kafka::client::produce::run(args)

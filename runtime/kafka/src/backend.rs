@@ -210,6 +210,18 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// What a response's error message says: the text without the code's name, which the
+    /// client shows from the code (`INVALID_CONFIG: INVALID_CONFIG: ...` otherwise).
+    pub fn detail(&self) -> String {
+        let full = self.to_string();
+        match full.split_once(": ") {
+            Some((name, rest)) if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') => {
+                rest.to_owned()
+            }
+            _ => full,
+        }
+    }
+
     /// The Kafka protocol error code sent to the client.
     pub fn code(&self) -> i16 {
         match self {
@@ -375,3 +387,18 @@ pub trait Backend: Send + Sync + 'static {
 
 /// How often a waiting fetch reads again when the backend does not signal commits.
 pub const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_message_leaves_the_code_name_to_the_code() {
+        let e = BackendError::InvalidConfig("retention.ms=soon: not a number".into());
+        assert_eq!(e.detail(), "retention.ms=soon: not a number");
+        assert_eq!(
+            BackendError::NotEnoughReplicas.detail(),
+            "the in-sync replicas are fewer than min.insync.replicas"
+        );
+    }
+}

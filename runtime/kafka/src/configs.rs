@@ -54,6 +54,32 @@ pub enum Source {
     Default = 5,
 }
 
+impl Source {
+    /// The source of a DescribeConfigs code.
+    pub fn from_code(code: i8) -> Option<Source> {
+        [
+            Source::Topic,
+            Source::DynamicBroker,
+            Source::DynamicDefaultBroker,
+            Source::StaticBroker,
+            Source::Default,
+        ]
+        .into_iter()
+        .find(|s| *s as i8 == code)
+    }
+
+    /// A short name for command-line output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Topic => "topic",
+            Source::DynamicBroker => "broker",
+            Source::DynamicDefaultBroker => "cluster",
+            Source::StaticBroker => "static",
+            Source::Default => "default",
+        }
+    }
+}
+
 /// One config as DescribeConfigs reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Described {
@@ -183,9 +209,14 @@ fn invalid(name: &str, value: &str, why: &str) -> BackendError {
     BackendError::InvalidConfig(format!("{name}={value}: {why}"))
 }
 
+/// The names of the topic configs isr knows.
+pub fn topic_config_names() -> Vec<&'static str> {
+    TOPIC.iter().map(|d| d.name).collect()
+}
+
 /// The names of the topic configs isr knows, for error messages.
 fn known_topic_configs() -> String {
-    TOPIC.iter().map(|d| d.name).collect::<Vec<_>>().join(", ")
+    topic_config_names().join(", ")
 }
 
 /// Checks a topic config override (CreateTopics, AlterConfigs).

@@ -153,7 +153,7 @@ pub async fn create_topics<B: Backend>(
             (Err(e), _) | (Ok(()), Err(e)) => {
                 result = result
                     .with_error_code(e.code())
-                    .with_error_message(Some(text(e.to_string())));
+                    .with_error_message(Some(text(e.detail())));
             }
         }
         results.push(result);
@@ -193,7 +193,7 @@ pub async fn delete_topics<B: Backend>(
             Ok(()) => result,
             Err(e) => result
                 .with_error_code(e.code())
-                .with_error_message(Some(text(e.to_string()))),
+                .with_error_message(Some(text(e.detail()))),
         });
     }
     DeleteTopicsResponse::default().with_responses(responses)
@@ -236,7 +236,7 @@ pub async fn create_partitions<B: Backend>(
             Ok(()) => result,
             Err(e) => result
                 .with_error_code(e.code())
-                .with_error_message(Some(text(e.to_string()))),
+                .with_error_message(Some(text(e.detail()))),
         });
     }
     CreatePartitionsResponse::default().with_results(results)

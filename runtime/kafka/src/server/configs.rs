@@ -125,7 +125,7 @@ pub async fn describe_configs<B: Backend>(
                 }
                 Err(e) => answer
                     .with_error_code(e.code())
-                    .with_error_message(Some(text(e.to_string()))),
+                    .with_error_message(Some(text(e.detail()))),
             }
         })
         .collect();
@@ -185,7 +185,7 @@ async fn alter<B: Backend>(
 fn code_and_message(outcome: &Result<(), BackendError>) -> (i16, Option<StrBytes>) {
     match outcome {
         Ok(()) => (0, None),
-        Err(e) => (e.code(), Some(text(e.to_string()))),
+        Err(e) => (e.code(), Some(text(e.detail()))),
     }
 }
 

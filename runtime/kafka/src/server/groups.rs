@@ -7,6 +7,7 @@
 
 use super::membership::coordinating;
 use crate::backend::{Backend, BackendError, CommittedOffset, GroupOffset};
+use crate::consumer_protocol::subscribed_topics;
 use crate::coordinator::{coordinator_of, Caller, GroupDescription, GroupError};
 use isr::Offset;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -340,7 +341,7 @@ pub async fn offset_delete<B: Backend>(
         .map(|d| {
             d.members
                 .iter()
-                .flat_map(|m| subscription(&m.metadata))
+                .flat_map(|m| subscribed_topics(&m.metadata))
                 .collect()
         })
         .unwrap_or_default();
@@ -377,48 +378,4 @@ pub async fn offset_delete<B: Backend>(
         return refused(e.code());
     }
     OffsetDeleteResponse::default().with_topics(topics)
-}
-
-/// The topics of a consumer's subscription (the metadata of Kafka's consumer protocol: int16
-/// version, then an array of int16-length topic names), read within its bounds; anything
-/// malformed yields none.
-fn subscription(metadata: &[u8]) -> Vec<String> {
-    let take = |at: &mut usize, n: usize| -> Option<&[u8]> {
-        let bytes = metadata.get(*at..at.checked_add(n)?)?;
-        *at += n;
-        Some(bytes)
-    };
-    let mut at = 2; // version
-    let Some(count) = take(&mut at, 4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) else {
-        return Vec::new();
-    };
-    let mut topics = Vec::new();
-    for _ in 0..count.max(0) {
-        let Some(len) = take(&mut at, 2).map(|b| i16::from_be_bytes([b[0], b[1]])) else {
-            break;
-        };
-        let Some(name) = usize::try_from(len).ok().and_then(|n| take(&mut at, n)) else {
-            break;
-        };
-        topics.push(String::from_utf8_lossy(name).into_owned());
-    }
-    topics
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_a_consumer_subscription_and_survives_garbage() {
-        let mut m = vec![0, 1, 0, 0, 0, 2];
-        for t in ["orders", "pay"] {
-            m.extend_from_slice(&(t.len() as i16).to_be_bytes());
-            m.extend_from_slice(t.as_bytes());
-        }
-        m.extend_from_slice(&[0xff; 8]); // user data and the rest: not read
-        assert_eq!(subscription(&m), ["orders", "pay"]);
-        assert!(subscription(&[0, 1, 0x7f, 0xff, 0xff, 0xff]).is_empty());
-        assert!(subscription(&[]).is_empty());
-    }
 }

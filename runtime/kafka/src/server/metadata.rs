@@ -209,7 +209,7 @@ pub async fn describe_cluster<B: Backend>(
         Err(e) => answer
             .with_controller_id(BrokerId(-1))
             .with_error_code(e.code())
-            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+            .with_error_message(Some(StrBytes::from_string(e.detail()))),
     }
 }
 
@@ -236,10 +236,7 @@ pub async fn find_coordinator<B: Backend>(
     version: i16,
 ) -> FindCoordinatorResponse {
     let cluster = if request.key_type == GROUP_KEY {
-        backend
-            .metadata()
-            .await
-            .map_err(|e| (e.code(), e.to_string()))
+        backend.metadata().await.map_err(|e| (e.code(), e.detail()))
     } else {
         // Transactions: a non-retriable answer, so that a transactional producer fails at once.
         Err((
@@ -250,7 +247,7 @@ pub async fn find_coordinator<B: Backend>(
     let find = |key: &str| {
         cluster
             .clone()
-            .and_then(|c| coordinator(&c, key).map_err(|e| (e.code(), e.to_string())))
+            .and_then(|c| coordinator(&c, key).map_err(|e| (e.code(), e.detail())))
     };
     if version >= BATCHED_FIND_COORDINATOR {
         let coordinators = request
