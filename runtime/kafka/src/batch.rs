@@ -349,39 +349,16 @@ pub fn base_offset(batch: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::records::{encode, Outgoing};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use crate::client::records::{encode, encode_timed, Outgoing};
 
     /// One batch whose records carry these timestamps, stamped at `base`.
     fn timed(base: u64, times: &[i64]) -> Bytes {
-        let records: Vec<Record> = times
-            .iter()
-            .zip(0..)
-            .map(|(&timestamp, i)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i64::from(i),
-                sequence: i,
-                timestamp,
-                key: None,
-                value: Some(Bytes::from_static(b"v")),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        let options = RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
+        let record = Outgoing {
+            key: None,
+            value: Bytes::from_static(b"v"),
         };
-        RecordBatchEncoder::encode(&mut buf, &records, &options).expect("encode");
-        stamp(&buf, Offset(base), LeaderEpoch(1))
+        let batch = encode_timed(times.iter().map(|&t| (&record, t))).expect("encode");
+        stamp(&batch, Offset(base), LeaderEpoch(1))
     }
 
     #[test]

@@ -480,6 +480,23 @@ pub fn max_message_bytes(
         .unwrap_or(MESSAGE_MAX_BYTES as usize)
 }
 
+/// Refuses a batch longer than the topic's limit (see [`max_message_bytes`]) with
+/// MESSAGE_TOO_LARGE, which producers do not retry.
+pub fn check_batch_size(
+    len: usize,
+    topic: &str,
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+) -> Result<(), BackendError> {
+    let limit = max_message_bytes(overrides, broker);
+    if len > limit {
+        return Err(BackendError::MessageTooLarge(format!(
+            "a batch of {len} bytes exceeds max.message.bytes {limit} of topic {topic}"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -97,7 +97,7 @@ mod tests {
         a.extend(string("orders"));
         a.extend_from_slice(&[0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3]);
         assert_eq!(assigned_partitions(&a), [("orders".to_owned(), vec![0, 3])]);
-        a[11] = 0x7f; // a partition count of 2^31 or so
+        a[14] = 0x7f; // a partition count of 2^31 or so
         assert_eq!(assigned_partitions(&a), []);
     }
 }

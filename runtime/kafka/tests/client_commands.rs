@@ -529,7 +529,7 @@ async fn topics_are_described_altered_grown_and_deleted() {
 
 #[tokio::test]
 async fn groups_are_listed_described_and_deleted() {
-    use isr_kafka::client::group::{DeleteArgs, DescribeArgs, ListArgs};
+    use isr_kafka::client::group::{DeleteArgs, ListArgs, NamedArgs};
     let server = TestServer::start().await;
     let b = server.bootstrap();
     create(&server, "events", 1, 1).await.expect("create");
@@ -553,9 +553,9 @@ async fn groups_are_listed_described_and_deleted() {
         Ok("readers state=Empty protocol-type=-\n")
     );
     let describe = |group: &str, json| {
-        group_command(GroupCommand::Describe(DescribeArgs {
+        group_command(GroupCommand::Describe(NamedArgs {
             bootstrap: b.clone(),
-            group: group.into(),
+            name: group.into(),
             json,
         }))
     };
@@ -573,7 +573,7 @@ async fn groups_are_listed_described_and_deleted() {
     let delete = |group: &str| {
         group_command(GroupCommand::Delete(DeleteArgs {
             bootstrap: b.clone(),
-            group: group.into(),
+            name: group.into(),
         }))
     };
     assert_eq!(

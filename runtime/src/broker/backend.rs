@@ -14,7 +14,6 @@ use isr_kafka::{
     Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo,
 };
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 use tracing::debug;
@@ -291,21 +290,15 @@ impl Backend for BrokerBackend {
         batch: Bytes,
     ) -> Result<Offset, BackendError> {
         let partition = self.partition_id(topic, partition).await?;
-        let limit = {
+        {
             let view = self.cached();
-            let none = BTreeMap::new();
             let broker = BrokerConfigs {
                 id: self.net.me,
                 settings: &self.settings,
                 dynamic: &view.broker_configs,
             };
-            configs::max_message_bytes(view.topic_configs.get(topic).unwrap_or(&none), &broker)
-        };
-        if batch.len() > limit {
-            return Err(BackendError::MessageTooLarge(format!(
-                "a batch of {} bytes exceeds max.message.bytes {limit} of topic {topic}",
-                batch.len()
-            )));
+            let overrides = view.topic_configs.get(topic).cloned().unwrap_or_default();
+            configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
         }
         // The Kafka layer validated the batch; checking again here keeps anything malformed out
         // of the log whoever the caller is.

@@ -57,6 +57,11 @@ pub mod tests {
 
     /// A valid v2 batch of `values`, as a producer would send it.
     pub fn batch_of(values: &[&str]) -> Bytes {
+        batch_at(0, values)
+    }
+
+    /// A valid v2 batch of `values`, every record at `timestamp`.
+    pub fn batch_at(timestamp: i64, values: &[&str]) -> Bytes {
         let records: Vec<Outgoing> = values
             .iter()
             .map(|v| Outgoing {
@@ -64,7 +69,7 @@ pub mod tests {
                 value: Bytes::copy_from_slice(v.as_bytes()),
             })
             .collect();
-        encode(&records, 0).expect("encodable")
+        encode(&records, timestamp).expect("encodable")
     }
 
     #[test]

@@ -363,7 +363,7 @@ impl Log for DiskLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::batch::tests::batch_of;
+    use crate::storage::batch::tests::{batch_at, batch_of};
     use isr::LeaderEpoch;
     use std::fs::OpenOptions;
 
@@ -428,17 +428,9 @@ mod tests {
     }
 
     fn timed(epoch: u32, timestamp: i64, values: &[&str]) -> Entry<Bytes> {
-        use isr_kafka::client::records::{encode, Outgoing};
-        let records: Vec<Outgoing> = values
-            .iter()
-            .map(|v| Outgoing {
-                key: None,
-                value: Bytes::copy_from_slice(v.as_bytes()),
-            })
-            .collect();
         Entry {
             epoch: LeaderEpoch(epoch),
-            record: encode(&records, timestamp).expect("encodable"),
+            record: batch_at(timestamp, values),
         }
     }
 

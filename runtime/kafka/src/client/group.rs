@@ -1,6 +1,7 @@
 //! `isr group list|describe|delete`: consumer groups, their members and their committed
 //! offsets with the lag behind each partition's end.
 
+pub use super::args::{DeleteArgs, ListArgs, NamedArgs};
 use super::cluster::{Cluster, Route};
 use super::consume::{self, Start};
 use super::error::{malformed, ClientError};
@@ -30,38 +31,9 @@ pub enum GroupCommand {
     List(ListArgs),
     /// Show a group's state, members and assignments, and its committed offsets with the lag
     /// behind each partition's end.
-    Describe(DescribeArgs),
+    Describe(NamedArgs),
     /// Delete a group without members, and its committed offsets.
     Delete(DeleteArgs),
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct ListArgs {
-    /// A broker to start from: HOST:PORT, or several separated by commas.
-    #[arg(long)]
-    pub bootstrap: String,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct DescribeArgs {
-    /// A broker to start from: HOST:PORT, or several separated by commas.
-    #[arg(long)]
-    pub bootstrap: String,
-    pub group: String,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct DeleteArgs {
-    /// A broker to start from: HOST:PORT, or several separated by commas.
-    #[arg(long)]
-    pub bootstrap: String,
-    pub group: String,
 }
 
 /// Runs a group command, printing to stdout.
@@ -170,9 +142,9 @@ struct Position {
     end: Option<i64>,
 }
 
-async fn describe(args: DescribeArgs, out: &mut impl Write) -> Result<(), ClientError> {
+async fn describe(args: NamedArgs, out: &mut impl Write) -> Result<(), ClientError> {
     let mut cluster = Cluster::connect(&args.bootstrap).await?;
-    let group = args.group.as_str();
+    let group = args.name.as_str();
     let request = DescribeGroupsRequest::default().with_groups(vec![group_id(group)]);
     let described = cluster
         .send(
@@ -341,7 +313,7 @@ async fn offsets(cluster: &mut Cluster, group: &str) -> Result<Vec<Position>, Cl
 
 async fn delete(args: DeleteArgs, out: &mut impl Write) -> Result<(), ClientError> {
     let mut cluster = Cluster::connect(&args.bootstrap).await?;
-    let group = args.group.as_str();
+    let group = args.name.as_str();
     let request = DeleteGroupsRequest::default().with_groups_names(vec![group_id(group)]);
     let code = cluster
         .send(

@@ -5,6 +5,7 @@
 //! wires as a subcommand; `run_with` variants take explicit input and output so tests can
 //! drive them. Every command starts from `--bootstrap HOST:PORT[,HOST:PORT...]`.
 
+mod args;
 mod cluster;
 mod connection;
 mod error;

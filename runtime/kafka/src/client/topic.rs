@@ -1,5 +1,6 @@
 //! `isr topic create|list|describe|delete|alter|add-partitions`.
 
+pub use super::args::{DeleteArgs, ListArgs, NamedArgs};
 use super::cluster::{Cluster, PartitionView, Route, TopicView};
 use super::error::{malformed, ClientError};
 use crate::configs::{self, Source};
@@ -68,35 +69,6 @@ pub struct CreateArgs {
     /// A topic config, KEY=VALUE (repeatable), e.g. retention.ms=86400000.
     #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
     pub configs: Vec<(String, String)>,
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct ListArgs {
-    /// A broker to start from: HOST:PORT, or several separated by commas.
-    #[arg(long)]
-    pub bootstrap: String,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct NamedArgs {
-    /// A broker to start from: HOST:PORT, or several separated by commas.
-    #[arg(long)]
-    pub bootstrap: String,
-    pub name: String,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Clone, Debug, clap::Args)]
-pub struct DeleteArgs {
-    /// A broker to start from: HOST:PORT, or several separated by commas.
-    #[arg(long)]
-    pub bootstrap: String,
-    pub name: String,
 }
 
 #[derive(Clone, Debug, clap::Args)]

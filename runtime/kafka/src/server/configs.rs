@@ -164,29 +164,37 @@ fn config(
     c
 }
 
-/// Checks and (unless `validate_only`) applies one resource's change: its outcome.
-async fn alter<B: Backend>(
+/// One resource of an AlterConfigs or IncrementalAlterConfigs request: its type, its name,
+/// and its operations (or why they cannot be carried out).
+type Change = (i8, StrBytes, Result<Vec<ConfigOp>, BackendError>);
+
+/// Checks and (unless `validate_only`) applies each resource's change, in order: each
+/// resource's type, name, error code and message.
+async fn alter_each<B: Backend>(
     backend: &B,
-    kind: i8,
-    name: &str,
-    ops: Result<Vec<ConfigOp>, BackendError>,
+    changes: Vec<Change>,
     replace: bool,
     validate_only: bool,
-) -> Result<(), BackendError> {
-    let resource = resource(kind, name)?;
-    let ops = ops?;
-    configs::check_change(&resource, &ops)?;
-    if validate_only {
-        return Ok(());
+) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)> {
+    let mut outcomes = Vec::with_capacity(changes.len());
+    for (kind, name, ops) in changes {
+        let outcome = async {
+            let resource = resource(kind, name.as_str())?;
+            let ops = ops?;
+            configs::check_change(&resource, &ops)?;
+            if validate_only {
+                return Ok(());
+            }
+            backend.alter_configs(resource, ops, replace).await
+        }
+        .await;
+        let (code, message) = match outcome {
+            Ok(()) => (0, None),
+            Err(e) => (e.code(), Some(text(e.detail()))),
+        };
+        outcomes.push((kind, name, code, message));
     }
-    backend.alter_configs(resource, ops, replace).await
-}
-
-fn code_and_message(outcome: &Result<(), BackendError>) -> (i16, Option<StrBytes>) {
-    match outcome {
-        Ok(()) => (0, None),
-        Err(e) => (e.code(), Some(text(e.detail()))),
-    }
+    outcomes
 }
 
 /// AlterConfigs: each resource's overrides become exactly those given.
@@ -194,38 +202,37 @@ pub async fn alter_configs<B: Backend>(
     backend: &B,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
-    let mut responses = Vec::with_capacity(request.resources.len());
-    for r in &request.resources {
-        let ops = r
-            .configs
-            .iter()
-            .map(|c| {
-                let name = c.name.as_str().to_owned();
-                match &c.value {
-                    Some(v) => ConfigOp::Set(name, v.as_str().to_owned()),
-                    None => ConfigOp::Delete(name),
-                }
+    let changes = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    let name = c.name.as_str().to_owned();
+                    match &c.value {
+                        Some(v) => ConfigOp::Set(name, v.as_str().to_owned()),
+                        None => ConfigOp::Delete(name),
+                    }
+                })
+                .collect();
+            (r.resource_type, r.resource_name, Ok(ops))
+        })
+        .collect();
+    let outcomes = alter_each(backend, changes, true, request.validate_only).await;
+    AlterConfigsResponse::default().with_responses(
+        outcomes
+            .into_iter()
+            .map(|(kind, name, code, message)| {
+                AlterConfigsResourceResponse::default()
+                    .with_resource_type(kind)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message)
             })
-            .collect();
-        let outcome = alter(
-            backend,
-            r.resource_type,
-            r.resource_name.as_str(),
-            Ok(ops),
-            true,
-            request.validate_only,
-        )
-        .await;
-        let (code, message) = code_and_message(&outcome);
-        responses.push(
-            AlterConfigsResourceResponse::default()
-                .with_error_code(code)
-                .with_error_message(message)
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone()),
-        );
-    }
-    AlterConfigsResponse::default().with_responses(responses)
+            .collect(),
+    )
 }
 
 /// IncrementalAlterConfigs: SET and DELETE each name; APPEND and SUBTRACT (for list configs)
@@ -234,42 +241,41 @@ pub async fn incremental_alter_configs<B: Backend>(
     backend: &B,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let mut responses = Vec::with_capacity(request.resources.len());
-    for r in &request.resources {
-        let ops = r
-            .configs
-            .iter()
-            .map(|c| {
-                let name = c.name.as_str().to_owned();
-                match (c.config_operation, &c.value) {
-                    (SET, Some(v)) => Ok(ConfigOp::Set(name, v.as_str().to_owned())),
-                    (SET, None) => Err(BackendError::InvalidConfig(format!(
-                        "{name}: SET needs a value"
-                    ))),
-                    (DELETE, _) => Ok(ConfigOp::Delete(name)),
-                    (op, _) => Err(BackendError::InvalidConfig(format!(
-                        "{name}: operation {op} is not supported (0 SET, 1 DELETE)"
-                    ))),
-                }
+    let changes = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    let name = c.name.as_str().to_owned();
+                    match (c.config_operation, &c.value) {
+                        (SET, Some(v)) => Ok(ConfigOp::Set(name, v.as_str().to_owned())),
+                        (SET, None) => Err(BackendError::InvalidConfig(format!(
+                            "{name}: SET needs a value"
+                        ))),
+                        (DELETE, _) => Ok(ConfigOp::Delete(name)),
+                        (op, _) => Err(BackendError::InvalidConfig(format!(
+                            "{name}: operation {op} is not supported (0 SET, 1 DELETE)"
+                        ))),
+                    }
+                })
+                .collect();
+            (r.resource_type, r.resource_name, ops)
+        })
+        .collect();
+    let outcomes = alter_each(backend, changes, false, request.validate_only).await;
+    IncrementalAlterConfigsResponse::default().with_responses(
+        outcomes
+            .into_iter()
+            .map(|(kind, name, code, message)| {
+                IncrementalResourceResponse::default()
+                    .with_resource_type(kind)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message)
             })
-            .collect();
-        let outcome = alter(
-            backend,
-            r.resource_type,
-            r.resource_name.as_str(),
-            ops,
-            false,
-            request.validate_only,
-        )
-        .await;
-        let (code, message) = code_and_message(&outcome);
-        responses.push(
-            IncrementalResourceResponse::default()
-                .with_error_code(code)
-                .with_error_message(message)
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone()),
-        );
-    }
-    IncrementalAlterConfigsResponse::default().with_responses(responses)
+            .collect(),
+    )
 }

@@ -206,21 +206,15 @@ impl Backend for MemoryBackend {
         if let Some(e) = self.state().faults.pop_front() {
             return Err(e);
         }
-        let limit = {
+        {
             let state = self.state();
-            let none = BTreeMap::new();
             let broker = BrokerConfigs {
                 id: BROKER,
                 settings: &self.settings,
                 dynamic: &state.broker_configs,
             };
-            configs::max_message_bytes(state.topic_configs.get(topic).unwrap_or(&none), &broker)
-        };
-        if batch.len() > limit {
-            return Err(BackendError::MessageTooLarge(format!(
-                "a batch of {} bytes exceeds max.message.bytes {limit}",
-                batch.len()
-            )));
+            let overrides = state.topic_configs.get(topic).cloned().unwrap_or_default();
+            configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
         }
         let count = batch::validate(&batch)
             .map_err(|e| BackendError::CorruptMessage(e.to_string()))?
