@@ -10,7 +10,7 @@ mod storage;
 mod timing;
 mod wire;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -50,7 +50,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -86,4 +89,41 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints a command-line error, naming the valid subcommands where one was missing or unknown
+/// (clap only suggests similar names).
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    if matches!(
+        e.kind(),
+        ErrorKind::InvalidSubcommand | ErrorKind::MissingSubcommand
+    ) {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if let Some(names) = valid_subcommands(&args) {
+            eprintln!("valid subcommands: {names}");
+        }
+    }
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
+    }
+}
+
+/// The subcommands of the deepest command `args` name.
+fn valid_subcommands(args: &[String]) -> Option<String> {
+    let mut command = Cli::command();
+    for arg in args {
+        match command.find_subcommand(arg) {
+            Some(sub) => command = sub.clone(),
+            None => break,
+        }
+    }
+    let names: Vec<&str> = command
+        .get_subcommands()
+        .map(|s| s.get_name())
+        .filter(|&n| n != "help")
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
 }
