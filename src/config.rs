@@ -56,6 +56,13 @@ pub struct Rules {
     pub unclean_leader_election: bool,
     /// Rule 10: what followers acknowledge.
     pub flush: FlushPolicy,
+    /// Rules 11 and 12 (KAFKA-6082, KAFKA-14154): a controller's writes to the store are
+    /// conditional on it still holding the controller role, and nothing it decides leaves it
+    /// unless the store confirms that; brokers ignore orders and answers from a controller
+    /// epoch older than one they have seen, and a controller refuses an AlterPartition from a
+    /// broker that has seen a newer controller. Off: writes are unconditional and brokers
+    /// accept any controller epoch, so a deposed controller (a zombie) keeps steering.
+    pub controller_fencing: bool,
 }
 
 impl Default for Rules {
@@ -69,6 +76,7 @@ impl Default for Rules {
             eligible_leader_replicas: true,
             unclean_leader_election: false,
             flush: FlushPolicy::Always,
+            controller_fencing: true,
         }
     }
 }
@@ -86,7 +94,7 @@ pub struct RuleInfo {
 impl Rules {
     /// The names accepted by [`Rules::set`].
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
-         maximal-isr-hw, strict-min-isr, elr, unclean-election, flush";
+         maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -127,6 +135,7 @@ impl Rules {
                     other => return Err(ParseError::new("flush", other, "always, page-cache")),
                 }
             }
+            "controller-fencing" => self.controller_fencing = flag("controller-fencing", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -199,6 +208,13 @@ impl Rules {
                 safe.flush.to_string(),
                 "always, page-cache",
                 "10: followers acknowledge flushed data",
+            ),
+            row(
+                "controller-fencing",
+                on(self.controller_fencing),
+                on(safe.controller_fencing),
+                "on, off",
+                "11/12: the controller epoch fences a deposed controller (KAFKA-6082, KAFKA-14154)",
             ),
         ]
     }

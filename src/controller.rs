@@ -4,6 +4,16 @@
 //! the controller accepts them by compare-and-set on the partition epoch (rule 7); it elects
 //! leaders from the ISR, then the ELR, and outside both only when unclean election is on
 //! (rule 8); it fences brokers whose session expired, shrinking them out of every ISR.
+//!
+//! The role itself moves. A controller is elected through a store that also holds its state
+//! (etcd or a file in the runtime, ZooKeeper in Kafka's seeds), and a new one takes over from
+//! there in the next controller epoch ([`Controller::take_over`]). The one it replaced may not
+//! know yet — a paused or partitioned process — and keeps acting on its in-memory state: a
+//! zombie. Rule 11 (KAFKA-6082) fences it twice. The store takes a step of a controller only
+//! while that controller holds the role ([`Controller::admitted_by_store`]): its write, and with
+//! it every message the step sends, so the zombie's first step after its successor's election
+//! is refused and it stops. And every message carries the controller epoch, so brokers can
+//! ignore orders from an epoch older than one they have seen.
 
 use crate::config::Config;
 use crate::error::AlterPartitionError;
@@ -12,7 +22,8 @@ use crate::message::{
     Message, PartitionState,
 };
 use crate::types::{
-    BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick,
+    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
+    Tick,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,8 +69,10 @@ pub enum ControllerError {
     InvalidMinIsr(usize),
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Controller {
+    /// The controller epoch this controller acts in: stamped on everything it sends.
+    pub(crate) epoch: ControllerEpoch,
     pub(crate) brokers: BTreeMap<BrokerId, BrokerState>,
     pub(crate) partitions: BTreeMap<PartitionId, PartitionState>,
     /// Consumer groups' committed offsets, kept by the cluster so a consumer resumes after a
@@ -69,9 +82,73 @@ pub struct Controller {
     pub(crate) registrations: u64,
 }
 
+impl Default for Controller {
+    fn default() -> Self {
+        Controller {
+            epoch: ControllerEpoch(1),
+            brokers: BTreeMap::new(),
+            partitions: BTreeMap::new(),
+            group_offsets: BTreeMap::new(),
+            registrations: 0,
+        }
+    }
+}
+
 impl Controller {
+    /// The first controller of a new cluster, in controller epoch 1.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The controller epoch this controller acts in.
+    pub fn epoch(&self) -> ControllerEpoch {
+        self.epoch
+    }
+
+    /// Rule 11 (KAFKA-6082): whether the store takes a step of this controller — the write of
+    /// its new state, and so every message the step sends — while the controller elected in
+    /// `holder` holds the role. A driver commits a step's state to the store before it carries
+    /// out the step's effects; a refused step's effects are dropped and the controller stops
+    /// (it has learnt it lost the role). Without fencing every write lands, whoever makes it.
+    pub fn admitted_by_store(&self, cfg: &Config, holder: ControllerEpoch) -> bool {
+        !cfg.rules.controller_fencing || self.epoch == holder
+    }
+
+    /// What the store holds once this controller's write lands over `stored` (the store's
+    /// content before): this controller's state, except the source of broker epochs. Those
+    /// come from a counter of the store itself (etcd's revision, ZooKeeper's zxid, KRaft's log
+    /// offset), which a write of controller state cannot roll back, so no two registrations
+    /// ever get the same epoch, even when an unfenced zombie writes.
+    pub fn written_over(&self, stored: &Controller) -> Controller {
+        let mut written = self.clone();
+        written.registrations = written.registrations.max(stored.registrations);
+        written
+    }
+
+    /// `ControllerFailover`: the controller elected in `epoch` takes over the state its
+    /// predecessor left in the store (`stored`), and tells every live broker the state of each
+    /// of its partitions in the new epoch. Every broker believed alive gets a fresh session:
+    /// heartbeat times are the old controller's clock, and a broker that heartbeated the old
+    /// controller a moment ago must not be fenced for it. The announcement matters because
+    /// brokers ignore older controllers once they have heard a newer one (rule 11): an order
+    /// the predecessor sent just before it lost the role might never be acted on, so the new
+    /// controller repeats what is current, as Kafka's does when it takes office.
+    pub fn take_over<R>(
+        stored: &Controller,
+        epoch: ControllerEpoch,
+        now: Tick,
+    ) -> (Controller, Effects<R>) {
+        let mut next = stored.clone();
+        next.epoch = epoch;
+        for b in next.brokers.values_mut().filter(|b| b.alive) {
+            b.last_heartbeat = now;
+        }
+        let effects = next
+            .partitions
+            .keys()
+            .flat_map(|&id| next.announce(id))
+            .collect();
+        (next, effects)
     }
 
     pub fn partition(&self, id: PartitionId) -> Option<&PartitionState> {
@@ -150,6 +227,7 @@ impl Controller {
                 partition,
                 state: state.clone(),
                 broker_epoch,
+                controller_epoch: self.epoch,
             }),
         })
     }
@@ -457,8 +535,11 @@ impl Controller {
     }
 
     /// Accepts or refuses a leader's AlterPartition by compare-and-set on the partition epoch
-    /// (rule 7). Replicas it adds must be alive in the incarnation that fetched (KIP-903). Replicas it removes while the ISR is below
-    /// `min.insync.replicas` join the ELR; once the ISR is back at the floor the ELR is emptied.
+    /// (rule 7). Replicas it adds must be alive in the incarnation that fetched (KIP-903).
+    /// Replicas it removes while the ISR is below `min.insync.replicas` join the ELR; once the
+    /// ISR is back at the floor the ELR is emptied. A leader that has seen a newer controller
+    /// is refused with NOT_CONTROLLER before anything else: this controller is deposed, and its
+    /// view of the partition must not decide (rule 12, KAFKA-14154).
     pub fn on_alter_partition<R>(
         &mut self,
         cfg: &Config,
@@ -482,6 +563,7 @@ impl Controller {
                 request_partition_epoch: req.partition_epoch,
                 requested_isr: req.new_isr.clone(),
                 requested_broker_epochs: req.broker_epochs.clone(),
+                controller_epoch: self.epoch,
                 result,
             }),
         }));
@@ -493,6 +575,12 @@ impl Controller {
         cfg: &Config,
         req: &AlterPartitionRequest,
     ) -> Result<PartitionState, AlterPartitionError> {
+        if cfg.rules.controller_fencing && req.controller_epoch > self.epoch {
+            return Err(AlterPartitionError::NotController {
+                request: req.controller_epoch,
+                current: self.epoch,
+            });
+        }
         let brokers = &self.brokers;
         let eligible = |b: &BrokerId| {
             brokers
@@ -881,5 +969,93 @@ mod tests {
             c.set_min_insync_replicas::<()>(PartitionId(5), 1),
             Err(ControllerError::UnknownPartition(PartitionId(5)))
         );
+    }
+
+    /// A leader's AlterPartition adding nothing: drops b3 from the ISR of [`three`]'s
+    /// partition, as b1 (the leader, epoch 1) would propose it having heard controller `seen`.
+    fn drop_b3(seen: ControllerEpoch) -> AlterPartitionRequest {
+        AlterPartitionRequest {
+            partition: PartitionId(0),
+            leader: BrokerId(1),
+            leader_epoch: LeaderEpoch(1),
+            partition_epoch: PartitionEpoch(1),
+            new_isr: BTreeSet::from([BrokerId(1), BrokerId(2)]),
+            broker_epochs: BTreeMap::new(),
+            controller_epoch: seen,
+        }
+    }
+
+    fn answer(effects: &Effects<()>) -> &AlterPartitionResponse {
+        effects
+            .iter()
+            .find_map(|e| match e {
+                Effect::Send(Envelope {
+                    message: Message::AlterPartitionResponse(r),
+                    ..
+                }) => Some(r),
+                _ => None,
+            })
+            .expect("an answer")
+    }
+
+    #[test]
+    fn a_new_controller_takes_over_the_stored_state_in_the_next_epoch_and_announces_it() {
+        let (cfg, mut old, p) = three();
+        old.on_heartbeat(BrokerId(1), Tick(3));
+        old.fence_broker::<()>(&cfg, BrokerId(3));
+        let (new, announce) = Controller::take_over::<()>(&old, old.epoch().next(), Tick(50));
+        assert_eq!(new.epoch(), ControllerEpoch(2));
+        assert_eq!(new.partition(p), old.partition(p));
+        // Live brokers get a fresh session on the new controller's clock; the fenced stays so.
+        assert!(!new.is_alive(BrokerId(3)));
+        for b in [1, 2] {
+            assert_eq!(new.brokers()[&BrokerId(b)].last_heartbeat, Tick(50));
+        }
+        // The current state goes to every live assigned broker, stamped with the new epoch.
+        let sent = leaders_and_isrs(&announce);
+        let state = new.partition(p).expect("partition").clone();
+        assert_eq!(
+            sent,
+            vec![(BrokerId(1), state.clone()), (BrokerId(2), state)]
+        );
+        assert!(announce.iter().all(|e| matches!(e, Effect::Send(Envelope {
+            message: Message::LeaderAndIsr(l), ..
+        }) if l.controller_epoch == ControllerEpoch(2))));
+    }
+
+    #[test]
+    fn the_store_takes_only_the_holders_steps_unless_fencing_is_off() {
+        let (cfg, old, _) = three();
+        let (new, _) = Controller::take_over::<()>(&old, old.epoch().next(), Tick(0));
+        assert!(new.admitted_by_store(&cfg, new.epoch()));
+        assert!(!old.admitted_by_store(&cfg, new.epoch()));
+        let unfenced = Config {
+            rules: Rules {
+                controller_fencing: false,
+                ..Rules::default()
+            },
+            ..cfg
+        };
+        assert!(old.admitted_by_store(&unfenced, new.epoch()));
+    }
+
+    #[test]
+    fn a_deposed_controller_refuses_a_leader_that_heard_its_successor() {
+        let (cfg, mut old, p) = three();
+        let before = old.partition(p).cloned();
+        let effects = old.on_alter_partition::<()>(&cfg, &drop_b3(ControllerEpoch(2)));
+        assert_eq!(
+            answer(&effects).result,
+            Err(AlterPartitionError::NotController {
+                request: ControllerEpoch(2),
+                current: ControllerEpoch(1),
+            })
+        );
+        assert_eq!(old.partition(p).cloned(), before, "nothing changed");
+        // A leader at the controller's own epoch is served.
+        let effects = old.on_alter_partition::<()>(&cfg, &drop_b3(ControllerEpoch(1)));
+        let answer = answer(&effects);
+        assert_eq!(answer.controller_epoch, ControllerEpoch(1));
+        assert!(answer.result.is_ok());
     }
 }

@@ -1,6 +1,6 @@
 //! Typed errors of the core.
 
-use crate::types::{BrokerId, LeaderEpoch, Offset, PartitionEpoch};
+use crate::types::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionEpoch};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -74,6 +74,13 @@ pub enum AlterPartitionError {
     IneligibleReplica(BrokerId),
     #[error("unknown partition")]
     UnknownPartition,
+    /// The leader has seen a newer controller than the one it asked: this one is deposed and
+    /// must not decide (KAFKA-14154). The leader keeps its proposal and asks the current one.
+    #[error("NOT_CONTROLLER: request from a broker at {request}, this controller is at {current}")]
+    NotController {
+        request: ControllerEpoch,
+        current: ControllerEpoch,
+    },
 }
 
 /// Why a consumer's read was refused.

@@ -43,5 +43,6 @@ pub use replica::{
     FollowerPhase, FollowerProgress, FollowerState, LeaderState, PendingWrite, Replica, Role,
 };
 pub use types::{
-    Acks, BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId, Tick,
+    Acks, BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch,
+    PartitionId, Tick,
 };

@@ -6,7 +6,9 @@
 
 use crate::error::{AlterPartitionError, EpochError, WriteError};
 use crate::log::Entry;
-use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId};
+use crate::types::{
+    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -94,6 +96,9 @@ pub struct AlterPartitionRequest {
     /// For each replica the request adds, the incarnation whose fetches proved it caught up
     /// (KIP-903): the controller refuses the change if that broker has re-registered since.
     pub broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
+    /// The newest controller epoch the leader has seen: a controller older than that is a
+    /// deposed one and must not decide (KAFKA-14154).
+    pub controller_epoch: ControllerEpoch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -107,6 +112,8 @@ pub struct AlterPartitionResponse {
     /// in them when the first was built on a fetch by an incarnation that has since
     /// re-registered; a late (or duplicated) refusal of the first must not cancel the second.
     pub requested_broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
+    /// The epoch of the controller that answered (rule 11).
+    pub controller_epoch: ControllerEpoch,
     pub result: Result<PartitionState, AlterPartitionError>,
 }
 
@@ -117,6 +124,8 @@ pub struct LeaderAndIsr {
     pub state: PartitionState,
     /// The receiving broker's current incarnation, which its fetches must carry.
     pub broker_epoch: BrokerEpoch,
+    /// The epoch of the controller that sent it (rule 11).
+    pub controller_epoch: ControllerEpoch,
 }
 
 /// Everything that travels between brokers and the controller.

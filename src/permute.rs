@@ -19,8 +19,12 @@
 //!   registrations globally (b0, b1, b2 register as 1, 2, 3), but the protocol only ever
 //!   compares two epochs of the same broker (equal? newer?). With
 //!   [`Renaming::ranking_epochs`], each broker's epochs are renumbered 1, 2, … in their
-//!   order (0, "none", stays 0) and the controller's registration counter becomes the largest
-//!   rank, so a later registration still gets an epoch above every one in the state.
+//!   order (0, "none", stays 0) and every controller's registration counter becomes the largest
+//!   rank, so a later registration still gets an epoch above every one in the state. (The
+//!   counter of the controller that hands out epochs — the active one, and the store it writes
+//!   to — is always at least every epoch in the state, since broker epochs come from the
+//!   store's own counter, which no write rolls back: [`Controller::written_over`]. A zombie's
+//!   counter may lag, but a zombie never hands one out.)
 //!
 //! Without the first, no renamed state but the identity's would ever be reached; without the
 //! second, none would be reached from the initial state either.
@@ -311,7 +315,10 @@ impl Cluster {
 
     /// Whether renumbering epochs by `table` (this cluster's) would change nothing.
     pub fn epochs_are_ranked(&self, table: &EpochTable) -> bool {
-        table.is_ranked() && self.controller.registrations == table.max_rank()
+        table.is_ranked()
+            && self
+                .controllers()
+                .all(|c| c.registrations == table.max_rank())
     }
 
     /// Renames the cluster in place. Everything indexed by broker is reordered so that index
@@ -332,6 +339,9 @@ impl Cluster {
         }
         self.network.sort_unstable();
         self.controller.rename_brokers(r);
+        for c in self.zombie.iter_mut().chain(self.stale_store.iter_mut()) {
+            c.rename_brokers(r);
+        }
         r.set(&mut self.awaiting_rejoin);
     }
 
@@ -355,21 +365,23 @@ impl Cluster {
                 (l.isr.len(), l.proposed_isr.as_ref().map(BTreeSet::len)).hash(&mut h);
             }
         }
-        self.controller.is_alive(b).hash(&mut h);
-        if let Some(state) = self.controller.partition(crate::sim::PARTITION) {
-            let roles = (
-                state.leader == Some(b),
-                state.isr.contains(&b),
-                state.elr.contains(&b),
-            );
-            roles.hash(&mut h);
+        for c in self.controllers() {
+            c.is_alive(b).hash(&mut h);
+            if let Some(state) = c.partition(crate::sim::PARTITION) {
+                let roles = (
+                    state.leader == Some(b),
+                    state.isr.contains(&b),
+                    state.elr.contains(&b),
+                );
+                roles.hash(&mut h);
+            }
         }
         self.last_stop_clean[b.0 as usize].hash(&mut h);
         self.awaiting_rejoin.contains(&b).hash(&mut h);
         h.finish()
     }
 
-    /// Every nonzero epoch of every broker the state holds (the controller's, the broker's own,
+    /// Every nonzero epoch of every broker the state holds (the controllers', the broker's own,
     /// its leader's record of its fetches, and those in flight): the table for
     /// [`Renaming::ranking_epochs`].
     pub fn broker_epochs(&self) -> EpochTable {
@@ -379,8 +391,10 @@ impl Cluster {
                 table.push((b, e));
             }
         };
-        for (&b, s) in &self.controller.brokers {
-            note(b, s.epoch);
+        for c in self.controllers() {
+            for (&b, s) in &c.brokers {
+                note(b, s.epoch);
+            }
         }
         for replica in &self.replicas {
             note(replica.id, replica.broker_epoch);

@@ -55,6 +55,9 @@ pub struct Bounds {
     /// Whether the OS may flush a broker's page cache at any time (only matters under the
     /// page-cache flush policy).
     pub background_flush: bool,
+    /// Times the controller role may move to a new controller (`ControllerFailover`) while the
+    /// old one keeps running as a zombie.
+    pub controller_failovers: u8,
 }
 
 impl Default for Bounds {
@@ -71,6 +74,7 @@ impl Default for Bounds {
             acks: Acks::All,
             consumer: true,
             background_flush: false,
+            controller_failovers: 0,
         }
     }
 }
@@ -119,6 +123,18 @@ pub enum Action {
     Flush(BrokerId),
     /// The consumer reads the committed records it has not read yet from a leader.
     ConsumerRead(BrokerId),
+    /// The active controller loses the role without noticing (a pause, a partition from the
+    /// store): a new controller is elected through the store, takes over the state the store
+    /// holds in the next controller epoch, and the old one runs on as a zombie.
+    ControllerFailover,
+    /// The zombie controller fences a broker: it hears no heartbeats, since brokers now talk
+    /// to its successor.
+    ZombieShrinkIsr(BrokerId),
+    /// The zombie controller elects this candidate leader of what it believes is a leaderless
+    /// partition.
+    ZombieElectLeader(BrokerId),
+    /// A message in flight to the controller reaches the zombie instead.
+    ZombieDeliver(Envelope<Record>),
 }
 
 impl fmt::Display for Action {
@@ -144,7 +160,26 @@ impl fmt::Display for Action {
             }
             Action::Flush(b) => write!(f, "Flush({b})"),
             Action::ConsumerRead(b) => write!(f, "ConsumerRead({b})"),
+            Action::ControllerFailover => write!(f, "ControllerFailover"),
+            Action::ZombieShrinkIsr(b) => write!(f, "ZombieShrinkIsr({b})"),
+            Action::ZombieElectLeader(b) => write!(f, "ZombieElectLeader({b})"),
+            Action::ZombieDeliver(e) => write!(f, "ZombieDeliver({})", describe(e)),
         }
+    }
+}
+
+/// The candidates `controller` may elect now: its partition is leaderless and below the leader
+/// epoch bound.
+fn electable(cfg: &Config, bounds: &Bounds, controller: &Controller) -> Vec<BrokerId> {
+    let state = controller.partition(PARTITION);
+    if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch) {
+        controller
+            .election_candidates(cfg, PARTITION)
+            .into_iter()
+            .map(|(b, _)| b)
+            .collect()
+    } else {
+        Vec::new()
     }
 }
 
@@ -194,16 +229,18 @@ pub fn describe(e: &Envelope<Record>) -> String {
         ),
         Message::AlterPartitionResponse(r) => match &r.result {
             Ok(s) => format!(
-                "AlterPartitionResponse ok isr={} {}",
+                "AlterPartitionResponse {} ok isr={} {}",
+                r.controller_epoch,
                 set(&s.isr),
                 s.partition_epoch
             ),
-            Err(err) => format!("AlterPartitionResponse {err}"),
+            Err(err) => format!("AlterPartitionResponse {} {err}", r.controller_epoch),
         },
         Message::LeaderAndIsr(l) => {
             let leader = l.state.leader.map_or("none".into(), |b| b.to_string());
             format!(
-                "LeaderAndIsr leader={leader} {} isr={} elr={} {}",
+                "LeaderAndIsr {} leader={leader} {} isr={} elr={} {}",
+                l.controller_epoch,
                 l.state.leader_epoch,
                 set(&l.state.isr),
                 set(&l.state.elr),
@@ -232,7 +269,16 @@ pub fn set(s: &BTreeSet<BrokerId>) -> String {
 pub struct Cluster {
     /// Replica of broker `i` at index `i`.
     pub replicas: Vec<Replica<MemLog<Record>>>,
+    /// The active controller: the one that holds the controller role.
     pub controller: Controller,
+    /// The controller that lost the role and has not noticed: it acts on its in-memory state
+    /// until the store refuses it (rule 11). At most one: a second failover lets the older
+    /// zombie go.
+    pub zombie: Option<Controller>,
+    /// What the store holds when it is not the active controller's state: only a zombie's
+    /// unfenced write (`controller-fencing=off`) can make it differ, until the active
+    /// controller's next write. The next controller takes over from it.
+    pub stale_store: Option<Controller>,
     /// Messages in flight: a multiset, kept sorted so equal networks are equal values.
     pub network: Vec<Envelope<Record>>,
     pub history: History<Record>,
@@ -247,6 +293,7 @@ pub struct Cluster {
     pub drops: u8,
     pub duplicates: u8,
     pub session_expiries: u8,
+    pub controller_failovers: u8,
     /// Brokers that restarted and have not been back in the controller's ISR since.
     pub awaiting_rejoin: BTreeSet<BrokerId>,
     /// Ghost: a restarted replica has rejoined the ISR.
@@ -263,6 +310,8 @@ impl Cluster {
                 .map(|b| Replica::new(BrokerId(b), PARTITION, MemLog::new()))
                 .collect(),
             controller: Controller::new(),
+            zombie: None,
+            stale_store: None,
             network: Vec::new(),
             history: History::default(),
             written: 0,
@@ -273,6 +322,7 @@ impl Cluster {
             drops: 0,
             duplicates: 0,
             session_expiries: 0,
+            controller_failovers: 0,
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
         };
@@ -294,6 +344,14 @@ impl Cluster {
             }
         }
         cluster
+    }
+
+    /// Every controller state in the cluster: the active controller's, the zombie's and a stale
+    /// store's. Bounds on partition changes apply to each.
+    pub fn controllers(&self) -> impl Iterator<Item = &Controller> {
+        std::iter::once(&self.controller)
+            .chain(self.zombie.as_ref())
+            .chain(self.stale_store.as_ref())
     }
 
     /// A snapshot for the invariants.
@@ -402,10 +460,25 @@ impl Cluster {
                 }
             }
         }
-        let state = self.controller.partition(PARTITION);
-        if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch) {
-            for (b, _) in self.controller.election_candidates(cfg, PARTITION) {
-                actions.push(Action::ControllerElectLeader(b));
+        for b in electable(cfg, bounds, &self.controller) {
+            actions.push(Action::ControllerElectLeader(b));
+        }
+        if self.controller_failovers < bounds.controller_failovers {
+            actions.push(Action::ControllerFailover);
+        }
+        if let Some(zombie) = &self.zombie {
+            for b in zombie.alive_brokers() {
+                actions.push(Action::ZombieShrinkIsr(b));
+            }
+            for b in electable(cfg, bounds, zombie) {
+                actions.push(Action::ZombieElectLeader(b));
+            }
+            let mut previous = None;
+            for e in self.network.iter().filter(|e| e.to == Node::Controller) {
+                if previous != Some(e) {
+                    actions.push(Action::ZombieDeliver(e.clone()));
+                }
+                previous = Some(e);
             }
         }
         actions
@@ -477,13 +550,12 @@ impl Cluster {
                 if self.replica(*b).is_online() {
                     self.session_expiries += 1;
                 }
-                self.controller.fence_broker(cfg, *b)
+                self.active_step(|c| c.fence_broker(cfg, *b))
             }
             Action::Reregister { broker, elects } => self.register(cfg, *broker, true, *elects),
-            Action::ControllerElectLeader(b) => self
-                .controller
-                .elect_leader_as(cfg, PARTITION, *b)
-                .unwrap_or_default(),
+            Action::ControllerElectLeader(b) => {
+                self.active_step(|c| c.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default())
+            }
             Action::CleanShutdown(b) => {
                 self.stop(*b, true);
                 self.replica_mut(*b).clean_shutdown()
@@ -522,9 +594,69 @@ impl Cluster {
                 }
                 Vec::new()
             }
+            Action::ControllerFailover => {
+                let stored = self.stale_store.take();
+                let stored = stored.as_ref().unwrap_or(&self.controller);
+                let epoch = self.controller.epoch().next();
+                let (next, announce) = Controller::take_over(stored, epoch, Tick(0));
+                self.zombie = Some(std::mem::replace(&mut self.controller, next));
+                self.controller_failovers += 1;
+                announce
+            }
+            Action::ZombieShrinkIsr(b) => self.zombie_step(cfg, |z| z.fence_broker(cfg, *b)),
+            Action::ZombieElectLeader(b) => self.zombie_step(cfg, |z| {
+                z.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default()
+            }),
+            Action::ZombieDeliver(e) => match self.take(e) {
+                Some(Envelope {
+                    message: Message::AlterPartition(req),
+                    ..
+                }) => self.zombie_step(cfg, |z| z.on_alter_partition(cfg, &req)),
+                _ => Vec::new(),
+            },
         };
         self.route(effects);
-        self.observe();
+        self.observe(cfg);
+    }
+
+    /// A step of the active controller. It holds the role, so the store takes its write: a
+    /// state a zombie left in the store is overwritten once the active controller changes its
+    /// own.
+    fn active_step(
+        &mut self,
+        step: impl FnOnce(&mut Controller) -> Effects<Record>,
+    ) -> Effects<Record> {
+        let before = self.stale_store.is_some().then(|| self.controller.clone());
+        let effects = step(&mut self.controller);
+        if before.is_some_and(|before| before != self.controller) {
+            self.stale_store = None;
+        }
+        effects
+    }
+
+    /// A step of the zombie controller: the store refuses it unless controller fencing is off
+    /// ([`Controller::admitted_by_store`]); refused, the zombie learns it lost the role and
+    /// stops, and nothing it decided leaves it. Admitted, a change of its state overwrites the
+    /// store.
+    fn zombie_step(
+        &mut self,
+        cfg: &Config,
+        step: impl FnOnce(&mut Controller) -> Effects<Record>,
+    ) -> Effects<Record> {
+        let Some(mut zombie) = self.zombie.take() else {
+            return Vec::new();
+        };
+        if !zombie.admitted_by_store(cfg, self.controller.epoch()) {
+            return Vec::new();
+        }
+        let before = zombie.clone();
+        let effects = step(&mut zombie);
+        if zombie != before {
+            let stored = self.stale_store.as_ref().unwrap_or(&self.controller);
+            self.stale_store = Some(zombie.written_over(stored));
+        }
+        self.zombie = Some(zombie);
+        effects
     }
 
     /// Broker `b` registers, electing `elects` if the registration elects.
@@ -535,15 +667,10 @@ impl Cluster {
         clean: bool,
         elects: Option<BrokerId>,
     ) -> Effects<Record> {
-        match elects {
-            Some(leader) => {
-                self.controller
-                    .on_broker_registration_electing(cfg, Tick(0), b, clean, leader)
-            }
-            None => self
-                .controller
-                .on_broker_registration(cfg, Tick(0), b, clean),
-        }
+        self.active_step(|c| match elects {
+            Some(leader) => c.on_broker_registration_electing(cfg, Tick(0), b, clean, leader),
+            None => c.on_broker_registration(cfg, Tick(0), b, clean),
+        })
     }
 
     /// Removes one copy of `e` from the network.
@@ -569,7 +696,9 @@ impl Cluster {
         let now = Tick(0);
         let Node::Broker(to) = e.to else {
             return match &e.message {
-                Message::AlterPartition(req) => self.controller.on_alter_partition(cfg, req),
+                Message::AlterPartition(req) => {
+                    self.active_step(|c| c.on_alter_partition(cfg, req))
+                }
                 _ => Vec::new(),
             };
         };
@@ -629,10 +758,10 @@ impl Cluster {
     /// ignore forever ([`Replica::ignores_forever`]): delivering one is a step that changes
     /// nothing, so every pruned state is one the unpruned network reaches too, and the
     /// properties never look at the network.
-    fn observe(&mut self) {
+    fn observe(&mut self, cfg: &Config) {
         let replicas = &self.replicas;
         self.network.retain(|e| match e.to {
-            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(&e.message),
+            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(cfg, &e.message),
             Node::Controller => true,
         });
         self.history.observe_commits(&self.replicas);

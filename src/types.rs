@@ -44,6 +44,13 @@ newtype!(
     BrokerEpoch(u64), "i"
 );
 newtype!(
+    /// The generation of the controller role, bumped each time a controller is elected through
+    /// the store (rule 11, KAFKA-6082). Every decision that leaves a controller carries it, so a
+    /// deposed controller that has not noticed yet (a zombie) can be told apart from the current
+    /// one.
+    ControllerEpoch(u32), "c"
+);
+newtype!(
     /// A partition of a topic. The runtime maps topic names and partition numbers onto these.
     PartitionId(u32), "p"
 );
@@ -67,6 +74,13 @@ impl LeaderEpoch {
     /// The epoch after this one.
     pub fn next(self) -> LeaderEpoch {
         LeaderEpoch(self.0 + 1)
+    }
+}
+
+impl ControllerEpoch {
+    /// The epoch after this one.
+    pub fn next(self) -> ControllerEpoch {
+        ControllerEpoch(self.0 + 1)
     }
 }
 

@@ -46,11 +46,12 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
         drops: 0,
         duplicates: 3,
         session_expiries: 0,
+        controller_failovers: 0,
         acks: Acks::Leader,
         consumer: true,
         background_flush: false,
     };
-    let refusal = "Deliver(controller→b0: AlterPartitionResponse INELIGIBLE_REPLICA: b1 is not \
+    let refusal = "Deliver(controller→b0: AlterPartitionResponse c1 INELIGIBLE_REPLICA: b1 is not \
                    alive, or has re-registered since it fetched)";
     replay(
         &cfg,
@@ -61,17 +62,17 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
             "CleanShutdown(b1)",
             "Duplicate(b1→b0: Fetch offset=0 e1)",
             "Restart(b1)",
-            "Deliver(controller→b0: LeaderAndIsr leader=b0 e1 isr={b0} elr={} v2)",
+            "Deliver(controller→b0: LeaderAndIsr c1 leader=b0 e1 isr={b0} elr={} v2)",
             "Deliver(b0→controller: AlterPartition isr={b0} e1 v1)",
-            "Duplicate(controller→b1: LeaderAndIsr leader=b0 e1 isr={b0} elr={} v2)",
-            "Deliver(controller→b1: LeaderAndIsr leader=b0 e1 isr={b0} elr={} v2)",
+            "Duplicate(controller→b1: LeaderAndIsr c1 leader=b0 e1 isr={b0} elr={} v2)",
+            "Deliver(controller→b1: LeaderAndIsr c1 leader=b0 e1 isr={b0} elr={} v2)",
             "Deliver(b1→b0: Fetch offset=0 e1)",
             "Deliver(b0→controller: AlterPartition isr={b0,b1} e1 v2)",
             "LeaderWrite(b0)",
             "Deliver(b0→b1: FetchResponse e1 from=0 [] hw=0)",
             "Deliver(b1→b0: Fetch offset=0 e1)",
             "Deliver(b0→b1: FetchResponse e1 from=0 [1:e1] hw=0)",
-            "Duplicate(controller→b0: AlterPartitionResponse INELIGIBLE_REPLICA: b1 is not alive, \
+            "Duplicate(controller→b0: AlterPartitionResponse c1 INELIGIBLE_REPLICA: b1 is not alive, \
              or has re-registered since it fetched)",
             "FollowerFetch(b1)",
             refusal,

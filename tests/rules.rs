@@ -15,8 +15,8 @@ mod common;
 use common::{check_state, summary};
 use isr::sim::{Action, Bounds, Cluster, Record, PARTITION};
 use isr::{
-    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Node, Offset, Property,
-    Rules, TruncationRule, Violation, WriteError,
+    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Message, Node, Offset,
+    Property, Rules, TruncationRule, Violation, WriteError,
 };
 use std::collections::BTreeSet;
 
@@ -47,6 +47,14 @@ enum Step {
     /// Delivers control-plane messages (LeaderAndIsr, AlterPartition and its answer) until
     /// none is left, except those to or from the brokers listed.
     SettleExcept(&'static [u32]),
+    /// The controller role moves; the old controller runs on as a zombie.
+    Failover,
+    /// The zombie controller fences broker n.
+    ZombieFence(u32),
+    /// The zombie controller elects its preferred candidate.
+    ZombieElect,
+    /// Delivers to broker n the zombie controller's newest LeaderAndIsr.
+    ZombieOrder(u32),
 }
 use Step::*;
 
@@ -91,6 +99,7 @@ impl Run {
             replicas,
             records: 10,
             max_leader_epoch: 10,
+            controller_failovers: 1,
             clean_crashes: 5,
             unclean_crashes: 5,
             drops: 5,
@@ -239,6 +248,37 @@ impl Run {
                         panic!("script error: b{n} cannot restart{}", self.report())
                     });
                 self.act(restart)
+            }
+            Failover => self.act(Action::ControllerFailover),
+            ZombieFence(n) => self.act(Action::ZombieShrinkIsr(id(n))),
+            ZombieElect => {
+                let elect = self
+                    .first_enabled(|a| matches!(a, Action::ZombieElectLeader(_)))
+                    .unwrap_or_else(|| {
+                        panic!("script error: the zombie cannot elect{}", self.report())
+                    });
+                self.act(elect)
+            }
+            ZombieOrder(n) => {
+                let zombie = self.cluster.zombie.as_ref().map(|z| z.epoch());
+                let order = self
+                    .cluster
+                    .network
+                    .iter()
+                    .filter_map(|e| match &e.message {
+                        Message::LeaderAndIsr(l)
+                            if e.to == b(n) && Some(l.controller_epoch) == zombie =>
+                        {
+                            Some((l.state.partition_epoch, e))
+                        }
+                        _ => None,
+                    })
+                    .max_by_key(|&(version, _)| version)
+                    .map(|(_, e)| e);
+                let order = order.cloned().unwrap_or_else(|| {
+                    panic!("script error: no zombie order to b{n}{}", self.report())
+                });
+                self.act(Action::Deliver(order))
             }
             SettleExcept(skip) => {
                 let control = ["LeaderAndIsr", "AlterPartition", "AlterPartitionResponse"];
@@ -810,6 +850,59 @@ fn rule_10_eligible_leader_replicas() {
         with(old, 2, Acks::Leader),
         &steps,
         Property::CommittedRecordsSurviveLeaderFailure,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 11: the controller epoch fences a deposed controller (KAFKA-6082).
+
+/// The controller role moves; the old controller, unaware, fences the leader b0 and elects b1
+/// in epoch 2 on its stale view. Without fencing the store takes those writes and b1 and b2
+/// act on the zombie's orders: b1 leads epoch 2 and commits record 1 with b2, while the real
+/// controller still has b0 leading epoch 1 without it: b1's committed prefix differs from that
+/// of b0, a member of the controller's ISR (StrongIsr), and the controller's leader lacks a
+/// committed record (CommittedRecordsSurviveLeaderFailure, checked after StrongIsr).
+/// With fencing the store refuses the zombie's first step: it stops, nothing it decided leaves
+/// it, and the new controller's leader b0 commits as usual.
+#[test]
+fn rule_11_controller_fencing() {
+    let run = holds(
+        3,
+        safe(2, Acks::All),
+        &[
+            Failover,
+            ZombieFence(0),
+            SETTLE,
+            Write(0),
+            CatchUp(1),
+            CatchUp(2),
+        ],
+    );
+    assert!(run.cluster.zombie.is_none(), "refused, the zombie stops");
+    let state = run
+        .cluster
+        .controller
+        .partition(PARTITION)
+        .expect("partition");
+    assert_eq!(state.leader, Some(BrokerId(0)));
+    assert!(!run.cluster.history.committed.is_empty());
+    let old = Rules {
+        controller_fencing: false,
+        ..Rules::default()
+    };
+    breaks(
+        3,
+        with(old, 2, Acks::All),
+        &[
+            Failover,
+            ZombieFence(0),
+            ZombieElect,
+            ZombieOrder(1),
+            Write(1),
+            ZombieOrder(2),
+            CatchUp(2),
+        ],
+        Property::StrongIsr,
     );
 }
 

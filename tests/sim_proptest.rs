@@ -25,7 +25,8 @@ const MAX_STEPS: usize = 300;
 
 /// Bounds across the ranges the task names: 2–4 brokers, min ISR 1–3 (clamped to the broker
 /// count), acks all or 1, up to two clean and two unclean crashes, three drops, three
-/// duplicated messages, two fenced running brokers (zombies), five epochs.
+/// duplicated messages, two fenced running brokers (zombies), two controller failovers (zombie
+/// controllers), five epochs.
 fn knobs() -> impl Strategy<Value = Knobs> {
     (
         2u32..=4,
@@ -33,7 +34,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         any::<bool>(),
         1u8..=4,
         2u32..=5,
-        (0u8..=2, 0u8..=2, 0u8..=3, 0u8..=3, 0u8..=2),
+        (0u8..=2, 0u8..=2, 0u8..=3, 0u8..=3, 0u8..=2, 0u8..=2),
         any::<bool>(),
         any::<bool>(),
         (proptest::option::of(0u32..4), 0u16..=MAX_STEPS as u16),
@@ -45,7 +46,14 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 acks_all,
                 records,
                 max_leader_epoch,
-                (clean_crashes, unclean_crashes, drops, duplicates, session_expiries),
+                (
+                    clean_crashes,
+                    unclean_crashes,
+                    drops,
+                    duplicates,
+                    session_expiries,
+                    controller_failovers,
+                ),
                 consumer,
                 background_flush,
                 (slow_broker, slow_steps),
@@ -60,6 +68,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 drops,
                 duplicates,
                 session_expiries,
+                controller_failovers,
                 consumer,
                 background_flush,
                 slow_broker,
@@ -182,6 +191,13 @@ fn proptest_finds_the_other_presets() {
             Rules {
                 eligible_leader_replicas: false,
                 flush: FlushPolicy::PageCache,
+                ..d
+            },
+        ),
+        (
+            "kafka-6082",
+            Rules {
+                controller_fencing: false,
                 ..d
             },
         ),

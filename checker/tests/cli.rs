@@ -1,18 +1,12 @@
 //! The `isr-check` binary: the suite passes, bad arguments are refused on one line with exit
-//! status 2, counterexamples print as tables and Mermaid, and the Explorer serves states.
+//! status 2, counterexamples print as tables and as Mermaid alone, and the Explorer serves
+//! readable states, checks at start with `check`'s search and links the same counterexamples.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Output, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
+mod common;
 
-fn isr_check(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_isr-check"))
-        .args(args)
-        .output()
-        .expect("isr-check runs")
-}
+use common::{get, isr_check, Explorer};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
 
 #[test]
 fn the_suite_passes() {
@@ -33,7 +27,7 @@ fn refused(args: &[&str], mentions: &str) {
 
 #[test]
 fn bad_arguments_are_refused_on_one_line() {
-    refused(&["check", "nope"], "safe, kip966");
+    refused(&["check", "nope"], "safe, controller-failover, kip966");
     refused(&["check", "safe", "--replicas", "0"], "--replicas");
     refused(&["check", "safe", "--records", "0"], "--records");
     refused(
@@ -47,6 +41,7 @@ fn bad_arguments_are_refused_on_one_line() {
     refused(&["check", "safe", "--acks", "2"], "0, 1, all");
     refused(&["check", "safe", "--min-isr", "4"], "--min-isr");
     refused(&["explore", "nope"], "unknown preset");
+    refused(&["explore", "safe", "--addr", "nonsense"], "invalid --addr");
     refused(&["frobnicate"], "frobnicate");
 }
 
@@ -57,7 +52,7 @@ fn a_counterexample_prints_as_numbered_steps_and_as_mermaid() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("counterexample for CommittedRecordsSurviveLeaderFailure (8 steps)"));
     assert!(text.contains("8. "), "{text}");
-    assert!(text.contains("controller: leader"), "{text}");
+    assert!(text.contains("controller: c1: leader"), "{text}");
     assert!(text.contains("0:1:1"), "{text}");
     let out = isr_check(&["check", "unclean-election", "--format", "mermaid"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -95,58 +90,150 @@ fn an_adhoc_configuration_expects_every_property_to_hold() {
     assert_eq!(failed, ["FailoverCommits", "RestartedReplicaRejoins"]);
 }
 
-fn get(addr: &str, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    body.contains(" 200 ").then_some(body)
+#[test]
+fn mermaid_output_is_one_diagram_with_the_report_as_comments() {
+    let out = isr_check(&["check", "unclean-election", "--format", "mermaid"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("sequenceDiagram"), "{text}");
+    for line in lines {
+        assert!(
+            line.starts_with("%%") || line.starts_with("    "),
+            "not Mermaid: `{line}`\n{text}"
+        );
+    }
+    assert_eq!(text.matches("sequenceDiagram").count(), 1, "{text}");
+    assert!(text.contains("%% verdict: as expected"), "{text}");
+    assert!(
+        text.contains("%% counterexample for CommittedRecordsSurviveLeaderFailure (8 steps)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Note over b0,controller: violated: "),
+        "{text}"
+    );
+}
+
+/// Each counterexample's length, by property, as `check --json` reports them.
+fn check_lengths(args: &[&str]) -> BTreeMap<String, u64> {
+    let out = isr_check(&[&["check"], args, &["--json"]].concat());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    report["verdicts"]
+        .as_array()
+        .expect("verdicts")
+        .iter()
+        .filter_map(|v| {
+            let len = v["counterexample_length"].as_u64()?;
+            Some((v["property"].as_str()?.to_string(), len))
+        })
+        .collect()
 }
 
 #[test]
-fn explore_serves_status_and_states() {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    /// Stops the explorer however the test ends.
-    struct Stop(std::process::Child);
-    impl Drop for Stop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
+fn explore_links_the_shortest_counterexamples_that_check_finds() {
+    for args in [
+        &["kip101"][..],
+        &[
+            "safe",
+            "--replicas",
+            "2",
+            "--rule",
+            "truncation=high-watermark",
+        ],
+    ] {
+        let expected = check_lengths(args);
+        assert!(!expected.is_empty(), "{args:?} has counterexamples");
+        let explorer = Explorer::start(args);
+        let found: BTreeMap<String, u64> = explorer
+            .counterexamples
+            .iter()
+            .map(|c| (c.property.clone(), c.steps as u64))
+            .collect();
+        assert_eq!(found, expected, "{args:?}: {:#?}", explorer.stdout);
+        for cex in &explorer.counterexamples {
+            // The URL leads, in the Explorer, to a state that violates the property.
+            let indices = cex.indices();
+            assert_eq!(indices.len(), cex.steps + 1, "{cex:?}");
+            let (last, before) = indices.split_last().expect("a path");
+            let path: String = before.iter().map(|i| format!("/{i}")).collect();
+            let states = get(explorer.addr(), &format!("/.states{path}")).expect("states");
+            let states: serde_json::Value = serde_json::from_str(&states).expect("JSON");
+            let state = states
+                .as_array()
+                .expect("successors")
+                .iter()
+                .find(|s| s["actionIndex"] == *last)
+                .expect("the last action");
+            assert_eq!(state["verdicts"][&cex.property], "violated", "{cex:?}");
+            let violations = state["violations"].as_array().expect("violations");
+            assert!(
+                violations.contains(&cex.violation.as_str().into()),
+                "{cex:?}"
+            );
+            // The page lists it with its path.
+            let status = get(explorer.addr(), "/.status").expect("status");
+            let status: serde_json::Value = serde_json::from_str(&status).expect("JSON");
+            assert_eq!(status["done"], true);
+            let listed = status["properties"]
+                .as_array()
+                .expect("properties")
+                .iter()
+                .find(|p| p[1] == cex.property.as_str())
+                .expect("the property");
+            assert_eq!(
+                listed[2],
+                &indices
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/")[..]
+            );
+            assert_eq!(listed[3]["violation"], cex.violation.as_str());
         }
     }
-    let _child = Stop(
-        Command::new(env!("CARGO_BIN_EXE_isr-check"))
-            .args(["explore", "unclean-election", "--addr", &addr])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("explore starts"),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(body) = get(&addr, "/.status") {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "explorer did not answer");
-        sleep(Duration::from_millis(100));
-    };
+}
+
+#[test]
+fn explore_serves_readable_states() {
+    let explorer = Explorer::start(&["unclean-election"]);
+    let addr = explorer.addr();
+    let status = get(addr, "/.status").expect("status");
     assert!(
         status.contains("CommittedRecordsSurviveLeaderFailure"),
         "{status}"
     );
-    let initial = get(&addr, "/.states").expect("initial states");
-    assert!(initial.contains("Cluster"), "{initial}");
+    let initial = get(addr, "/.states").expect("initial states");
+    assert!(
+        initial.contains("controller: c1: leader b0, e1"),
+        "{initial}"
+    );
+    assert!(initial.contains("cached ISR"), "{initial}");
     // The successors of initial state 0, with readable actions and change-marked tables.
-    let next = get(&addr, "/.states/0").expect("successors");
+    let next = get(addr, "/.states/0").expect("successors");
     assert!(next.contains("LeaderWrite(b0)"), "{next}");
     assert!(next.contains("0:1:1*"), "{next}");
+    for page in [&status, &initial, &next] {
+        for raw in ["BrokerId(", "Envelope {", "Cluster {"] {
+            assert!(!page.contains(raw), "a raw Debug dump: {page}");
+        }
+    }
+    assert!(get(addr, "/.states/1").is_none(), "one initial state");
+    assert!(get(addr, "/.states/0/x").is_none(), "bad indices");
+}
+
+#[test]
+fn a_port_in_use_is_one_clear_line() {
+    let taken = TcpListener::bind("127.0.0.1:0").expect("a port");
+    let addr = taken.local_addr().expect("its address").to_string();
+    let out = isr_check(&["explore", "unclean-election", "--addr", &addr]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot serve the Explorer on {addr}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("in use"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }

@@ -157,12 +157,16 @@ impl IsrModel {
         }
     }
 
-    /// Changes of the partition state other than elections so far: every election bumps both
-    /// the leader and the partition epoch, every other change only the partition epoch.
+    /// Changes of the partition state other than elections so far, in the controller state
+    /// that has made most of them (the active controller's, a zombie's or a stale store's):
+    /// every election bumps both the leader and the partition epoch, every other change only
+    /// the partition epoch.
     pub fn isr_changes(c: &Cluster) -> u32 {
-        c.controller
-            .partition(isr::sim::PARTITION)
-            .map_or(0, |s| s.partition_epoch.0.saturating_sub(s.leader_epoch.0))
+        c.controllers()
+            .filter_map(|ctl| ctl.partition(isr::sim::PARTITION))
+            .map(|s| s.partition_epoch.0.saturating_sub(s.leader_epoch.0))
+            .max()
+            .unwrap_or(0)
     }
 
     /// Whether `c` lies within the bounds the model explores.
@@ -178,6 +182,16 @@ impl IsrModel {
     /// The enabled actions of `c`, in the core's deterministic order.
     pub fn enabled(&self, c: &Cluster) -> Vec<Action> {
         c.actions(&self.cfg, &self.bounds)
+    }
+
+    /// The SVG sequence diagram of `actions` taken from the initial state, ending with what
+    /// `last`, the state they lead to, violates.
+    pub fn diagram(&self, actions: &[Action], last: &Cluster) -> String {
+        let violated: Vec<String> = render::violations(last)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        render::svg(self.bounds.replicas, actions, &violated)
     }
 
     /// The state after `action`: one core transition.
@@ -224,16 +238,26 @@ impl Model for IsrModel {
         action.to_string()
     }
 
+    /// The action, the table of the state it leads to with changes marked, and every property
+    /// that state violates, with the reason.
     fn format_step(&self, last: &Cluster, action: Action) -> Option<String> {
         let next = self.step(last, &action);
-        Some(format!(
+        let mut out = format!(
             "{action}\n\n{}",
             render::table(&self.bounds, Some(last), &next)
-        ))
+        );
+        if let Some(violated) = render::violated_here(&next) {
+            out.push_str("\n\n");
+            out.push_str(&violated);
+        }
+        if !self.within(&next) {
+            out.push_str("\n\nbeyond the bounds (ISR changes): the checker does not explore it");
+        }
+        Some(out)
     }
 
     fn as_svg(&self, path: Path<Cluster, Action>) -> Option<String> {
-        let steps: Vec<Action> = path.into_actions();
-        Some(render::svg(self.bounds.replicas, &steps))
+        let last = path.last_state().clone();
+        Some(self.diagram(&path.into_actions(), &last))
     }
 }

@@ -66,6 +66,7 @@ const BASE: Bounds = Bounds {
     acks: Acks::All,
     consumer: true,
     background_flush: false,
+    controller_failovers: 0,
 };
 
 use Property::*;
@@ -81,6 +82,25 @@ pub const PRESETS: &[Preset] = &[
             replicas: 3,
             clean_crashes: 1,
             consumer: false,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "controller-failover",
+        about: "every rule on, through a controller failover: the old controller runs on as a \
+                zombie beside its successor with its in-memory state and its messages in \
+                flight, and the store refuses its steps (rule 11); the new controller fences a \
+                crashed leader and elects. Holds exhaustively (two brokers keep the suite fast; \
+                `check safe --controller-failovers 1` runs three)",
+        rules: &[],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            clean_crashes: 1,
+            controller_failovers: 1,
             ..BASE
         },
         isr_changes: 2,
@@ -250,6 +270,26 @@ pub const PRESETS: &[Preset] = &[
             ..BASE
         },
         isr_changes: 3,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "kafka-6082",
+        about: "rule 11 off (KAFKA-6082): controller writes are unconditional and brokers accept \
+                any controller epoch. A controller loses the role without noticing and runs on \
+                as a zombie beside its successor; its orders, made on a stale view, still reach \
+                brokers: it elects a replica that lacks a committed record, a follower truncates \
+                to it, and the successor later elects that follower",
+        rules: &[("controller-fencing", "off")],
+        min_insync_replicas: 2,
+        bounds: Bounds {
+            replicas: 3,
+            controller_failovers: 1,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 1,
         fails: &[CommittedRecordsSurviveLeaderFailure],
         unreached: &[],
         exhaustive: false,

@@ -110,6 +110,15 @@ fn unclean_election_loses_a_committed_record() {
 }
 
 #[test]
+fn kafka_6082_a_zombie_controller_splits_the_brain() {
+    bug(
+        "kafka-6082",
+        Property::CommittedRecordsSurviveLeaderFailure,
+        11,
+    );
+}
+
+#[test]
 fn jepsen_2013_loses_an_acknowledged_record() {
     bug(
         "jepsen-2013",
@@ -164,6 +173,28 @@ fn safe_holds_exhaustively_at_a_small_bound() {
 /// (`Replica::ignores_forever`); 3,093 since; 3,175 since any candidate may win an election
 /// (with two brokers, a registration that fences a stale leader may now elect the other one).
 const SAFE_SMALL_UNIQUE: usize = 3175;
+
+/// The safe protocol through a controller failover: the old controller runs on as a zombie
+/// beside its successor, and the store refuses its steps (rule 11).
+#[test]
+fn safe_holds_through_a_controller_failover_at_a_small_bound() {
+    let (mut model, _) = small("safe");
+    model.bounds.controller_failovers = 1;
+    let r = run(
+        &model,
+        |_| Some(Outcome::Holds),
+        None,
+        Search::Dfs,
+        false,
+        2,
+        |_| {},
+    );
+    assert!(r.as_expected(), "{:?}", mismatches(&r));
+    assert_eq!(r.unique, SAFE_FAILOVER_SMALL_UNIQUE);
+}
+
+/// Pinned like `SAFE_SMALL_UNIQUE`.
+const SAFE_FAILOVER_SMALL_UNIQUE: usize = 51_962;
 
 #[test]
 fn kip966_fails_only_weak_isr_at_a_small_bound() {

@@ -46,6 +46,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         drops: 1,
         duplicates: 1,
         session_expiries: 1,
+        controller_failovers: 2,
         acks: Acks::All,
         consumer: true,
         background_flush: false,
@@ -57,6 +58,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         "kip966",
         "unclean-election",
         "last-replica-standing",
+        "kafka-6082",
     ] {
         let p = Preset::find(name).expect("preset exists");
         let model = IsrModel::new(p.config(), bounds.clone(), 6);
@@ -105,12 +107,13 @@ fn renamed_states_have_one_canonical_form_and_the_same_successors() {
         for perm in permutations(3).iter().skip(1) {
             variants.push(c.renamed(&Renaming::new(perm)));
         }
-        for v in &variants {
-            assert_eq!(representative(v), canonical);
+        for (i, v) in variants.iter().enumerate() {
+            let context = || format!("variant {i} of {c:#?}");
+            assert_eq!(representative(v), canonical, "{}", context());
             for p in Property::ALL {
-                assert_eq!(v.check(p).is_ok(), c.check(p).is_ok(), "{p}");
+                assert_eq!(v.check(p).is_ok(), c.check(p).is_ok(), "{p}: {}", context());
             }
-            assert_eq!(successor_classes(model, v), successors);
+            assert_eq!(successor_classes(model, v), successors, "{}", context());
         }
     }
     assert!(epochs_renumbered > 1000, "{epochs_renumbered}");

@@ -285,19 +285,26 @@ impl<L: Log> Replica<L> {
                 partition_epoch: self.partition_epoch,
                 new_isr: isr,
                 broker_epochs,
+                controller_epoch: self.controller_epoch,
             }),
         }));
     }
 
     /// The controller's answer to AlterPartition: adopt the confirmed ISR, or forget a refused
     /// proposal. A version conflict keeps the proposal pending until the LeaderAndIsr that
-    /// comes with it.
+    /// comes with it. With controller fencing an answer from a controller older than one this
+    /// replica has heard from is ignored (rule 11): a deposed controller's view must not cancel
+    /// a proposal, which stays pending for the current one. That includes the NOT_CONTROLLER a
+    /// deposed controller answers to a leader that heard its successor (rule 12).
     pub fn on_alter_partition_response(
         &mut self,
         cfg: &Config,
         resp: &AlterPartitionResponse,
     ) -> Effects<L::Record> {
         let mut effects = Vec::new();
+        if !self.is_leader() || !self.hears_controller(cfg, resp.controller_epoch) {
+            return effects;
+        }
         let (epoch, version) = (self.leader_epoch, self.partition_epoch);
         let Role::Leader(l) = &mut self.role else {
             return effects;
@@ -417,7 +424,7 @@ mod tests {
     use super::*;
     use crate::log::MemLog;
     use crate::message::{LeaderAndIsr, PartitionState};
-    use crate::types::{PartitionEpoch, PartitionId};
+    use crate::types::{ControllerEpoch, PartitionEpoch, PartitionId};
 
     fn acknowledged(effects: &Effects<u64>) -> Vec<ProduceId> {
         effects
@@ -444,6 +451,7 @@ mod tests {
                 min_insync_replicas: 1,
             },
             broker_epoch: BrokerEpoch(1),
+            controller_epoch: ControllerEpoch(1),
         };
         r.on_leader_and_isr(cfg, Tick(0), &order);
         r
@@ -505,5 +513,102 @@ mod tests {
             follower.leader_retry(&cfg, Offset(0), Offset(1), Acks::Leader, 1),
             Err(WriteError::NotLeader)
         );
+    }
+
+    /// An order for [`leader`]'s partition from controller `controller`: b1 leads epoch 1 with
+    /// ISR `isr`, at partition epoch `version`.
+    fn order(controller: u32, version: u32, isr: &[u32]) -> LeaderAndIsr {
+        LeaderAndIsr {
+            partition: PartitionId(0),
+            state: PartitionState {
+                assigned: vec![BrokerId(1), BrokerId(2)],
+                leader: Some(BrokerId(1)),
+                leader_epoch: LeaderEpoch(1),
+                isr: isr.iter().map(|&b| BrokerId(b)).collect(),
+                elr: Default::default(),
+                partition_epoch: PartitionEpoch(version),
+                min_insync_replicas: 1,
+            },
+            broker_epoch: BrokerEpoch(1),
+            controller_epoch: ControllerEpoch(controller),
+        }
+    }
+
+    fn cached_isr(r: &Replica<MemLog<u64>>) -> Vec<BrokerId> {
+        r.leader_state()
+            .expect("leads")
+            .isr
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    #[test]
+    fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() {
+        let unfenced = Config {
+            rules: crate::config::Rules {
+                controller_fencing: false,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        for cfg in [Config::default(), unfenced] {
+            let mut r = leader(&cfg);
+            // The successor's announcement: the same state, in controller epoch 2.
+            r.on_leader_and_isr(&cfg, Tick(1), &order(2, 1, &[1, 2]));
+            assert_eq!(r.controller_epoch(), ControllerEpoch(2));
+            // The zombie's order drops b2 from the ISR at a newer partition epoch.
+            r.on_leader_and_isr(&cfg, Tick(2), &order(1, 2, &[1]));
+            let expected = if cfg.rules.controller_fencing {
+                vec![BrokerId(1), BrokerId(2)]
+            } else {
+                vec![BrokerId(1)]
+            };
+            assert_eq!(
+                cached_isr(&r),
+                expected,
+                "{:?}",
+                cfg.rules.unsafe_switches()
+            );
+        }
+    }
+
+    #[test]
+    fn a_proposal_survives_a_deposed_controllers_answers() {
+        let cfg = Config::default();
+        let mut r = leader(&cfg);
+        r.on_leader_and_isr(&cfg, Tick(1), &order(2, 1, &[1, 2]));
+        let effects = r.shrink_isr(&cfg, BrokerId(2)).expect("proposed");
+        let Some(Effect::Send(Envelope {
+            message: Message::AlterPartition(req),
+            ..
+        })) = effects.first()
+        else {
+            panic!("an AlterPartition: {effects:?}");
+        };
+        assert_eq!(req.controller_epoch, ControllerEpoch(2));
+        let refusal = |controller: u32, error| AlterPartitionResponse {
+            partition: PartitionId(0),
+            request_partition_epoch: req.partition_epoch,
+            requested_isr: req.new_isr.clone(),
+            requested_broker_epochs: req.broker_epochs.clone(),
+            controller_epoch: ControllerEpoch(controller),
+            result: Err(error),
+        };
+        let pending =
+            |r: &Replica<MemLog<u64>>| r.leader_state().expect("leads").proposed_isr.clone();
+        // The zombie (controller 1) refuses; the leader heard controller 2, so it ignores it,
+        // whether the zombie judged on its stale view or saw it is deposed (NOT_CONTROLLER).
+        let not_controller = AlterPartitionError::NotController {
+            request: ControllerEpoch(2),
+            current: ControllerEpoch(1),
+        };
+        for error in [AlterPartitionError::NotLeader, not_controller] {
+            r.on_alter_partition_response(&cfg, &refusal(1, error));
+            assert_eq!(pending(&r), Some(req.new_isr.clone()));
+        }
+        // The current controller's refusal is final.
+        r.on_alter_partition_response(&cfg, &refusal(2, AlterPartitionError::NotLeader));
+        assert_eq!(pending(&r), None);
     }
 }

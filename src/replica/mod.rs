@@ -12,7 +12,9 @@ use crate::config::{Config, FlushPolicy, TruncationRule};
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
 use crate::message::{Effect, Effects, LeaderAndIsr, Message, ProduceId};
-use crate::types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, PartitionEpoch, PartitionId, Tick};
+use crate::types::{
+    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionEpoch, PartitionId, Tick,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -106,6 +108,9 @@ pub struct Replica<L> {
     pub(crate) partition_epoch: PartitionEpoch,
     /// This broker's incarnation, as the controller last told it (KIP-903).
     pub(crate) broker_epoch: BrokerEpoch,
+    /// The newest controller epoch this replica has heard from (rule 11): orders and answers
+    /// from an older controller come from a deposed one.
+    pub(crate) controller_epoch: ControllerEpoch,
     pub(crate) role: Role,
 }
 
@@ -128,6 +133,7 @@ impl<L: Log> Replica<L> {
             leader_epoch: LeaderEpoch(0),
             partition_epoch: PartitionEpoch(0),
             broker_epoch: BrokerEpoch(0),
+            controller_epoch: ControllerEpoch(0),
             role: Role::Offline,
         };
         replica.restart();
@@ -168,6 +174,9 @@ impl<L: Log> Replica<L> {
     pub fn broker_epoch(&self) -> BrokerEpoch {
         self.broker_epoch
     }
+    pub fn controller_epoch(&self) -> ControllerEpoch {
+        self.controller_epoch
+    }
     pub fn role(&self) -> &Role {
         &self.role
     }
@@ -199,7 +208,8 @@ impl<L: Log> Replica<L> {
 
     /// Applies the controller's LeaderAndIsr: become leader, become follower, or take note of an
     /// ISR change. Stale orders (older leader epoch, or same epoch and no newer partition epoch)
-    /// are ignored, whatever the rules: Kafka always did that much.
+    /// are ignored, whatever the rules: Kafka always did that much. With controller fencing
+    /// (rule 11), so is an order from a controller older than one this replica has heard from.
     pub fn on_leader_and_isr(
         &mut self,
         cfg: &Config,
@@ -207,7 +217,10 @@ impl<L: Log> Replica<L> {
         msg: &LeaderAndIsr,
     ) -> Effects<L::Record> {
         let state = &msg.state;
-        if !self.is_online() || msg.partition != self.partition {
+        if !self.is_online()
+            || msg.partition != self.partition
+            || !self.hears_controller(cfg, msg.controller_epoch)
+        {
             return Vec::new();
         }
         // Broker epochs only grow, so the newest is right even on an otherwise stale order: a
@@ -242,6 +255,16 @@ impl<L: Log> Replica<L> {
             }
         }
         effects
+    }
+
+    /// Rule 11: whether an order or answer from the controller of `epoch` may be acted on: with
+    /// controller fencing only if no newer controller has been heard from. Notes the epoch.
+    fn hears_controller(&mut self, cfg: &Config, epoch: ControllerEpoch) -> bool {
+        if cfg.rules.controller_fencing && epoch < self.controller_epoch {
+            return false;
+        }
+        self.controller_epoch = self.controller_epoch.max(epoch);
+        true
     }
 
     fn become_leader(&mut self, now: Tick, msg: &LeaderAndIsr, effects: &mut Effects<L::Record>) {
@@ -386,6 +409,7 @@ impl<L: Log> Replica<L> {
         self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
         self.partition_epoch = PartitionEpoch(0);
         self.broker_epoch = BrokerEpoch(0);
+        self.controller_epoch = ControllerEpoch(0);
         self.role = Role::Follower(FollowerState {
             leader: None,
             phase: FollowerPhase::Fetching,
@@ -395,26 +419,31 @@ impl<L: Log> Replica<L> {
     /// Whether this running replica would ignore `message` now and in every future state until
     /// it stops. Drivers may then discard the message: delivering it could change nothing.
     ///
-    /// Sound because a running replica's leader epoch, partition epoch and broker epoch only
+    /// Sound because a running replica's leader, partition, broker and controller epochs only
     /// grow (they reset only at a restart, and a stop loses everything in flight to the
     /// broker), and because error answers are ignored whatever the replica's state. A model
     /// checker uses this to avoid exploring the interleavings of dead messages.
-    pub fn ignores_forever(&self, message: &Message<L::Record>) -> bool {
+    pub fn ignores_forever(&self, cfg: &Config, message: &Message<L::Record>) -> bool {
         if !self.is_online() {
             return false;
         }
+        let deposed = |epoch| cfg.rules.controller_fencing && epoch < self.controller_epoch;
         match message {
             Message::LeaderAndIsr(m) => {
                 m.partition == self.partition
-                    && (m.state.leader_epoch, m.state.partition_epoch)
-                        <= (self.leader_epoch, self.partition_epoch)
-                    && m.broker_epoch <= self.broker_epoch
+                    && (deposed(m.controller_epoch)
+                        || (m.state.leader_epoch, m.state.partition_epoch)
+                            <= (self.leader_epoch, self.partition_epoch)
+                            && m.broker_epoch <= self.broker_epoch
+                            && m.controller_epoch <= self.controller_epoch)
             }
             Message::FetchResponse(r) => {
                 matches!(&r.result, Err(e) if *e != crate::error::EpochError::OffsetOutOfRange)
             }
             Message::OffsetForLeaderEpochResponse(r) => r.result.is_err(),
-            Message::AlterPartitionResponse(r) => r.request_partition_epoch < self.partition_epoch,
+            Message::AlterPartitionResponse(r) => {
+                r.request_partition_epoch < self.partition_epoch || deposed(r.controller_epoch)
+            }
             _ => false,
         }
     }

@@ -35,6 +35,8 @@ pub struct Knobs {
     pub duplicates: u8,
     /// Running brokers the controller may fence (zombie leaders, stale followers).
     pub session_expiries: u8,
+    /// Times the controller role may move while the old controller runs on as a zombie.
+    pub controller_failovers: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
@@ -83,6 +85,7 @@ impl Scenario {
             drops: k.drops,
             duplicates: k.duplicates,
             session_expiries: k.session_expiries,
+            controller_failovers: k.controller_failovers,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
@@ -274,6 +277,8 @@ pub struct Stats {
     pub failover_commits: AtomicU64,
     /// Schedules where a restarted replica rejoined the ISR.
     pub rejoined: AtomicU64,
+    /// Schedules where the controller role moved while the old controller ran on.
+    pub failed_over: AtomicU64,
 }
 
 impl Stats {
@@ -284,6 +289,7 @@ impl Stats {
             committed: AtomicU64::new(0),
             failover_commits: AtomicU64::new(0),
             rejoined: AtomicU64::new(0),
+            failed_over: AtomicU64::new(0),
         }
     }
 
@@ -300,6 +306,7 @@ impl Stats {
                 &self.failover_commits,
             ),
             (c.rejoined, &self.rejoined),
+            (c.controller_failovers > 0, &self.failed_over),
         ];
         for (flag, counter) in flags {
             if flag {
@@ -315,6 +322,7 @@ impl Stats {
             ("committed a record", &self.committed),
             ("committed after a failover", &self.failover_commits),
             ("saw a restarted replica rejoin the ISR", &self.rejoined),
+            ("saw the controller role move", &self.failed_over),
         ] {
             assert!(
                 counter.load(Ordering::Relaxed) > 0,
@@ -331,12 +339,13 @@ impl Stats {
         let _ = writeln!(
             std::io::stderr().lock(),
             "{name}: {n} schedules, {} steps, {:.2} s ({} committed a record, {} after a \
-             failover, {} saw a rejoin)",
+             failover, {} saw a rejoin, {} saw a controller failover)",
             self.steps.load(Ordering::Relaxed),
             started.elapsed().as_secs_f64(),
             self.committed.load(Ordering::Relaxed),
             self.failover_commits.load(Ordering::Relaxed),
             self.rejoined.load(Ordering::Relaxed),
+            self.failed_over.load(Ordering::Relaxed),
         );
         n
     }

@@ -440,7 +440,10 @@ fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
 mod tests {
     use super::*;
     use crate::storage::batch::tests::batch_of;
-    use isr::{BrokerEpoch, FlushPolicy, LeaderAndIsr, LeaderEpoch, Log, Node, PartitionEpoch};
+    use isr::{
+        BrokerEpoch, ControllerEpoch, FlushPolicy, LeaderAndIsr, LeaderEpoch, Log, Node,
+        PartitionEpoch,
+    };
     use isr::{Message, PartitionState};
 
     /// A host leading partition 0 alone (ISR {1}, min ISR 1) under `flush=always`.
@@ -465,6 +468,7 @@ mod tests {
                 min_insync_replicas: 1,
             },
             broker_epoch: BrokerEpoch(1),
+            controller_epoch: ControllerEpoch(1),
         };
         let envelope = Envelope {
             from: Node::Controller,

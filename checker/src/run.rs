@@ -1,0 +1,141 @@
+//! Running the checker on a target: the search options, live progress, and the figures and
+//! verdict summaries that reports share.
+
+use crate::target::Target;
+use clap::Args;
+use isr_models::check::{run, symmetry_pays, Progress, Run, Search};
+use isr_models::presets::{Outcome, Preset};
+use isr_models::Check;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// How to search: the options `check`, `suite` and `explore` share.
+#[derive(Args)]
+pub struct SearchArgs {
+    /// Depth-first search (the default for exhaustive runs: little memory).
+    #[arg(long, conflicts_with = "bfs")]
+    pub dfs: bool,
+    /// Breadth-first search (the default for bug presets, whose search stops at the expected
+    /// failure: it finds shallow counterexamples first).
+    #[arg(long)]
+    pub bfs: bool,
+    /// Symmetry reduction over broker renamings, with either search (the default from three
+    /// brokers on; with two, the first leader pins both names and little merges).
+    #[arg(long, conflicts_with = "no_symmetry")]
+    pub symmetry: bool,
+    /// No symmetry reduction.
+    #[arg(long)]
+    pub no_symmetry: bool,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: u16,
+}
+
+impl SearchArgs {
+    /// Checks `target` as these options say, calling `progress` while the search runs.
+    pub fn run(&self, target: &Target, progress: impl FnMut(Progress)) -> Run {
+        run(
+            &target.model(),
+            |c| target.expected(c),
+            target.stop_at(),
+            self.search(target.stop_at().is_some()),
+            self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
+            self.threads as usize,
+            progress,
+        )
+    }
+
+    /// Breadth-first when asked, or by default when the search stops at expected failures.
+    fn search(&self, stops: bool) -> Search {
+        if self.bfs || (stops && !self.dfs) {
+            Search::Bfs
+        } else {
+            Search::Dfs
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub search: SearchArgs,
+    /// Machine-readable output; no progress.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `fails: A, B` or `all hold`, from a list of failing checks.
+pub fn summary(failing: &[Check]) -> String {
+    if failing.is_empty() {
+        "all hold".to_string()
+    } else {
+        let names: Vec<&str> = failing.iter().map(|c| c.name()).collect();
+        format!("fails {}", names.join(", "))
+    }
+}
+
+pub fn expected_failures(p: &Preset) -> Vec<Check> {
+    Check::all()
+        .into_iter()
+        .filter(|&c| p.expected(c) == Some(Outcome::Fails))
+        .collect()
+}
+
+pub fn found_failures(r: &Run) -> Vec<Check> {
+    r.verdicts
+        .iter()
+        .filter(|v| v.found == Some(Outcome::Fails))
+        .map(|v| v.check)
+        .collect()
+}
+
+/// Peak resident memory of this process, in KiB (VmHWM), where /proc tells it.
+pub fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub fn mib(kib: Option<u64>) -> String {
+    kib.map_or("unknown".to_string(), |k| {
+        format!("{:.1} MiB", k as f64 / 1024.0)
+    })
+}
+
+/// Runs the checker, with live progress on a terminal unless quiet.
+pub fn execute(target: &Target, args: &RunArgs, quiet: bool) -> Run {
+    let live = !quiet && !args.json && std::io::stdout().is_terminal();
+    let mut last = Duration::ZERO;
+    let result = args.search.run(target, |p: Progress| {
+        if live && p.elapsed >= last + Duration::from_millis(250) {
+            last = p.elapsed;
+            let rate = p.unique as f64 / p.elapsed.as_secs_f64().max(1e-9);
+            eprint!(
+                "\r{} states, {} unique, {:.0} states/s, depth {}   ",
+                p.states, p.unique, rate, p.depth
+            );
+        }
+    });
+    if live && last > Duration::ZERO {
+        eprint!("\r\x1b[2K");
+    }
+    result
+}
+
+pub fn rate(r: &Run) -> f64 {
+    r.unique as f64 / r.elapsed.as_secs_f64().max(1e-9)
+}
+
+pub fn search_name(r: &Run) -> &'static str {
+    match (r.search, r.symmetry) {
+        (Search::Bfs, false) => "BFS",
+        (Search::Bfs, true) => "BFS with symmetry reduction",
+        (Search::Dfs, false) => "DFS",
+        (Search::Dfs, true) => "DFS with symmetry reduction",
+    }
+}
+
+/// An outcome for a table: `-` when not asserted or not decided.
+pub fn show(o: Option<Outcome>) -> String {
+    o.map_or("-".to_string(), |o| o.to_string())
+}

@@ -1,0 +1,209 @@
+//! What a command checks: a preset, possibly changed on the command line, and how it is
+//! described in reports.
+
+use clap::Args;
+use isr::sim::Bounds;
+use isr::{Acks, Config};
+use isr_models::presets::{Outcome, Preset};
+use isr_models::{Check, IsrModel};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+#[derive(Args, Default)]
+pub struct Overrides {
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=5))]
+    pub replicas: Option<u32>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    pub records: Option<u8>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_epoch: Option<u32>,
+    /// Clean shutdowns in all.
+    #[arg(long, value_name = "N")]
+    pub crashes: Option<u8>,
+    #[arg(long, value_name = "N")]
+    pub unclean_crashes: Option<u8>,
+    /// Changes of the controller's partition state other than elections.
+    #[arg(long, value_name = "N")]
+    pub isr_changes: Option<u32>,
+    /// Messages the network may lose.
+    #[arg(long, value_name = "N")]
+    pub drops: Option<u8>,
+    /// Messages the network may deliver twice.
+    #[arg(long, value_name = "N")]
+    pub duplicates: Option<u8>,
+    /// Times the controller may fence a running broker (a zombie until it registers again).
+    #[arg(long, value_name = "N")]
+    pub session_expiries: Option<u8>,
+    /// Times the controller role may move to a new controller while the old one runs on as a
+    /// zombie.
+    #[arg(long, value_name = "N")]
+    pub controller_failovers: Option<u8>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub min_isr: Option<u32>,
+    /// Producer acks: 0, 1 or all.
+    #[arg(long, value_name = "X")]
+    pub acks: Option<String>,
+    /// Whether a consumer reads: on or off.
+    #[arg(long, value_name = "on|off")]
+    pub consumer: Option<String>,
+    /// A rule switch, as NAME=VALUE (repeatable).
+    #[arg(long = "rule", value_name = "NAME=VALUE")]
+    pub rules: Vec<String>,
+}
+
+/// A bad argument: printed on one line, exit status 2.
+pub struct Usage(pub String);
+
+/// What is checked: a preset, possibly changed on the command line.
+pub struct Target {
+    pub preset: &'static Preset,
+    pub cfg: Config,
+    pub bounds: Bounds,
+    pub isr_changes: u32,
+    /// Changed from the preset: then every property is expected to hold.
+    pub adhoc: bool,
+}
+
+impl Target {
+    pub fn new(name: &str, o: &Overrides) -> Result<Target, Usage> {
+        let preset = Preset::find(name).ok_or_else(|| {
+            Usage(format!(
+                "unknown preset `{name}`: expected one of {}",
+                Preset::names()
+            ))
+        })?;
+        let mut cfg = preset.config();
+        let mut b = preset.bounds.clone();
+        if let Some(n) = o.replicas {
+            b.replicas = n;
+        }
+        if let Some(n) = o.records {
+            b.records = n;
+        }
+        if let Some(n) = o.max_epoch {
+            b.max_leader_epoch = n;
+        }
+        if let Some(n) = o.crashes {
+            b.clean_crashes = n;
+        }
+        if let Some(n) = o.unclean_crashes {
+            b.unclean_crashes = n;
+        }
+        if let Some(n) = o.drops {
+            b.drops = n;
+        }
+        if let Some(n) = o.duplicates {
+            b.duplicates = n;
+        }
+        if let Some(n) = o.session_expiries {
+            b.session_expiries = n;
+        }
+        if let Some(n) = o.controller_failovers {
+            b.controller_failovers = n;
+        }
+        if let Some(a) = &o.acks {
+            b.acks = a.parse::<Acks>().map_err(|e| Usage(e.to_string()))?;
+        }
+        if let Some(c) = &o.consumer {
+            b.consumer = match c.as_str() {
+                "on" => true,
+                "off" => false,
+                other => {
+                    return Err(Usage(format!(
+                        "invalid consumer `{other}`: expected one of on, off"
+                    )))
+                }
+            };
+        }
+        let isr_changes = o.isr_changes.unwrap_or(preset.isr_changes);
+        if let Some(m) = o.min_isr {
+            cfg.min_insync_replicas = m as usize;
+        }
+        if cfg.min_insync_replicas > b.replicas as usize {
+            return Err(Usage(format!(
+                "invalid --min-isr {}: expected 1 to the replica count {}",
+                cfg.min_insync_replicas, b.replicas
+            )));
+        }
+        for rule in &o.rules {
+            let (name, value) = rule.split_once('=').ok_or_else(|| {
+                Usage(format!(
+                    "invalid --rule `{rule}`: expected NAME=VALUE with NAME one of {}",
+                    isr::Rules::NAMES
+                ))
+            })?;
+            cfg.rules
+                .set(name, value)
+                .map_err(|e| Usage(e.to_string()))?;
+        }
+        let adhoc =
+            cfg != preset.config() || b != preset.bounds || isr_changes != preset.isr_changes;
+        Ok(Target {
+            preset,
+            cfg,
+            bounds: b,
+            isr_changes,
+            adhoc,
+        })
+    }
+
+    pub fn model(&self) -> IsrModel {
+        IsrModel::new(self.cfg, self.bounds.clone(), self.isr_changes)
+    }
+
+    /// Ad hoc configurations are explored exhaustively and expected to satisfy everything.
+    pub fn expected(&self, check: Check) -> Option<Outcome> {
+        if self.adhoc {
+            Some(Outcome::Holds)
+        } else {
+            self.preset.expected(check)
+        }
+    }
+
+    pub fn stop_at(&self) -> Option<BTreeSet<&'static str>> {
+        if self.adhoc {
+            None
+        } else {
+            self.preset.stop_at()
+        }
+    }
+}
+
+pub fn describe_bounds(b: &Bounds) -> String {
+    format!(
+        "{} replicas, {} records, max leader epoch {}, {} clean + {} unclean crashes, \
+         {} session expiries, {} controller failovers, {} drops, {} duplicates, acks={}, \
+         consumer {}",
+        b.replicas,
+        b.records,
+        b.max_leader_epoch,
+        b.clean_crashes,
+        b.unclean_crashes,
+        b.session_expiries,
+        b.controller_failovers,
+        b.drops,
+        b.duplicates,
+        b.acks,
+        if b.consumer { "on" } else { "off" }
+    )
+}
+
+pub fn describe_rules(cfg: &Config) -> String {
+    let switches = cfg.rules.unsafe_switches();
+    let rules = if switches.is_empty() {
+        "safe protocol".to_string()
+    } else {
+        switches.join(" ")
+    };
+    format!("{rules}; min.insync.replicas={}", cfg.min_insync_replicas)
+}
+
+pub fn bounds_json(b: &Bounds) -> Value {
+    json!({
+        "replicas": b.replicas, "records": b.records, "max_leader_epoch": b.max_leader_epoch,
+        "clean_crashes": b.clean_crashes, "unclean_crashes": b.unclean_crashes,
+        "drops": b.drops, "duplicates": b.duplicates, "session_expiries": b.session_expiries,
+        "controller_failovers": b.controller_failovers,
+        "acks": b.acks.to_string(), "consumer": b.consumer,
+    })
+}
