@@ -342,10 +342,30 @@ impl Controller {
         dedup_sends(effects)
     }
 
-    pub fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) {
-        if let Some(b) = self.brokers.get_mut(&broker).filter(|b| b.alive) {
-            b.last_heartbeat = now;
+    /// A broker's heartbeat: its session lives on if the controller believes it alive, and
+    /// the answer is true. False: it was fenced (its session expired, or a new controller
+    /// never knew it alive), and it must register again, as a new incarnation, before it is
+    /// part of the cluster again.
+    pub fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) -> bool {
+        match self.brokers.get_mut(&broker).filter(|b| b.alive) {
+            Some(b) => {
+                b.last_heartbeat = now;
+                true
+            }
+            None => false,
         }
+    }
+
+    /// The state of every partition assigned to `broker`, for a broker that has just opened a
+    /// session with this controller: after a failover, brokers find the new controller, and
+    /// this is how each learns the new controller epoch and whatever it missed (what
+    /// [`Controller::take_over`] announces to every broker at once). Changes nothing.
+    pub fn announce_to<R>(&self, broker: BrokerId) -> Effects<R> {
+        self.partitions
+            .iter()
+            .filter(|(_, state)| state.assigned.contains(&broker))
+            .map(|(&id, state)| self.send(broker, id, state))
+            .collect()
     }
 
     /// Time passes: fence every broker whose session expired, then elect where needed.
@@ -1001,7 +1021,7 @@ mod tests {
     #[test]
     fn a_new_controller_takes_over_the_stored_state_in_the_next_epoch_and_announces_it() {
         let (cfg, mut old, p) = three();
-        old.on_heartbeat(BrokerId(1), Tick(3));
+        assert!(old.on_heartbeat(BrokerId(1), Tick(3)));
         old.fence_broker::<()>(&cfg, BrokerId(3));
         let (new, announce) = Controller::take_over::<()>(&old, old.epoch().next(), Tick(50));
         assert_eq!(new.epoch(), ControllerEpoch(2));

@@ -24,9 +24,6 @@ pub const FETCH_MAX_WAIT: Duration = Duration::from_millis(200);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_millis(1000);
 /// An acks=all write not committed within this long is answered REQUEST_TIMED_OUT.
 pub const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a broker rereads the controller's metadata, so that config changes, new
-/// partitions and deleted topics reach it even when it made none of them.
-pub const METADATA_REFRESH: Duration = Duration::from_millis(500);
 /// How long admin requests (metadata, topic creation) wait for the controller.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -3,44 +3,12 @@
 
 mod common;
 
-use common::{TestCluster, ISR};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use common::{isr, isr_topic_create, TestCluster};
 use std::time::Duration;
-
-fn isr(args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new(ISR)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn isr");
-    if let Some(mut input) = child.stdin.take() {
-        input.write_all(stdin.as_bytes()).expect("stdin");
-    }
-    let out = child.wait_with_output().expect("isr output");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
 
 /// `isr topic create NAME` with replication factor 3 and `partitions`, plus `extra` flags.
 fn create_topic(bootstrap: &str, name: &str, partitions: u32, extra: &[&str]) {
-    let partitions = partitions.to_string();
-    let mut args = vec![
-        "topic",
-        "create",
-        name,
-        "--bootstrap",
-        bootstrap,
-        "--partitions",
-        &partitions,
-        "--replication-factor",
-        "3",
-    ];
-    args.extend_from_slice(extra);
-    let (ok, out) = isr(&args, "");
+    let (ok, out) = isr_topic_create(bootstrap, name, partitions, extra);
     assert!(ok, "{out}");
 }
 

@@ -203,6 +203,11 @@ pub enum BackendError {
     CorruptMessage(String),
     #[error("COORDINATOR_NOT_AVAILABLE: the group coordinator is not available")]
     CoordinatorNotAvailable,
+    /// A metadata change (a topic created) needs the active controller, and there is none that
+    /// can act: none elected, or its store unreachable. Kafka's NOT_CONTROLLER, which clients
+    /// retry after refreshing their metadata.
+    #[error("NOT_CONTROLLER: no controller can make this change now: {0}")]
+    ControllerUnavailable(String),
     #[error("KAFKA_STORAGE_ERROR: {0}")]
     Storage(String),
     #[error("UNKNOWN_SERVER_ERROR: {0}")]
@@ -233,6 +238,7 @@ impl BackendError {
             BackendError::NotLeaderOrFollower => 6,
             BackendError::RequestTimedOut => 7,
             BackendError::CoordinatorNotAvailable => 15,
+            BackendError::ControllerUnavailable(_) => 41,
             BackendError::InvalidTopic(_) => 17,
             BackendError::NotEnoughReplicas => 19,
             BackendError::NotEnoughReplicasAfterAppend => 20,

@@ -14,17 +14,12 @@ use isr_kafka::{
     Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo,
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::{oneshot, Notify};
-use tracing::debug;
 
 pub struct BrokerBackend {
     net: Arc<Net>,
     settings: BrokerSettings,
-    /// The last metadata seen, refreshed every [`timing::METADATA_REFRESH`] (so that config
-    /// changes and deletions reach every broker) and at once on a miss or after an admin
-    /// change this broker made.
-    view: Mutex<ClusterView>,
     /// Rung by the replica thread whenever a high watermark moves.
     commits: Arc<Notify>,
     /// Membership of the consumer groups this broker coordinates.
@@ -36,83 +31,67 @@ impl BrokerBackend {
         BrokerBackend {
             net,
             settings,
-            view: Mutex::default(),
             commits,
             groups: Coordinator::default(),
         }
     }
 
-    /// Keeps the cached metadata fresh for as long as the broker runs.
-    pub async fn refresh_metadata(self: Arc<Self>) {
-        let mut interval = tokio::time::interval(timing::METADATA_REFRESH);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            interval.tick().await;
-            if let Err(e) = self.refresh().await {
-                debug!(error = %e, "metadata refresh failed");
-            }
-        }
-    }
-
-    fn cached(&self) -> std::sync::MutexGuard<'_, ClusterView> {
-        self.view.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
+    /// Asks the active controller. Without one (none elected, or its store unreachable) the
+    /// error is [`BackendError::ControllerUnavailable`], saying why.
     async fn ask(&self, request: Request) -> Result<Response, BackendError> {
-        let link = self
-            .net
-            .outbox
-            .controller()
-            .ok_or(BackendError::CoordinatorNotAvailable)?;
+        let link = self.net.outbox.controller().ok_or_else(|| {
+            BackendError::ControllerUnavailable("no session with an active controller".into())
+        })?;
         self.net
             .rpc
             .call(&link, request, timing::ADMIN_TIMEOUT)
             .await
             .map_err(|e| match e {
-                RpcError::NotConnected => BackendError::CoordinatorNotAvailable,
+                RpcError::NotConnected => BackendError::ControllerUnavailable(
+                    "the session with the controller closed".into(),
+                ),
                 RpcError::TimedOut(_) => BackendError::RequestTimedOut,
                 RpcError::Refused(e) => admin_error(e),
             })
     }
 
-    /// Reads the controller's metadata into the cache, and has the replica thread drop the
-    /// partitions it says were deleted.
-    async fn refresh(&self) -> Result<ClusterView, BackendError> {
-        match self.ask(Request::Metadata).await? {
-            Response::Metadata(view) => {
-                *self.cached() = view.clone();
-                let _ = self.net.host.send(Command::Retire {
-                    next_partition: view.next_partition,
-                    live: view.partitions.keys().copied().collect(),
-                });
-                Ok(view)
-            }
-            other => Err(unexpected(other)),
-        }
+    /// [`BackendError::ControllerUnavailable`] as a group or producer-id coordinator's error:
+    /// clients look for the coordinator again.
+    async fn ask_coordinator(&self, request: Request) -> Result<Response, BackendError> {
+        self.ask(request).await.map_err(|e| match e {
+            BackendError::ControllerUnavailable(_) => BackendError::CoordinatorNotAvailable,
+            other => other,
+        })
     }
 
-    /// Asks the controller for an admin change expecting `Done`, then refreshes the metadata so
-    /// that this broker's next request sees the change.
+    /// Asks the controller for an admin change expecting `Done`. The controller pushes the
+    /// metadata it changed to every broker before it answers, on the same session, so this
+    /// broker's next request sees the change.
     async fn change(&self, request: Request) -> Result<(), BackendError> {
-        match self.ask(request).await? {
-            Response::Done => {
-                self.refresh().await?;
-                Ok(())
-            }
-            other => Err(unexpected(other)),
+        done(self.ask(request).await?)
+    }
+
+    /// The partition behind a topic's partition index, with the metadata it was found in: the
+    /// metadata the controller pushed, or, for a topic it does not know yet (just created),
+    /// the controller's.
+    async fn locate(
+        &self,
+        topic: &str,
+        index: u32,
+    ) -> Result<(PartitionId, ClusterView), BackendError> {
+        let cached = self.net.cluster_view().await.map_err(admin_error)?;
+        if let Some(id) = cached.partition_id(topic, index) {
+            return Ok((id, cached));
         }
+        let fresh = self.net.ask_metadata().await.map_err(admin_error)?;
+        let id = fresh
+            .partition_id(topic, index)
+            .ok_or(BackendError::UnknownTopicOrPartition)?;
+        Ok((id, fresh))
     }
 
     async fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, BackendError> {
-        let cached = self.cached().partition_id(topic, index);
-        match cached {
-            Some(id) => Ok(id),
-            None => self
-                .refresh()
-                .await?
-                .partition_id(topic, index)
-                .ok_or(BackendError::UnknownTopicOrPartition),
-        }
+        Ok(self.locate(topic, index).await?.0)
     }
 
     async fn host<T>(
@@ -155,7 +134,9 @@ fn admin_error(e: AdminError) -> BackendError {
         AdminError::InvalidConfig(s) => BackendError::InvalidConfig(s),
         AdminError::Storage(s) => BackendError::Storage(s),
         AdminError::Unsupported(s) => BackendError::Internal(s),
-        AdminError::Unavailable(_) => BackendError::CoordinatorNotAvailable,
+        e @ (AdminError::Unavailable(_) | AdminError::NotActive(_)) => {
+            BackendError::ControllerUnavailable(e.to_string())
+        }
         AdminError::NotYours(s) => BackendError::Internal(s),
     }
 }
@@ -242,8 +223,11 @@ impl Backend for BrokerBackend {
         &self.settings
     }
 
+    /// Answered from the metadata the controller pushed: clients find current leaders even
+    /// while no controller is reachable.
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
-        Ok(to_kafka(self.net.me, &self.refresh().await?))
+        let view = self.net.cluster_view().await.map_err(admin_error)?;
+        Ok(to_kafka(self.net.me, &view))
     }
 
     async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
@@ -289,9 +273,8 @@ impl Backend for BrokerBackend {
         acks: Acks,
         batch: Bytes,
     ) -> Result<Offset, BackendError> {
-        let partition = self.partition_id(topic, partition).await?;
+        let (partition, view) = self.locate(topic, partition).await?;
         {
-            let view = self.cached();
             let broker = BrokerConfigs {
                 id: self.net.me,
                 settings: &self.settings,
@@ -362,7 +345,7 @@ impl Backend for BrokerBackend {
         committed: CommittedOffset,
     ) -> Result<(), BackendError> {
         done(
-            self.ask(Request::CommitOffset {
+            self.ask_coordinator(Request::CommitOffset {
                 group: group.to_string(),
                 topic: topic.to_string(),
                 partition,
@@ -384,7 +367,7 @@ impl Backend for BrokerBackend {
             topic: topic.to_string(),
             partition,
         };
-        match self.ask(request).await? {
+        match self.ask_coordinator(request).await? {
             Response::Offset(committed) => {
                 Ok(committed.map(|(offset, metadata)| CommittedOffset { offset, metadata }))
             }
@@ -396,7 +379,7 @@ impl Backend for BrokerBackend {
         let request = Request::GroupOffsets {
             group: group.to_string(),
         };
-        match self.ask(request).await? {
+        match self.ask_coordinator(request).await? {
             Response::GroupOffsets(offsets) => Ok(offsets
                 .into_iter()
                 .map(|(topic, partition, offset, metadata)| GroupOffset {
@@ -410,7 +393,7 @@ impl Backend for BrokerBackend {
     }
 
     async fn offset_groups(&self) -> Result<Vec<String>, BackendError> {
-        match self.ask(Request::OffsetGroups).await? {
+        match self.ask_coordinator(Request::OffsetGroups).await? {
             Response::Groups(groups) => Ok(groups),
             other => Err(unexpected(other)),
         }
@@ -422,7 +405,7 @@ impl Backend for BrokerBackend {
         partitions: Option<Vec<(String, u32)>>,
     ) -> Result<(), BackendError> {
         done(
-            self.ask(Request::DeleteOffsets {
+            self.ask_coordinator(Request::DeleteOffsets {
                 group: group.to_string(),
                 partitions,
             })
@@ -431,7 +414,7 @@ impl Backend for BrokerBackend {
     }
 
     async fn allocate_producer_id(&self) -> Result<i64, BackendError> {
-        match self.ask(Request::AllocateProducerId).await? {
+        match self.ask_coordinator(Request::AllocateProducerId).await? {
             Response::ProducerId(id) => Ok(id),
             other => Err(unexpected(other)),
         }

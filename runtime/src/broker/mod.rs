@@ -12,6 +12,7 @@ mod outbox;
 
 use crate::storage::{checkpoint, sync_dir};
 use crate::timing;
+use crate::wire::link;
 use backend::BrokerBackend;
 use host::{Command, Host};
 use isr::{BrokerId, FlushPolicy};
@@ -19,7 +20,6 @@ use network::Net;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{info, warn};
@@ -42,8 +42,13 @@ pub struct BrokerArgs {
     /// Address for Kafka clients and other brokers (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub listen: String,
-    /// The controller's address.
-    #[arg(long, default_value = "127.0.0.1:9090")]
+    /// The controllers' addresses, comma-separated: the broker finds the active one among them
+    /// (a standby names it), and looks again after a controller failover.
+    #[arg(
+        long,
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        default_value = "127.0.0.1:9090"
+    )]
     pub controller: String,
     /// Directory for this broker's partitions.
     #[arg(long)]
@@ -122,26 +127,26 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     };
     std::fs::create_dir_all(&args.dir).map_err(dir_error)?;
     let clean_shutdown = take_marker(&args.dir).map_err(dir_error)?;
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .map_err(|source| BrokerError::Listen {
-            address: args.listen.clone(),
-            source,
-        })?;
-    let address = listener
-        .local_addr()
-        .map_or(args.listen.clone(), |a| a.to_string());
+    let (listener, address) =
+        link::listen(&args.listen)
+            .await
+            .map_err(|source| BrokerError::Listen {
+                address: args.listen.clone(),
+                source,
+            })?;
     let flush = match args.flush {
         Flush::Always => FlushPolicy::Always,
         Flush::PageCache => FlushPolicy::PageCache,
     };
     let (commands, inbox) = mpsc::unbounded_channel();
-    let net = Arc::new(Net::new(
-        me,
-        address.clone(),
-        args.controller.clone(),
-        commands.clone(),
-    ));
+    let controllers = args
+        .controller
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
+    let net = Arc::new(Net::new(me, address.clone(), controllers, commands.clone()));
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
@@ -170,7 +175,6 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         commits,
         args.topics.settings(&cfg),
     ));
-    tokio::spawn(backend.clone().refresh_metadata());
     tokio::spawn(net.clone().accept_loop(listener, backend));
     tokio::spawn(net.clone().controller_session(clean_shutdown));
     tokio::spawn(ticks(commands.clone()));
@@ -195,11 +199,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         Err(why) => warn!(%why, "controlled shutdown not confirmed; stopping anyway"),
     }
     if commands.send(Command::Shutdown).is_ok() && matches!(replicas_done.await, Ok(Ok(()))) {
-        checkpoint::write(
-            &args.dir.join(CLEAN_SHUTDOWN_MARKER),
-            &true,
-            checkpoint::Encoding::Json,
-        )?;
+        checkpoint::write(&args.dir.join(CLEAN_SHUTDOWN_MARKER), &true)?;
     }
     Ok(())
 }

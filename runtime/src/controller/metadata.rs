@@ -1,17 +1,14 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids, configs, commit metadata), saved atomically after
-//! every change that matters.
+//! names, broker addresses, producer ids, configs, commit metadata). The controller commits it
+//! to its store ([`super::store`]) after every step that changes it, before the step's messages
+//! leave.
 
-use crate::storage::checkpoint::{self, CheckpointError, Encoding};
-use crate::wire::admin::{AdminError, BrokerView, ClusterView, TopicSpec};
-use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId, Tick};
+use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
+use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId};
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-/// Binary: the core controller keys group offsets by (group, partition), which JSON cannot.
-const FILE: &str = "metadata.bin";
 /// The most partitions a topic may have.
 const MAX_PARTITIONS: u32 = 10_000;
 const MIN_INSYNC: &str = "min.insync.replicas";
@@ -19,13 +16,11 @@ const MIN_INSYNC: &str = "min.insync.replicas";
 /// Config overrides by name.
 pub type Overrides = BTreeMap<String, String>;
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
     pub controller: Controller,
     pub topics: BTreeMap<String, Vec<PartitionId>>,
     pub addresses: BTreeMap<BrokerId, String>,
-    /// The controller's clock, kept so that heartbeat ages stay meaningful across a restart.
-    pub now: Tick,
     pub next_partition: u32,
     pub next_producer_id: i64,
     /// Each topic's config overrides (`min.insync.replicas` among them, which the core
@@ -38,29 +33,11 @@ pub struct Metadata {
     pub commit_metadata: BTreeMap<(String, PartitionId), String>,
 }
 
-pub struct Store {
-    path: PathBuf,
-}
-
-impl Store {
-    pub fn new(dir: &Path) -> Store {
-        Store {
-            path: dir.join(FILE),
-        }
-    }
-
-    pub fn load(&self) -> Result<Metadata, CheckpointError> {
-        Ok(checkpoint::read(&self.path, Encoding::Binary)?.unwrap_or_default())
-    }
-
-    pub fn save(&self, metadata: &Metadata) -> Result<(), CheckpointError> {
-        checkpoint::write(&self.path, metadata, Encoding::Binary)
-    }
-}
-
 impl Metadata {
-    pub fn view(&self) -> ClusterView {
+    /// The cluster as clients and brokers see it, made by the controller `by`.
+    pub fn view(&self, by: Option<ControllerInfo>) -> ClusterView {
         ClusterView {
+            controller: by,
             brokers: self
                 .addresses
                 .iter()
@@ -361,6 +338,7 @@ fn parse_min_isr(value: &str) -> Result<usize, AdminError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use isr::Tick;
 
     fn three_brokers() -> (Config, Metadata) {
         let cfg = Config::default();
@@ -398,9 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn metadata_with_topics_configs_and_group_offsets_survives_a_restart() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::new(dir.path());
+    fn topics_are_created_with_their_configs_over_live_brokers_once() {
         let (cfg, mut meta) = three_brokers();
         let t = spec(
             "t",
@@ -410,12 +386,10 @@ mod tests {
         meta.create_topic(&cfg, &t).expect("create");
         meta.commit_offset("group", "t", 1, Offset(42), "meta".into())
             .expect("commit");
-        store.save(&meta).expect("save");
-
-        let back = store.load().expect("load");
-        assert_eq!(back.topics, meta.topics);
-        assert_eq!(back.controller, meta.controller);
-        assert_eq!(back.topic_configs, meta.topic_configs);
+        let back = meta.clone();
+        assert_eq!(back.topics["t"], vec![PartitionId(0), PartitionId(1)]);
+        assert_eq!(back.view(None).partition_id("t", 1), Some(PartitionId(1)));
+        assert_eq!(back.topic_configs["t"]["retention.ms"], "1000");
         assert_eq!(
             back.committed("group", "t", 1),
             Ok(Some((Offset(42), "meta".into())))
@@ -485,7 +459,7 @@ mod tests {
         );
         let ids = meta.topics["t"].clone();
         meta.delete_topic("t").expect("delete");
-        let view = meta.view();
+        let view = meta.view(None);
         assert!(ids
             .iter()
             .all(|id| id.0 < view.next_partition && !view.partitions.contains_key(id)));
@@ -528,7 +502,10 @@ mod tests {
         let max = vec![ConfigOp::Set("message.max.bytes".into(), "2000".into())];
         meta.alter_configs(&cfg, &broker, &max, false)
             .expect("broker");
-        assert_eq!(meta.view().broker_configs[""]["message.max.bytes"], "2000");
+        assert_eq!(
+            meta.view(None).broker_configs[""]["message.max.bytes"],
+            "2000"
+        );
         assert!(matches!(
             meta.alter_configs(&cfg, &ConfigResource::Topic("nope".into()), &max, false),
             Err(AdminError::InvalidConfig(_))

@@ -1,7 +1,7 @@
 //! Admin requests: what a broker asks the controller on behalf of Kafka clients, and what
 //! `isr status` asks of everyone. The replication protocol itself never travels here.
 
-use isr::{BrokerId, LeaderEpoch, Offset, PartitionId, PartitionState};
+use isr::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionId, PartitionState};
 use isr_kafka::configs::{ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -104,9 +104,24 @@ pub enum AdminError {
     /// Only a broker's own session may ask for its controlled shutdown.
     #[error("{0} may only be asked for by that broker")]
     NotYours(String),
-    /// A broker could not reach the controller to answer for it.
+    /// A broker could not reach the controller to answer for it, or the controller could not
+    /// reach its store.
     #[error("controller unavailable: {0}")]
     Unavailable(String),
+    /// Asked of a standby controller: the active one is elsewhere (or not elected yet).
+    #[error("this controller is a standby; {}", match .0 {
+        Some(active) => format!("the active controller is {} at {} (epoch {})", active.id, active.address, active.epoch.0),
+        None => "no controller is active at the moment".to_string(),
+    })]
+    NotActive(Option<ControllerInfo>),
+}
+
+/// The active controller: its id, where it listens, and the controller epoch it acts in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerInfo {
+    pub id: u32,
+    pub address: String,
+    pub epoch: ControllerEpoch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,9 +130,13 @@ pub struct BrokerView {
     pub alive: bool,
 }
 
-/// The controller's metadata, as clients and status see it.
+/// The controller's metadata, as clients and status see it. The active controller pushes it
+/// to every broker whenever it changes; brokers answer Metadata requests from their copy, so
+/// clients find the current leaders while no controller is reachable.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterView {
+    /// The controller that made this view.
+    pub controller: Option<ControllerInfo>,
     pub brokers: BTreeMap<BrokerId, BrokerView>,
     /// Each topic's partitions, in partition-index order.
     pub topics: BTreeMap<String, Vec<PartitionId>>,

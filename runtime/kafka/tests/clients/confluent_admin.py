@@ -107,9 +107,9 @@ change = ConfigResource("topic", configured, incremental_configs=[
 wait(admin.incremental_alter_configs([change]))
 configs = admin.describe_configs([resource])[resource].result(timeout=10)
 check(configs["max.message.bytes"].value == "2000", "altered max.message.bytes")
-# Config changes reach every broker within a second (each rereads the metadata twice a
-# second); the partition's leader may be another broker than the one that took the change.
-time.sleep(1.5)
+# The controller sends every broker the change before it answers; the partition's leader may
+# be another broker than the one that took the change: give it a moment to read it.
+time.sleep(0.5)
 errors = []
 small = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 60000,
                   "retries": 1000})

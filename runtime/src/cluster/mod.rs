@@ -1,5 +1,11 @@
-//! `isr cluster`: a controller and N brokers as child processes on 127.0.0.1, for trying things
+//! `isr cluster`: controllers and brokers as child processes on 127.0.0.1, for trying things
 //! out. Each child logs to a file in its directory; SIGINT or SIGTERM stops them all cleanly.
+//!
+//! One controller uses the file store under `--dir`. Several share an etcd store (`--store`),
+//! or a local etcd member this command starts itself (`--etcd`): one command for a demo of
+//! controller failover.
+
+pub(crate) mod etcd;
 
 use crate::broker::{announce, StopSignals};
 use std::io;
@@ -15,10 +21,22 @@ pub struct ClusterArgs {
     /// How many brokers.
     #[arg(long, default_value_t = 3)]
     pub brokers: u32,
-    /// Directory holding the controller's and each broker's data and log.
+    /// How many controllers; more than one needs a shared store (--store or --etcd), and one
+    /// of them is active at a time.
+    #[arg(long, default_value_t = 1)]
+    pub controllers: u32,
+    /// The controllers' shared store: etcd://HOST:PORT[,HOST:PORT...][/PREFIX].
+    #[arg(long, value_name = "etcd://HOST:PORT[,...]", conflicts_with = "etcd")]
+    pub store: Option<String>,
+    /// Start a local etcd member (Debian's etcd-server must be installed) with its data under
+    /// --dir, and use it as the controllers' store.
+    #[arg(long)]
+    pub etcd: bool,
+    /// Directory holding each controller's and broker's data and log.
     #[arg(long)]
     pub dir: PathBuf,
-    /// The controller listens on this port and broker i on port + i; by default the OS picks.
+    /// Controller c listens on port + c - 1 and broker i on port + controllers + i - 1 (with
+    /// one controller: the controller on port, broker i on port + i); by default the OS picks.
     #[arg(long)]
     pub port: Option<u16>,
     /// Passed to every broker.
@@ -33,15 +51,21 @@ pub struct ClusterArgs {
 pub enum ClusterError {
     #[error("--brokers must be at least 1")]
     NoBrokers,
-    #[error("port {0} + {1} brokers exceeds 65535")]
+    #[error("--controllers must be at least 1")]
+    NoControllers,
+    #[error("{0} controllers need a shared store: add --etcd, or --store etcd://HOST:PORT")]
+    NoSharedStore(u32),
+    #[error("port {0} + {1} processes exceeds 65535")]
     PortRange(u16, u32),
+    #[error(transparent)]
+    Etcd(#[from] etcd::EtcdError),
     #[error("{what}: {source}")]
     Io { what: String, source: io::Error },
     #[error("{0} exited before it was listening")]
     EarlyExit(String),
 }
 
-struct Running {
+pub(crate) struct Running {
     name: String,
     child: Child,
 }
@@ -50,9 +74,17 @@ pub async fn run(args: ClusterArgs) -> Result<(), ClusterError> {
     if args.brokers == 0 {
         return Err(ClusterError::NoBrokers);
     }
+    if args.controllers == 0 {
+        return Err(ClusterError::NoControllers);
+    }
+    if args.controllers > 1 && args.store.is_none() && !args.etcd {
+        return Err(ClusterError::NoSharedStore(args.controllers));
+    }
+    // With --etcd, the member's client and peer ports follow the brokers'.
+    let processes = args.controllers + args.brokers + if args.etcd { 2 } else { 0 };
     if let Some(port) = args.port {
-        if u32::from(port) + args.brokers > u32::from(u16::MAX) {
-            return Err(ClusterError::PortRange(port, args.brokers));
+        if u32::from(port) + processes > u32::from(u16::MAX) {
+            return Err(ClusterError::PortRange(port, processes));
         }
     }
     let addr = |i: u32| format!("127.0.0.1:{}", args.port.map_or(0, |p| u32::from(p) + i));
@@ -71,14 +103,40 @@ async fn start_all(
     addr: &dyn Fn(u32) -> String,
     running: &mut Vec<Running>,
 ) -> Result<(), ClusterError> {
-    let controller_dir = args.dir.join("controller");
-    let controller = start(
-        "controller",
-        &controller_dir,
-        &["controller", "--listen", &addr(0)],
-        running,
-    )
-    .await?;
+    let store = match (&args.store, args.etcd) {
+        (Some(store), _) => Some(store.clone()),
+        (None, true) => {
+            let ports = args.port.map(|p| {
+                let first = u32::from(p) + args.controllers + args.brokers;
+                (first as u16, first as u16 + 1)
+            });
+            let member = etcd::start(&args.dir.join("etcd"), ports, running).await?;
+            announce(&format!("etcd {member}"));
+            Some(format!("etcd://{member}"))
+        }
+        (None, false) => None,
+    };
+    let mut controllers = Vec::new();
+    for c in 1..=args.controllers {
+        let (name, dir) = if args.controllers == 1 {
+            ("controller".to_string(), args.dir.join("controller"))
+        } else {
+            (
+                format!("controller {c}"),
+                args.dir.join(format!("controller-{c}")),
+            )
+        };
+        let id = c.to_string();
+        let listen = addr(c - 1);
+        let mut cmd = vec!["controller", "--id", &id, "--listen", &listen];
+        let dir_arg = dir.to_string_lossy().to_string();
+        match &store {
+            Some(store) => cmd.extend(["--store", store.as_str()]),
+            None => cmd.extend(["--dir", dir_arg.as_str()]),
+        }
+        controllers.push(start(&name, &dir, &cmd, running).await?);
+    }
+    let controller = controllers.join(",");
     let flush = match args.flush {
         crate::broker::Flush::Always => "always",
         crate::broker::Flush::PageCache => "page-cache",
@@ -87,28 +145,27 @@ async fn start_all(
     let topic_flags = args.topics.to_args();
     for i in 1..=args.brokers {
         let id = i.to_string();
-        let address_flag = addr(i);
+        let dir = args.dir.join(format!("broker-{i}"));
+        let listen = addr(args.controllers + i - 1);
+        let dir_arg = dir.to_string_lossy().to_string();
         let mut flags = vec![
             "broker",
             "--id",
             &id,
             "--listen",
-            &address_flag,
+            &listen,
             "--controller",
             &controller,
             "--flush",
             flush,
+            "--dir",
+            &dir_arg,
         ];
         flags.extend(topic_flags.iter().map(String::as_str));
-        let address = start(
-            &format!("broker {i}"),
-            &args.dir.join(format!("broker-{i}")),
-            &flags,
-            running,
-        )
-        .await?;
+        let address = start(&format!("broker {i}"), &dir, &flags, running).await?;
         bootstrap.push(address);
     }
+    wait_until_registered(&controller, args.brokers).await;
     for r in running.iter() {
         announce(&format!("{} pid {}", r.name, r.child.id().unwrap_or(0)));
     }
@@ -117,7 +174,22 @@ async fn start_all(
     Ok(())
 }
 
-/// Starts one child in `dir` (as its `--dir`) and returns the address it announced.
+/// Waits (up to 20 s) until the active controller reports `brokers` brokers alive, so that the
+/// cluster takes requests once its bootstrap address is printed.
+async fn wait_until_registered(controllers: &str, brokers: u32) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(view) = crate::status::view_of(controllers).await {
+            if view.brokers.values().filter(|b| b.alive).count() >= brokers as usize {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    warn!("not every broker registered within 20 s");
+}
+
+/// Starts one isr child, logging to a file in `dir`, and returns the address it announced.
 async fn start(
     name: &str,
     dir: &Path,
@@ -132,8 +204,6 @@ async fn start(
         .map_err(io_err(format!("creating {}", log_path.display())))?;
     let mut child = Command::new(exe)
         .args(args)
-        .arg("--dir")
-        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::from(log))
         .kill_on_drop(true)
