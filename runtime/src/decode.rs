@@ -159,7 +159,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
         name: "orders".into(),
         partitions: 3,
         replication_factor: 3,
-        min_insync_replicas: Some(2),
+        configs: [("min.insync.replicas".to_string(), "2".to_string())].into(),
     };
     if let Ok(more) = metadata.create_topic(&cfg, &spec) {
         effects.extend(more);
@@ -199,7 +199,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
         },
         Frame::Response {
             id: 3,
-            result: Ok(Response::Offset(Some(Offset(9)))),
+            result: Ok(Response::Offset(Some((Offset(9), "metadata".into())))),
         },
         envelope(
             b2,

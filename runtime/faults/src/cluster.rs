@@ -505,9 +505,10 @@ impl Cluster {
             command: TopicCommand::Create(CreateArgs {
                 bootstrap: self.bootstrap().join(","),
                 name: TOPIC.to_string(),
-                partitions: PARTITIONS,
-                replication_factor: BROKERS as u16,
+                partitions: Some(PARTITIONS),
+                replication_factor: Some(BROKERS as u16),
                 min_insync_replicas: Some(self.setup.min_isr),
+                configs: Vec::new(),
             }),
         };
         isr_kafka::client::topic::run_with(args, &mut Vec::new())

@@ -225,12 +225,7 @@ async fn read_back(cluster: &Cluster) -> Result<FinalState, String> {
             let Ok(answer) = router.call(&leader, &request, Duration::from_secs(5)).await else {
                 continue;
             };
-            let hw = answer
-                .responses
-                .first()
-                .and_then(|t| t.partitions.first())
-                .map(|p| p.high_watermark);
-            let Ok(data) = fetched_records(&leader, answer) else {
+            let Ok((data, hw)) = fetched_records(&leader, answer) else {
                 continue;
             };
             let batch = records::decode(data).map_err(|e| format!("partition {p}: {e}"))?;
@@ -243,7 +238,7 @@ async fn read_back(cluster: &Cluster) -> Result<FinalState, String> {
                 log.push((r.offset, String::from_utf8_lossy(value).into_owned()));
                 next = r.offset + 1;
             }
-            if next == before && hw.is_some_and(|hw| next >= hw) {
+            if next == before && next >= hw {
                 break;
             }
         }

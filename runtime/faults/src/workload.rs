@@ -21,6 +21,7 @@ use isr_kafka::client::consume::{
 use isr_kafka::client::produce::{base_offset, request};
 use isr_kafka::client::records::{self, Idempotent, Outgoing};
 use isr_kafka::client::ClientError;
+use isr_kafka::consumer_protocol::assigned_partitions;
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
@@ -28,7 +29,7 @@ use kafka_protocol::messages::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, GroupId, HeartbeatRequest,
     InitProducerIdRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -360,7 +361,7 @@ async fn join(
     if synced.error_code != 0 {
         return None;
     }
-    let partitions = decode_assignment(synced.assignment)?;
+    let partitions = assigned(&synced.assignment, &cx.plan.topic);
     Some((joined.generation_id, partitions))
 }
 
@@ -372,21 +373,14 @@ fn encode<M: Encodable>(message: &M, version: i16) -> Option<Bytes> {
     Some(buf.freeze())
 }
 
-fn decode_assignment(mut bytes: Bytes) -> Option<Vec<u32>> {
-    if bytes.len() < 2 {
-        return Some(Vec::new());
-    }
-    let version = i16::from_be_bytes([bytes[0], bytes[1]]);
-    let _ = bytes.split_to(2);
-    let assignment = ConsumerProtocolAssignment::decode(&mut bytes, version).ok()?;
-    Some(
-        assignment
-            .assigned_partitions
-            .iter()
-            .flat_map(|t| t.partitions.iter())
-            .filter_map(|&p| u32::try_from(p).ok())
-            .collect(),
-    )
+/// This member's partitions of the topic in an assignment (read within its bounds).
+fn assigned(assignment: &[u8], topic: &str) -> Vec<u32> {
+    assigned_partitions(assignment)
+        .into_iter()
+        .filter(|(t, _)| t == topic)
+        .flat_map(|(_, partitions)| partitions)
+        .filter_map(|p| u32::try_from(p).ok())
+        .collect()
 }
 
 /// Consumes `partitions` in one generation until the group moves on, the coordinator is lost,
@@ -473,7 +467,7 @@ async fn read(
         Err(e) => Err(e),
     };
     let data = match data {
-        Ok(data) => data,
+        Ok((data, _)) => data,
         Err(_) => {
             // Not the leader any more, or unreachable: look again, and come back next round.
             router.forget(partition);

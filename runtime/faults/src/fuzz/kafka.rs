@@ -7,9 +7,11 @@ use isr::{Acks, BrokerId, LeaderEpoch, Offset};
 use isr_kafka::client::consume::{commit_request, fetch_request, offset_fetch_request};
 use isr_kafka::client::produce;
 use isr_kafka::versions::SUPPORTED;
+use isr_kafka::configs::{ConfigOp, ConfigResource};
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, Coordinator, FetchedData,
-    NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
+    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
+    TopicInfo,
 };
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -23,6 +25,7 @@ use std::future::Future;
 /// A backend that takes every request: the fuzzer is after the layer above it.
 pub struct Accepting {
     groups: Coordinator,
+    settings: BrokerSettings,
     batch: Bytes,
 }
 
@@ -30,6 +33,7 @@ impl Accepting {
     pub fn new(batch: Bytes) -> Accepting {
         Accepting {
             groups: Coordinator::default(),
+            settings: BrokerSettings::default(),
             batch,
         }
     }
@@ -38,6 +42,10 @@ impl Accepting {
 impl Backend for Accepting {
     fn coordinator(&self) -> &Coordinator {
         &self.groups
+    }
+
+    fn settings(&self) -> &BrokerSettings {
+        &self.settings
     }
 
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
@@ -59,12 +67,32 @@ impl Backend for Accepting {
                     replicas: vec![b],
                     isr: vec![b],
                     offline: Vec::new(),
+                    min_insync_replicas: 1,
                 }],
+                configs: [("retention.ms".to_string(), "-1".to_string())].into(),
             }],
+            broker_configs: Default::default(),
         })
     }
 
     async fn create_topic(&self, _: NewTopic) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    async fn delete_topic(&self, _: &str) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    async fn create_partitions(&self, _: &str, _: u32) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    async fn alter_configs(
+        &self,
+        _: ConfigResource,
+        _: Vec<ConfigOp>,
+        _: bool,
+    ) -> Result<(), BackendError> {
         Ok(())
     }
 
@@ -90,8 +118,17 @@ impl Backend for Accepting {
         })
     }
 
-    async fn list_offsets(&self, _: &str, _: u32, _: OffsetSpec) -> Result<Offset, BackendError> {
-        Ok(Offset(0))
+    async fn list_offsets(
+        &self,
+        _: &str,
+        _: u32,
+        _: OffsetSpec,
+    ) -> Result<Option<ListedOffset>, BackendError> {
+        Ok(Some(ListedOffset {
+            offset: Offset(0),
+            timestamp: -1,
+            leader_epoch: Some(LeaderEpoch(1)),
+        }))
     }
 
     async fn commit_offset(
@@ -114,6 +151,29 @@ impl Backend for Accepting {
             offset: Offset(1),
             metadata: String::new(),
         }))
+    }
+
+    async fn group_offsets(&self, _: &str) -> Result<Vec<GroupOffset>, BackendError> {
+        Ok(vec![GroupOffset {
+            topic: "orders".into(),
+            partition: 0,
+            committed: CommittedOffset {
+                offset: Offset(1),
+                metadata: String::new(),
+            },
+        }])
+    }
+
+    async fn offset_groups(&self) -> Result<Vec<String>, BackendError> {
+        Ok(vec!["group".into()])
+    }
+
+    async fn delete_offsets(
+        &self,
+        _: &str,
+        _: Option<Vec<(String, u32)>>,
+    ) -> Result<(), BackendError> {
+        Ok(())
     }
 
     async fn allocate_producer_id(&self) -> Result<i64, BackendError> {

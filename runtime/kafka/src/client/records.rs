@@ -49,13 +49,27 @@ pub fn encode_as(
     timestamp: i64,
     producer: Option<Idempotent>,
 ) -> Result<Bytes, ClientError> {
+    encode_batch(records.iter().map(|r| (r, timestamp)), producer)
+}
+
+/// Encodes records, each with its own timestamp, as one uncompressed v2 batch.
+pub fn encode_timed<'a>(
+    records: impl IntoIterator<Item = (&'a Outgoing, i64)>,
+) -> Result<Bytes, ClientError> {
+    encode_batch(records, None)
+}
+
+fn encode_batch<'a>(
+    records: impl IntoIterator<Item = (&'a Outgoing, i64)>,
+    producer: Option<Idempotent>,
+) -> Result<Bytes, ClientError> {
     let (producer_id, producer_epoch, first_sequence) = producer.map_or((-1, -1, 0), |p| {
         (p.producer_id, p.producer_epoch, p.first_sequence)
     });
     let records: Vec<Record> = records
-        .iter()
+        .into_iter()
         .zip(0..)
-        .map(|(r, i)| Record {
+        .map(|((r, timestamp), i)| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
