@@ -13,7 +13,13 @@ use isr_kafka::{
     Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo,
 };
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -300,6 +306,79 @@ pub fn seeds(batch: &Bytes) -> Vec<Vec<u8>> {
                     &LeaveGroupRequest::default()
                         .with_group_id(group())
                         .with_member_id(name("m-1")),
+                ),
+                ApiKey::DeleteTopics => {
+                    let r = DeleteTopicsRequest::default().with_timeout_ms(1000);
+                    let r = if v >= 6 {
+                        r.with_topics(vec![DeleteTopicState::default().with_name(Some(topic()))])
+                    } else {
+                        r.with_topic_names(vec![topic()])
+                    };
+                    frame(key, v, &r)
+                }
+                ApiKey::CreatePartitions => frame(
+                    key,
+                    v,
+                    &CreatePartitionsRequest::default().with_topics(vec![
+                        CreatePartitionsTopic::default().with_name(topic()).with_count(6),
+                    ]),
+                ),
+                ApiKey::DescribeConfigs => frame(
+                    key,
+                    v,
+                    &DescribeConfigsRequest::default().with_resources(vec![
+                        DescribeConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(name("orders")),
+                    ]),
+                ),
+                ApiKey::AlterConfigs => frame(
+                    key,
+                    v,
+                    &AlterConfigsRequest::default().with_resources(vec![
+                        alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(name("orders"))
+                            .with_configs(vec![alter_configs_request::AlterableConfig::default()
+                                .with_name(name("retention.ms"))
+                                .with_value(Some(name("1000")))]),
+                    ]),
+                ),
+                ApiKey::IncrementalAlterConfigs => frame(
+                    key,
+                    v,
+                    &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                        incremental_alter_configs_request::AlterConfigsResource::default()
+                            .with_resource_type(2)
+                            .with_resource_name(name("orders"))
+                            .with_configs(vec![
+                                incremental_alter_configs_request::AlterableConfig::default()
+                                    .with_name(name("max.message.bytes"))
+                                    .with_config_operation(0)
+                                    .with_value(Some(name("2000000"))),
+                            ]),
+                    ]),
+                ),
+                ApiKey::DescribeCluster => frame(key, v, &DescribeClusterRequest::default()),
+                ApiKey::ListGroups => frame(key, v, &ListGroupsRequest::default()),
+                ApiKey::DescribeGroups => frame(
+                    key,
+                    v,
+                    &DescribeGroupsRequest::default().with_groups(vec![group()]),
+                ),
+                ApiKey::DeleteGroups => frame(
+                    key,
+                    v,
+                    &DeleteGroupsRequest::default().with_groups_names(vec![group()]),
+                ),
+                ApiKey::OffsetDelete => frame(
+                    key,
+                    v,
+                    &OffsetDeleteRequest::default()
+                        .with_group_id(group())
+                        .with_topics(vec![OffsetDeleteRequestTopic::default()
+                            .with_name(topic())
+                            .with_partitions(vec![OffsetDeleteRequestPartition::default()])]),
                 ),
                 _ => None,
             };
