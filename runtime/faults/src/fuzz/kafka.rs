@@ -6,8 +6,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
 use isr_kafka::client::consume::{commit_request, fetch_request, offset_fetch_request};
 use isr_kafka::client::produce;
-use isr_kafka::versions::SUPPORTED;
 use isr_kafka::configs::{ConfigOp, ConfigResource};
+use isr_kafka::versions::SUPPORTED;
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
@@ -17,12 +17,12 @@ use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::offset_delete_request::{
-    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
-};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
@@ -320,7 +320,9 @@ pub fn seeds(batch: &Bytes) -> Vec<Vec<u8>> {
                     key,
                     v,
                     &CreatePartitionsRequest::default().with_topics(vec![
-                        CreatePartitionsTopic::default().with_name(topic()).with_count(6),
+                        CreatePartitionsTopic::default()
+                            .with_name(topic())
+                            .with_count(6),
                     ]),
                 ),
                 ApiKey::DescribeConfigs => frame(
