@@ -584,37 +584,32 @@ async fn slow_follower(run: &mut Run) -> Result<(), String> {
         "link b{leader}-b{slow} delayed {} ms each way",
         SLOW.as_millis()
     ));
-    let dropped = move |v: &isr_runtime::wire::admin::ClusterView| {
-        Cluster::partition(v, 0).is_some_and(|s| !s.isr.contains(&isr::BrokerId(slow)))
-    };
-    if run
-        .until(
-            Duration::from_secs(20),
-            &format!("b{slow} out of the ISR"),
-            dropped,
-        )
-        .await
-    {
-        run.mark(&format!("b{slow} dropped from the ISR"));
-    }
+    mark_isr_membership(run, slow, false, &format!("b{slow} dropped from the ISR")).await;
     run.sleep(run.at_least(Duration::from_secs(3))).await;
     run.cluster.faults.heal();
     run.mark("healed");
-    let back = move |v: &isr_runtime::wire::admin::ClusterView| {
-        Cluster::partition(v, 0).is_some_and(|s| s.isr.contains(&isr::BrokerId(slow)))
+    mark_isr_membership(run, slow, true, &format!("b{slow} rejoined the ISR")).await;
+    run.sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+/// Waits (20 s at most) until broker `b` is in partition 0's ISR, or out of it, as `inside`
+/// says, and marks the moment on the latency chart as `mark`.
+async fn mark_isr_membership(run: &mut Run, b: u32, inside: bool, mark: &str) {
+    let member = move |v: &isr_runtime::wire::admin::ClusterView| {
+        Cluster::partition(v, 0).is_some_and(|s| s.isr.contains(&isr::BrokerId(b)) == inside)
     };
+    let state = if inside { "in" } else { "out of" };
     if run
         .until(
             Duration::from_secs(20),
-            &format!("b{slow} back in the ISR"),
-            back,
+            &format!("b{b} {state} the ISR"),
+            member,
         )
         .await
     {
-        run.mark(&format!("b{slow} rejoined the ISR"));
+        run.mark(mark);
     }
-    run.sleep(Duration::from_secs(2)).await;
-    Ok(())
 }
 
 /// Cuts partition 0's leader from its followers and waits until it has shrunk the ISR to
