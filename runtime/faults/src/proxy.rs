@@ -13,11 +13,18 @@
 //! that drops packets does: the sender's writes pile up, the receiver hears nothing, and each
 //! side's own timeouts decide what happens. Healing delivers what was held, in order, as TCP's
 //! retransmissions would after a short partition. A delay holds each chunk for that long.
+//!
+//! The proxy accepts a connection at once, even across a cut, where a real network would leave
+//! its SYN unanswered. So a connection that delivered nothing before its sender closed it is
+//! dropped with what it held, as one that was never established: otherwise the Hellos of every
+//! connection a broker gave up on during a partition would reach the controller at the heal,
+//! each opening a session the broker no longer listens on.
 
 use bytes::Bytes;
 use isr_runtime::wire::{codec, Frame, Peer, MAGIC};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -245,6 +252,10 @@ async fn direction(
     first: Vec<u8>,
 ) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Bytes)>();
+    // Set when the sender closes across a cut before anything was delivered (see the module's
+    // doc).
+    let delivered = AtomicBool::new(false);
+    let abandoned = AtomicBool::new(false);
     let due = |faults: &Faults| {
         Instant::now() + link.map_or(Duration::ZERO, |(a, b)| faults.link(a, b).delay)
     };
@@ -255,7 +266,13 @@ async fn direction(
         let mut buf = vec![0u8; 64 << 10];
         loop {
             match from.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
+                Ok(0) | Err(_) => {
+                    let cut = link.is_some_and(|(a, b)| faults.link(a, b).cut);
+                    if cut && !delivered.load(Ordering::SeqCst) {
+                        abandoned.store(true, Ordering::SeqCst);
+                    }
+                    break;
+                }
                 Ok(n) => {
                     let chunk = Bytes::copy_from_slice(&buf[..n]);
                     if tx.send((due(&faults), chunk)).is_err() {
@@ -274,6 +291,10 @@ async fn direction(
                 // A cut that came while the chunk waited holds it too.
                 faults.open(a, b).await;
             }
+            if abandoned.load(Ordering::SeqCst) {
+                return;
+            }
+            delivered.store(true, Ordering::SeqCst);
             if to.write_all(&chunk).await.is_err() {
                 return;
             }
@@ -350,6 +371,58 @@ mod tests {
             slow.is_some_and(|t| t >= Duration::from_millis(300)),
             "{slow:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_connection_given_up_during_a_cut_delivers_nothing_at_the_heal() {
+        // Upstream: counts the bytes each connection brings.
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let upstream = listener.local_addr().expect("addr").to_string();
+        let (got, mut received) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let got = got.clone();
+                tokio::spawn(async move {
+                    let mut bytes = Vec::new();
+                    let _ = s.read_to_end(&mut bytes).await;
+                    let _ = got.send(bytes);
+                });
+            }
+        });
+        let faults = Arc::new(Faults::default());
+        let proxy = Proxy::start(Node::Broker(1), faults.clone())
+            .await
+            .expect("proxy");
+        proxy.set_upstream(Some(upstream));
+        faults.cut(Node::Client, Node::Broker(1));
+
+        // Opened across the cut and closed before the heal: never established.
+        let mut abandoned = TcpStream::connect(&proxy.address).await.expect("connect");
+        abandoned.write_all(b"stale").await.expect("write");
+        drop(abandoned);
+        // Still open at the heal: what it sent arrives, as a retransmitted SYN would. And a
+        // connection closed right after writing, on a link that is not cut, delivers it all.
+        let mut waiting = TcpStream::connect(&proxy.address).await.expect("connect");
+        waiting.write_all(b"fresh").await.expect("write");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        faults.heal();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(waiting);
+
+        let mut quick = TcpStream::connect(&proxy.address).await.expect("connect");
+        quick.write_all(b"quick").await.expect("write");
+        drop(quick);
+
+        let mut all = Vec::new();
+        for _ in 0..3 {
+            let bytes = tokio::time::timeout(Duration::from_secs(2), received.recv())
+                .await
+                .expect("both connections end")
+                .expect("a connection");
+            all.push(bytes);
+        }
+        all.sort();
+        assert_eq!(all, [b"".to_vec(), b"fresh".to_vec(), b"quick".to_vec()]);
     }
 
     #[tokio::test]
