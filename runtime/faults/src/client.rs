@@ -15,6 +15,10 @@ use tokio::task::JoinSet;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a metadata answer may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a refresh waits for the other brokers once one has answered: enough for every
+/// reachable broker (and so the current leader) to answer, without waiting out a partitioned
+/// one's full timeout on every refresh.
+const METADATA_GRACE: Duration = Duration::from_millis(200);
 
 pub struct Router {
     bootstrap: Vec<String>,
@@ -77,7 +81,8 @@ impl Router {
 
     /// Asks every broker it knows of (and the bootstrap ones) for metadata, all at once (a
     /// paused broker must not hold the others' answers up), and keeps, for each partition,
-    /// the leader of the highest epoch reported.
+    /// the leader of the highest epoch reported. Once one has answered, the others get
+    /// [`METADATA_GRACE`] more: a partitioned broker would otherwise cost its whole timeout.
     pub async fn refresh(&mut self) {
         let mut ask: Vec<String> = self.brokers.values().cloned().collect();
         for b in &self.bootstrap {
@@ -103,10 +108,23 @@ impl Router {
             });
         }
         let mut leaders: BTreeMap<u32, (i32, i32)> = BTreeMap::new();
-        while let Some(Ok((addr, answered))) = asking.join_next().await {
+        let mut until: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match until {
+                None => asking.join_next().await,
+                Some(t) => match tokio::time::timeout_at(t, asking.join_next()).await {
+                    Ok(next) => next,
+                    // The rest are slow or cut off: dropping the set abandons them.
+                    Err(_) => break,
+                },
+            };
+            let Some(Ok((addr, answered))) = next else {
+                break;
+            };
             let Some((conn, answer)) = answered else {
                 continue;
             };
+            until.get_or_insert_with(|| tokio::time::Instant::now() + METADATA_GRACE);
             self.connections.insert(addr, conn);
             for b in &answer.brokers {
                 let address = format!("{}:{}", b.host.as_str(), b.port);
