@@ -323,6 +323,14 @@ mod tests {
         address
     }
 
+    /// A proxy standing for `node` in front of `upstream`, and the faults it obeys.
+    async fn proxy_to(node: Node, upstream: String) -> (Arc<Faults>, Proxy) {
+        let faults = Arc::new(Faults::default());
+        let proxy = Proxy::start(node, faults.clone()).await.expect("proxy");
+        proxy.set_upstream(Some(upstream));
+        (faults, proxy)
+    }
+
     async fn round_trip(stream: &mut TcpStream, within: Duration) -> Option<Duration> {
         let start = Instant::now();
         stream.write_all(b"ping").await.ok()?;
@@ -337,11 +345,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_holds_bytes_until_the_heal_and_a_delay_holds_them_that_long() {
-        let faults = Arc::new(Faults::default());
-        let proxy = Proxy::start(Node::Broker(1), faults.clone())
-            .await
-            .expect("proxy");
-        proxy.set_upstream(Some(echo().await));
+        let (faults, proxy) = proxy_to(Node::Broker(1), echo().await).await;
         let mut client = TcpStream::connect(&proxy.address).await.expect("connect");
         let fast = round_trip(&mut client, Duration::from_secs(2)).await;
         assert!(
@@ -389,11 +393,7 @@ mod tests {
                 });
             }
         });
-        let faults = Arc::new(Faults::default());
-        let proxy = Proxy::start(Node::Broker(1), faults.clone())
-            .await
-            .expect("proxy");
-        proxy.set_upstream(Some(upstream));
+        let (faults, proxy) = proxy_to(Node::Broker(1), upstream).await;
         faults.cut(Node::Client, Node::Broker(1));
 
         // Opened across the cut and closed before the heal: never established.
@@ -427,11 +427,7 @@ mod tests {
 
     #[tokio::test]
     async fn admin_connections_are_never_faulted_and_brokers_are_told_apart() {
-        let faults = Arc::new(Faults::default());
-        let proxy = Proxy::start(Node::Controller(1), faults.clone())
-            .await
-            .expect("proxy");
-        proxy.set_upstream(Some(echo().await));
+        let (faults, proxy) = proxy_to(Node::Controller(1), echo().await).await;
         faults.cut_both(Node::Broker(2), Node::Controller(1));
         faults.cut_both(Node::Client, Node::Controller(1));
 
