@@ -50,6 +50,7 @@
 //! }
 //! ```
 
+pub mod auth;
 pub mod backend;
 pub mod batch;
 pub mod client;
@@ -70,6 +71,10 @@ pub use backend::{
 pub use coordinator::Coordinator;
 pub use error::KafkaError;
 pub use server::{serve_connection, MAX_FRAME_BYTES};
+
+/// A byte stream a connection runs over: TCP, or TLS over TCP.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for T {}
 
 /// A type's name without its path (`ProduceRequest`), for error messages.
 fn short_type_name<T>() -> &'static str {
