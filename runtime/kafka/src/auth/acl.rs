@@ -288,8 +288,7 @@ impl Authorizer {
             })
         };
         let denied = relevant().any(|a| {
-            a.permission == Permission::Deny
-                && (a.operation == op || a.operation == Operation::All)
+            a.permission == Permission::Deny && (a.operation == op || a.operation == Operation::All)
         });
         !denied
             && relevant()
@@ -380,8 +379,14 @@ mod tests {
         assert!(!alice(Write, Topic, "orders"), "default deny");
         assert!(alice(Write, Topic, "pay-in"), "prefixed");
         assert!(!alice(Write, Topic, "pay-secret"), "deny wins");
-        assert!(!alice(Describe, Topic, "pay-secret"), "deny All covers Describe");
-        assert!(alice(Describe, Topic, "anything"), "wildcard name and principal");
+        assert!(
+            !alice(Describe, Topic, "pay-secret"),
+            "deny All covers Describe"
+        );
+        assert!(
+            alice(Describe, Topic, "anything"),
+            "wildcard name and principal"
+        );
         assert!(alice(Read, Group, "g") && !alice(Read, Group, "h"));
         assert!(!alice(Create, Cluster, CLUSTER_NAME));
         assert!(auth.allows("User:bob", "h", DescribeConfigs, Topic, "cfg"));
@@ -391,7 +396,10 @@ mod tests {
         assert!(auth.allows_some("User:alice", "h", Write, Topic));
         assert!(!auth.allows_some("User:bob", "h", Write, Topic));
         let open = Authorizer::default();
-        assert!(open.allows("User:ANONYMOUS", "h", Delete, Topic, "x"), "disabled");
+        assert!(
+            open.allows("User:ANONYMOUS", "h", Delete, Topic, "x"),
+            "disabled"
+        );
     }
 
     #[test]
@@ -438,7 +446,10 @@ mod tests {
             Operation::from_name("describe-configs"),
             Some(Operation::DescribeConfigs)
         );
-        assert_eq!(Operation::from_name("ALTER_CONFIGS"), Some(Operation::AlterConfigs));
+        assert_eq!(
+            Operation::from_name("ALTER_CONFIGS"),
+            Some(Operation::AlterConfigs)
+        );
         assert_eq!(
             ResourceType::from_name("transactional_id"),
             Some(ResourceType::TransactionalId)

@@ -278,7 +278,8 @@ mod tests {
             pattern: PatternFilter::Literal,
             ..AclFilter::any()
         };
-        let SecurityAnswer::Deleted(deleted) = state.apply(SecurityChange::DeleteAcls(vec![filter]))
+        let SecurityAnswer::Deleted(deleted) =
+            state.apply(SecurityChange::DeleteAcls(vec![filter]))
         else {
             panic!("deleted answer");
         };

@@ -33,8 +33,10 @@ impl SaslMechanism {
     /// The mechanisms a listener offers: SCRAM everywhere SASL is; PLAIN only under TLS, since
     /// it sends the password itself.
     pub fn offered(protocol: SecurityProtocol) -> Vec<SaslMechanism> {
-        let mut offered: Vec<SaslMechanism> =
-            Mechanism::ALL.into_iter().map(SaslMechanism::Scram).collect();
+        let mut offered: Vec<SaslMechanism> = Mechanism::ALL
+            .into_iter()
+            .map(SaslMechanism::Scram)
+            .collect();
         if protocol.tls() {
             offered.push(SaslMechanism::Plain);
         }
@@ -58,7 +60,7 @@ pub struct SaslServer {
 
 enum State {
     Start(SaslMechanism),
-    ScramFinal(ServerFirst),
+    ScramFinal(Box<ServerFirst>),
     Over,
 }
 
@@ -86,7 +88,7 @@ impl SaslServer {
                     |user| users.users.get(user)?.get(&m).cloned(),
                     decoy_salt,
                 )?;
-                self.state = State::ScramFinal(first);
+                self.state = State::ScramFinal(Box::new(first));
                 Ok(Step::Challenge(message))
             }
             State::ScramFinal(first) => {
@@ -157,8 +159,8 @@ mod tests {
 
     fn users() -> SecurityState {
         let mut state = SecurityState::default();
-        let credential = ScramCredential::from_password(Mechanism::Sha512, "pw", 4096)
-            .expect("credential");
+        let credential =
+            ScramCredential::from_password(Mechanism::Sha512, "pw", 4096).expect("credential");
         state
             .users
             .entry("alice".into())

@@ -213,7 +213,10 @@ fn server_first_with_nonce(
         None => return Err(AuthError::Malformed("no user name".into())),
     };
     let client_nonce = attribute(fields.next().unwrap_or(""), 'r')?;
-    if client_nonce.is_empty() || !client_nonce.chars().all(|c| c.is_ascii_graphic() && c != ',')
+    if client_nonce.is_empty()
+        || !client_nonce
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != ',')
     {
         return Err(AuthError::Malformed("invalid client nonce".into()));
     }
@@ -275,7 +278,9 @@ impl ServerFirst {
             ));
         }
         if attribute(fields.next().unwrap_or(""), 'r')? != self.nonce {
-            return Err(AuthError::Malformed("nonce differs from the server's".into()));
+            return Err(AuthError::Malformed(
+                "nonce differs from the server's".into(),
+            ));
         }
         let proof = B64
             .decode(proof)
@@ -511,7 +516,9 @@ mod tests {
             server_final,
             b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
         );
-        expect.verify(&server_final).expect("the server proves itself");
+        expect
+            .verify(&server_final)
+            .expect("the server proves itself");
         assert!(credential.verify_password(Mechanism::Sha256, "pencil"));
         assert!(!credential.verify_password(Mechanism::Sha256, "pencils"));
     }
@@ -554,7 +561,10 @@ mod tests {
             Err(AuthError::BadCredentials)
         ));
         let other = ScramCredential::from_password(m, "s3cret", MIN_ITERATIONS).expect("cred");
-        assert_ne!(other.salt, stored.salt, "every credential gets its own salt");
+        assert_ne!(
+            other.salt, stored.salt,
+            "every credential gets its own salt"
+        );
         assert_ne!(other.stored_key, stored.stored_key);
     }
 
@@ -598,8 +608,7 @@ mod tests {
 
     #[test]
     fn a_client_refuses_few_iterations() {
-        let (client, first) =
-            ScramClient::start_with_nonce(Mechanism::Sha256, "a", "b", "nonce");
+        let (client, first) = ScramClient::start_with_nonce(Mechanism::Sha256, "a", "b", "nonce");
         assert_eq!(first, b"n,,n=a,r=nonce");
         let err = client
             .respond(b"r=nonceMORE,s=AAAA,i=1")

@@ -64,8 +64,7 @@ impl LoginThrottle {
         if failures.len() >= MAX_TRACKED && !failures.contains_key(&ip) {
             failures.retain(|_, f| now.duration_since(f.last) < FORGET_AFTER);
             if failures.len() >= MAX_TRACKED {
-                if let Some(oldest) = failures.iter().min_by_key(|(_, f)| f.last).map(|(a, _)| *a)
-                {
+                if let Some(oldest) = failures.iter().min_by_key(|(_, f)| f.last).map(|(a, _)| *a) {
                     failures.remove(&oldest);
                 }
             }
@@ -104,7 +103,11 @@ mod tests {
         let ip: IpAddr = [10, 0, 0, 1].into();
         let other: IpAddr = [10, 0, 0, 2].into();
         let t0 = Instant::now();
-        assert_eq!(throttle.delay_at(ip, t0), Duration::ZERO, "first try at once");
+        assert_eq!(
+            throttle.delay_at(ip, t0),
+            Duration::ZERO,
+            "first try at once"
+        );
         throttle.failed_at(ip, t0);
         assert_eq!(throttle.delay_at(ip, t0), FIRST_DELAY);
         // A second connection at the same moment waits for the slot after.
@@ -118,7 +121,11 @@ mod tests {
             throttle.failed_at(ip, t1);
         }
         let t2 = t1 + Duration::from_secs(30);
-        assert_eq!(throttle.delay_at(ip, t2), Duration::ZERO, "the wait is over");
+        assert_eq!(
+            throttle.delay_at(ip, t2),
+            Duration::ZERO,
+            "the wait is over"
+        );
         assert_eq!(
             throttle.delay_at(ip, t2),
             MAX_DELAY,

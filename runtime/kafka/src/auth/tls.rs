@@ -165,7 +165,10 @@ mod tests {
             server_name("127.0.0.1:9092"),
             Ok(ServerName::IpAddress(_))
         ));
-        assert!(matches!(server_name("[::1]:9092"), Ok(ServerName::IpAddress(_))));
+        assert!(matches!(
+            server_name("[::1]:9092"),
+            Ok(ServerName::IpAddress(_))
+        ));
         assert!(matches!(
             server_name("broker-1.example:9093"),
             Ok(ServerName::DnsName(_))
