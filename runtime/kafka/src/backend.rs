@@ -9,7 +9,7 @@
 //! and offsets use the core's newtypes so that they cannot be confused with one another.
 
 use crate::auth::acl::{Authorizer, Operation, ResourceType};
-use crate::auth::{SecurityAnswer, SecurityChange};
+use crate::auth::{SecurityAnswer, SecurityChange, SecurityProtocol};
 use crate::configs::{ConfigOp, ConfigResource};
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
@@ -23,6 +23,9 @@ pub struct BrokerInfo {
     /// Host name or address advertised to clients.
     pub host: String,
     pub port: u16,
+    /// Its Kafka listeners (host, port) by security protocol: a client is told each broker's
+    /// listener of the protocol it came through (`host` and `port` for a broker without one).
+    pub listeners: BTreeMap<SecurityProtocol, (String, u16)>,
 }
 
 /// One partition of a topic as the controller last described it.

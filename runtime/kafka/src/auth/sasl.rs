@@ -71,6 +71,17 @@ impl SaslServer {
         }
     }
 
+    /// The user `token` will be judged as, if this step checks a password (PLAIN's only
+    /// token, SCRAM's final one): what a login waits its turn under (see
+    /// [`super::throttle`]).
+    pub fn judged_user(&self, token: &[u8]) -> Option<String> {
+        match &self.state {
+            State::Start(SaslMechanism::Plain) => plain_parts(token).ok().map(|(u, _)| u.into()),
+            State::ScramFinal(first) => Some(first.user().to_owned()),
+            _ => None,
+        }
+    }
+
     /// Takes the client's next token. Any error ends the login.
     pub fn step(&mut self, token: &[u8], users: &SecurityState) -> Result<Step, AuthError> {
         match std::mem::replace(&mut self.state, State::Over) {
@@ -100,9 +111,8 @@ impl SaslServer {
     }
 }
 
-/// Checks a PLAIN token (`authzid NUL authcid NUL password`) against the user's SCRAM
-/// credential. An unknown user costs the same key derivation as a known one.
-fn plain(token: &[u8], users: &SecurityState) -> Result<String, AuthError> {
+/// The user and password of a PLAIN token (`authzid NUL authcid NUL password`).
+fn plain_parts(token: &[u8]) -> Result<(&str, &str), AuthError> {
     let text = std::str::from_utf8(token)
         .map_err(|_| AuthError::Malformed("PLAIN token is not UTF-8".into()))?;
     let mut parts = text.split('\0');
@@ -118,6 +128,13 @@ fn plain(token: &[u8], users: &SecurityState) -> Result<String, AuthError> {
             "PLAIN authorization id differs from the user name".into(),
         ));
     }
+    Ok((user, password))
+}
+
+/// Checks a PLAIN token against the user's SCRAM credential. An unknown user costs the same
+/// key derivation as a known one.
+fn plain(token: &[u8], users: &SecurityState) -> Result<String, AuthError> {
+    let (user, password) = plain_parts(token)?;
     let stored = users.users.get(user).and_then(|credentials| {
         [Mechanism::Sha512, Mechanism::Sha256]
             .into_iter()

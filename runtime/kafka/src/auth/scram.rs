@@ -277,7 +277,11 @@ impl ServerFirst {
                 "channel binding differs from the first message".into(),
             ));
         }
-        if attribute(fields.next().unwrap_or(""), 'r')? != self.nonce {
+        // The RFC echoes the server's nonce exactly; librdkafka sends the client nonce and then
+        // the server's whole nonce (which starts with the client's again). Kafka accepts any
+        // nonce that ends with its own, and so does this: the proof is computed over the nonce
+        // as sent, which still carries the server's fresh part, so no replay gets through.
+        if !attribute(fields.next().unwrap_or(""), 'r')?.ends_with(&self.nonce) {
             return Err(AuthError::Malformed(
                 "nonce differs from the server's".into(),
             ));

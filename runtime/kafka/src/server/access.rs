@@ -1,4 +1,5 @@
-//! Authorization: who sent a request, and the backend as that principal may use it.
+//! Authorization: who sent a request, and the backend as that principal may use it, through
+//! the listener it came by.
 //!
 //! Every request is served through an [`Authorized`] backend, which checks each topic and
 //! cluster operation against the ACLs before passing it on (so a handler cannot forget one),
@@ -8,6 +9,7 @@
 //! Kafka's authorizer.
 
 use crate::auth::acl::{Authorizer, Operation, ResourceType, CLUSTER_NAME};
+use crate::auth::SecurityProtocol;
 use crate::backend::{
     Backend, BackendError, BrokerSettings, ClusterMetadata, CommittedOffset, FetchedData,
     GroupOffset, ListedOffset, NewTopic, OffsetSpec,
@@ -18,10 +20,11 @@ use bytes::Bytes;
 use isr::{Acks, Offset};
 use std::sync::Arc;
 
-/// A principal connected from a host, and the authorizer that judges it.
+/// A principal connected from a host through a listener, and the authorizer that judges it.
 pub struct Access {
     pub principal: String,
     pub host: String,
+    pub listener: SecurityProtocol,
     pub authorizer: Authorizer,
 }
 
@@ -103,9 +106,18 @@ impl<B: Backend> Backend for Authorized<B> {
         self.access.check(op, resource, name)
     }
 
-    /// Topics the principal may not describe are left out, as if they did not exist.
+    /// Topics the principal may not describe are left out, as if they did not exist; brokers
+    /// are advertised at their listener of this connection's protocol. (A broker without one
+    /// keeps its first listener's address rather than vanishing: every broker must see the
+    /// same live brokers, since they pick group coordinators among them. Give every broker
+    /// the same listener protocols.)
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
         let mut cluster = self.inner.metadata().await?;
+        for b in &mut cluster.brokers {
+            if let Some((host, port)) = b.listeners.get(&self.access.listener) {
+                (b.host, b.port) = (host.clone(), *port);
+            }
+        }
         cluster.topics.retain(|t| {
             self.access
                 .allows(Operation::Describe, ResourceType::Topic, &t.name)

@@ -80,7 +80,13 @@ where
         if frame.len() < size {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
-        if let Some(response) = handle(&backend, &mut session, Bytes::from(frame)).await? {
+        let response = if session.expects_raw_token() {
+            let users = backend.authorizer().state;
+            session.raw_token(&frame, &users).await
+        } else {
+            handle(&backend, &mut session, Bytes::from(frame)).await?
+        };
+        if let Some(response) = response {
             writer.write_all(&response).await?;
         }
         if let Some(why) = session.closing.take() {
@@ -132,7 +138,7 @@ async fn handle<B: Backend>(
         }
         ApiKey::SaslHandshake => {
             let request = decode(body, version)?;
-            encode(cid, version, &session.handshake(request))?
+            encode(cid, version, &session.handshake(request, version))?
         }
         ApiKey::SaslAuthenticate => {
             let request = decode(body, version)?;

@@ -63,8 +63,8 @@ pub(super) struct Session {
 struct Login {
     mechanism: SaslMechanism,
     server: SaslServer,
-    /// Whether this attempt has waited its turn (see the throttle).
-    waited: bool,
+    /// Tokens come bare, without SaslAuthenticate (a v0 handshake).
+    raw: bool,
 }
 
 impl Session {
@@ -95,11 +95,18 @@ impl Session {
         Some(Access {
             principal: self.principal.clone()?,
             host: self.info.peer.ip().to_string(),
+            listener: self.info.protocol,
             authorizer,
         })
     }
 
-    pub fn handshake(&mut self, request: SaslHandshakeRequest) -> SaslHandshakeResponse {
+    /// SaslHandshake: v1 and later carry the tokens in SaslAuthenticate requests; after a v0
+    /// handshake they come as bare length-prefixed frames ([`Session::raw_token`]).
+    pub fn handshake(
+        &mut self,
+        request: SaslHandshakeRequest,
+        version: i16,
+    ) -> SaslHandshakeResponse {
         let offered = SaslMechanism::offered(self.info.protocol);
         let names = offered
             .iter()
@@ -114,7 +121,7 @@ impl Session {
                 self.login = Some(Login {
                     mechanism,
                     server: SaslServer::new(mechanism),
-                    waited: false,
+                    raw: version == 0,
                 });
                 answer.with_mechanisms(names)
             }
@@ -124,6 +131,21 @@ impl Session {
         }
     }
 
+    /// Whether the next frame is a bare SASL token (after a v0 handshake).
+    pub fn expects_raw_token(&self) -> bool {
+        self.login.as_ref().is_some_and(|l| l.raw)
+    }
+
+    /// A bare token after a v0 handshake: the bare answer, framed. A failure has no answer in
+    /// this version: the connection closes.
+    pub async fn raw_token(&mut self, token: &[u8], users: &SecurityState) -> Option<Bytes> {
+        let reply = self.take_token(token, users).await.ok()?;
+        let mut framed = Vec::with_capacity(reply.len() + 4);
+        framed.extend_from_slice(&u32::try_from(reply.len()).ok()?.to_be_bytes());
+        framed.extend_from_slice(&reply);
+        Some(Bytes::from(framed))
+    }
+
     /// Takes one SaslAuthenticate token. A failure is answered and then closes the connection.
     pub async fn authenticate(
         &mut self,
@@ -131,31 +153,50 @@ impl Session {
         users: &SecurityState,
     ) -> SaslAuthenticateResponse {
         let answer = SaslAuthenticateResponse::default();
-        let Some(login) = self.login.as_mut() else {
+        if self.login.is_none() {
             let message = "SaslAuthenticate without a SaslHandshake choosing a mechanism";
             self.closing = Some(KafkaError::Unauthenticated(message.into()));
             return answer
                 .with_error_code(ILLEGAL_SASL_STATE)
                 .with_error_message(Some(StrBytes::from_static_str(message)));
+        }
+        match self.take_token(&request.auth_bytes, users).await {
+            Ok(token) => answer.with_auth_bytes(Bytes::from(token)),
+            Err(message) => answer
+                .with_error_code(SASL_AUTHENTICATION_FAILED)
+                .with_error_message(Some(StrBytes::from_string(message))),
+        }
+    }
+
+    /// One step of the login in progress: the token to send back, or why it failed (the
+    /// connection is then marked to close, and the failure counted against the address).
+    async fn take_token(&mut self, token: &[u8], users: &SecurityState) -> Result<Vec<u8>, String> {
+        let Some(login) = self.login.as_mut() else {
+            self.closing = Some(KafkaError::Unauthenticated(
+                "a SASL token out of turn".into(),
+            ));
+            return Err("no login in progress".into());
         };
-        if !login.waited {
-            login.waited = true;
-            let delay = self.info.logins.delay(self.info.peer.ip());
+        // The step that checks a password waits its turn first (failed logins slow down).
+        let judged = login.server.judged_user(token);
+        if let Some(user) = &judged {
+            let delay = self.info.logins.delay(self.info.peer.ip(), user);
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
         }
         let mechanism = login.mechanism.name();
-        match login.server.step(&request.auth_bytes, users) {
-            Ok(Step::Challenge(token)) => answer.with_auth_bytes(Bytes::from(token)),
+        match login.server.step(token, users) {
+            Ok(Step::Challenge(token)) => Ok(token),
             Ok(Step::Authenticated { user, last }) => {
                 self.login = None;
                 self.principal = Some(user_principal(&user));
-                answer.with_auth_bytes(Bytes::from(last))
+                Ok(last)
             }
             Err(e) => {
                 self.login = None;
-                self.info.logins.failed(self.info.peer.ip());
+                let user = judged.unwrap_or_default();
+                self.info.logins.failed(self.info.peer.ip(), &user);
                 let message = match &e {
                     AuthError::BadCredentials => format!(
                         "Authentication failed during authentication due to invalid \
@@ -168,9 +209,7 @@ impl Session {
                     mechanism,
                     reason: e.to_string(),
                 });
-                answer
-                    .with_error_code(SASL_AUTHENTICATION_FAILED)
-                    .with_error_message(Some(StrBytes::from_string(message)))
+                Err(message)
             }
         }
     }

@@ -344,10 +344,7 @@ pub async fn describe_user_scram_credentials<B: Backend>(
 
 /// Why one user's part of an AlterUserScramCredentials request is refused before it reaches
 /// the controller.
-fn check_user(
-    user: &str,
-    changes: &[(Mechanism, Upsert<'_>)],
-) -> Result<(), (i16, String)> {
+fn check_user(user: &str, changes: &[(Mechanism, Upsert<'_>)]) -> Result<(), (i16, String)> {
     if user.is_empty() {
         return Err((UNACCEPTABLE_CREDENTIAL, "the user name is empty".into()));
     }

@@ -151,6 +151,7 @@ impl Backend for MemoryBackend {
                 id: BROKER,
                 host: "127.0.0.1".into(),
                 port: self.port,
+                listeners: BTreeMap::new(),
             }],
             topics: state
                 .topics
