@@ -1,12 +1,20 @@
 //! The controller's connections: one accept loop, one reader task per connection, all feeding
 //! one event channel, so that every transition runs alone and in arrival order — whether this
 //! process is active or standing by.
+//!
+//! With a cluster certificate every connection is mutual TLS, and its Hello must match the
+//! certificate ([`crate::security::admits`]): only a CA-signed broker registers, heartbeats,
+//! sends AlterPartition or hears LeaderAndIsr, and only as the id its certificate names.
 
+use crate::security::listeners::{self, Accepted};
+use crate::security::{self, certificate_refusal};
 use crate::timing;
 use crate::wire::link::{self, Link, Opening};
 use crate::wire::{codec, Frame, Peer};
+use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 pub enum Event {
@@ -15,14 +23,19 @@ pub enum Event {
     Closed { conn: u64 },
 }
 
-pub async fn accept_loop(listener: TcpListener, events: mpsc::UnboundedSender<Event>) {
+/// Accepts connections; with `tls`, each must complete mutual TLS first.
+pub async fn accept_loop(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    events: mpsc::UnboundedSender<Event>,
+) {
     let mut next_conn = 0u64;
     loop {
         match listener.accept().await {
             Ok((stream, from)) => {
                 next_conn += 1;
                 debug!(%from, conn = next_conn, "accepted");
-                tokio::spawn(serve(stream, next_conn, events.clone()));
+                tokio::spawn(serve(stream, from, tls.clone(), next_conn, events.clone()));
             }
             Err(e) => {
                 warn!(error = %e, "accept failed");
@@ -33,9 +46,33 @@ pub async fn accept_loop(listener: TcpListener, events: mpsc::UnboundedSender<Ev
 }
 
 /// Reads one connection's frames into the event loop until it closes or misbehaves.
-async fn serve(mut stream: TcpStream, conn: u64, events: mpsc::UnboundedSender<Event>) {
+async fn serve(
+    stream: TcpStream,
+    from: SocketAddr,
+    tls: Option<TlsAcceptor>,
+    conn: u64,
+    events: mpsc::UnboundedSender<Event>,
+) {
+    let secured = tls.is_some();
+    let Accepted {
+        conn: mut stream,
+        role,
+    } = match listeners::handshake(tls, stream, from).await {
+        Ok(accepted) => accepted,
+        Err(e) => {
+            match certificate_refusal(&e) {
+                Some(why) => warn!(conn, %from, %why, "TLS refused"),
+                None => debug!(conn, %from, error = %e, "TLS handshake failed"),
+            }
+            return;
+        }
+    };
     match link::classify(&mut stream).await {
         Ok(Opening::Internal) => {}
+        Ok(Opening::TlsHello) => {
+            warn!(conn, %from, "a TLS client reached a controller without TLS");
+            return;
+        }
         Ok(Opening::Kafka(_)) => {
             warn!(
                 conn,
@@ -53,6 +90,10 @@ async fn serve(mut stream: TcpStream, conn: u64, events: mpsc::UnboundedSender<E
     loop {
         match codec::read(&mut reader).await {
             Ok(Some(Frame::Hello(peer))) if !introduced => {
+                if let Err(why) = security::admits(secured, role.as_ref(), &peer) {
+                    warn!(conn, %from, ?peer, %why, "refused");
+                    break;
+                }
                 introduced = true;
                 let _ = events.send(Event::Connected {
                     conn,
