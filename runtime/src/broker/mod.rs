@@ -172,6 +172,13 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     let clean_shutdown = take_marker(&args.dir).map_err(dir_error)?;
     let tls = args.tls.load(Some(&Role::Broker(me)))?.map(Arc::new);
     let specs = listener_specs(&args, tls.is_some())?;
+    if tls.is_none() && (args.access.acls || specs.iter().any(|s| s.protocol.sasl())) {
+        warn!(
+            "logins or ACLs without a cluster certificate (--tls-cert): the links between \
+             brokers and to the controllers are not authenticated, so anyone who reaches those \
+             ports can change users and ACLs or pose as a broker"
+        );
+    }
     let mut listeners = Vec::new();
     for spec in &specs {
         listeners.push(Listener::bind(spec, tls.as_deref()).await?);

@@ -9,6 +9,7 @@
 use crate::security::listeners::{self, Accepted};
 use crate::security::{self, certificate_refusal};
 use crate::timing;
+use crate::wire::admin::Response;
 use crate::wire::link::{self, Link, Opening};
 use crate::wire::{codec, Frame, Peer};
 use std::net::SocketAddr;
@@ -95,11 +96,11 @@ async fn serve(
                     break;
                 }
                 introduced = true;
-                let _ = events.send(Event::Connected {
-                    conn,
-                    peer,
-                    link: link.clone(),
-                });
+                let link = match peer {
+                    Peer::Client => link.clone().mapped(for_admin_client),
+                    Peer::Broker { .. } => link.clone(),
+                };
+                let _ = events.send(Event::Connected { conn, peer, link });
             }
             Ok(Some(frame)) if introduced => {
                 let _ = events.send(Event::Frame { conn, frame });
@@ -116,4 +117,53 @@ async fn serve(
         }
     }
     let _ = events.send(Event::Closed { conn });
+}
+
+/// What an admin client is told: the cluster view without users' credentials (salted and
+/// iterated, but still what an offline guess at a password starts from); brokers need them to
+/// check logins.
+fn for_admin_client(frame: Frame) -> Frame {
+    match frame {
+        Frame::Response {
+            id,
+            result: Ok(Response::Metadata(view)),
+        } => Frame::Response {
+            id,
+            result: Ok(Response::Metadata(view.without_credentials())),
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::admin::ClusterView;
+    use isr_kafka::auth::scram::{Mechanism, ScramCredential, MIN_ITERATIONS};
+
+    #[test]
+    fn admin_clients_get_the_view_without_credentials() {
+        let mut view = ClusterView::default();
+        let credential = ScramCredential::from_password(Mechanism::Sha512, "pw", MIN_ITERATIONS)
+            .expect("credential");
+        view.security
+            .users
+            .insert("alice".into(), [(Mechanism::Sha512, credential)].into());
+        let answer = |view| Frame::Response {
+            id: 7,
+            result: Ok(Response::Metadata(view)),
+        };
+        match for_admin_client(answer(view.clone())) {
+            Frame::Response {
+                id: 7,
+                result: Ok(Response::Metadata(shown)),
+            } => assert!(shown.security.users.is_empty() && !view.security.users.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        let other = Frame::Response {
+            id: 8,
+            result: Ok(Response::Done),
+        };
+        assert_eq!(for_admin_client(other.clone()), other);
+    }
 }

@@ -35,6 +35,20 @@ impl Link {
     pub fn same(&self, other: &Link) -> bool {
         self.tx.same_channel(&other.tx)
     }
+
+    /// A link to the same connection whose frames pass through `map` first (on a task of
+    /// their own, in order): what one kind of peer may not see is removed in one place.
+    pub fn mapped(self, map: impl Fn(Frame) -> Frame + Send + 'static) -> Link {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if !self.send(map(frame)) {
+                    break;
+                }
+            }
+        });
+        Link { tx }
+    }
 }
 
 /// A connection: plain TCP, or TLS over it.
