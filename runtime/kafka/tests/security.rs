@@ -5,15 +5,14 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Secured, TestServer};
+use common::{login, Secured, TestServer};
 use isr_kafka::auth::acl::{Acl, Operation, PatternType, Permission, ResourceType};
-use isr_kafka::auth::sasl::SaslMechanism;
 use isr_kafka::auth::scram::Mechanism;
 use isr_kafka::auth::throttle::FIRST_DELAY;
 use isr_kafka::auth::SecurityProtocol;
 use isr_kafka::client::acl::{self as acl_cmd, AclArgs, AclCommand};
 use isr_kafka::client::records::{encode, Outgoing};
-use isr_kafka::client::security::{self, ClientSecurity, SaslLogin};
+use isr_kafka::client::security::{self, ClientSecurity};
 use isr_kafka::client::user::{self, UserArgs, UserCommand};
 use isr_kafka::client::{ClientError, Connection};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -28,18 +27,6 @@ const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const SECURITY_DISABLED: i16 = 54;
-
-fn login(user: &str, password: &str) -> ClientSecurity {
-    ClientSecurity {
-        protocol: SecurityProtocol::SaslPlaintext,
-        tls: None,
-        sasl: Some(SaslLogin {
-            mechanism: SaslMechanism::Scram(Mechanism::Sha512),
-            user: user.into(),
-            password: password.into(),
-        }),
-    }
-}
 
 /// A SASL_PLAINTEXT listener with ACLs on, super user admin, user alice, topics orders and
 /// secret.

@@ -6,13 +6,12 @@
 mod common;
 
 use bytes::Bytes;
-use common::{Secured, TestServer};
+use common::{login, Secured, TestServer};
 use isr_kafka::auth::acl::{Operation, PatternType, Permission, ResourceType};
-use isr_kafka::auth::sasl::SaslMechanism;
 use isr_kafka::auth::scram::{Mechanism, ScramClient};
 use isr_kafka::auth::SecurityProtocol;
 use isr_kafka::client::records::{encode, Outgoing};
-use isr_kafka::client::security::{ClientSecurity, SaslLogin};
+use isr_kafka::client::security::ClientSecurity;
 use isr_kafka::client::Connection;
 use isr_kafka::versions::SUPPORTED;
 use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
@@ -83,19 +82,6 @@ async fn create(conn: &mut Connection, topic: &str, partitions: i32) {
         .with_timeout_ms(5000);
     let a = conn.exchange(&request, 2).await.expect("answer");
     assert_eq!(a.topics[0].error_code, 0, "create {topic}");
-}
-
-/// A login as `user` over SASL_PLAINTEXT with SCRAM-SHA-512.
-fn login(user: &str, password: &str) -> ClientSecurity {
-    ClientSecurity {
-        protocol: SecurityProtocol::SaslPlaintext,
-        tls: None,
-        sasl: Some(SaslLogin {
-            mechanism: SaslMechanism::Scram(Mechanism::Sha512),
-            user: user.into(),
-            password: password.into(),
-        }),
-    }
 }
 
 /// The super user's login.

@@ -294,8 +294,8 @@ impl Net {
         });
         {
             let mut security = self.security.lock().unwrap_or_else(|p| p.into_inner());
-            if **security != view.security {
-                *security = Arc::new(view.security.clone());
+            if **security != *view.security {
+                *security = Arc::new((*view.security).clone());
             }
         }
         *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
@@ -437,14 +437,8 @@ impl Net {
             conn: mut stream,
             role,
         } = match listeners::handshake(acceptor, stream, peer).await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                match certificate_refusal(&e) {
-                    Some(why) => info!(%peer, %protocol, %why, "TLS refused"),
-                    None => debug!(%peer, %protocol, error = %e, "TLS handshake failed"),
-                }
-                return;
-            }
+            Some(accepted) => accepted,
+            None => return,
         };
         match link::classify(&mut stream).await {
             Ok(Opening::Kafka(prefix)) => {

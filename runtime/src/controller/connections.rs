@@ -6,8 +6,8 @@
 //! certificate ([`crate::security::admits`]): only a CA-signed broker registers, heartbeats,
 //! sends AlterPartition or hears LeaderAndIsr, and only as the id its certificate names.
 
+use crate::security;
 use crate::security::listeners::{self, Accepted};
-use crate::security::{self, certificate_refusal};
 use crate::timing;
 use crate::wire::admin::Response;
 use crate::wire::link::{self, Link, Opening};
@@ -59,14 +59,8 @@ async fn serve(
         conn: mut stream,
         role,
     } = match listeners::handshake(tls, stream, from).await {
-        Ok(accepted) => accepted,
-        Err(e) => {
-            match certificate_refusal(&e) {
-                Some(why) => warn!(conn, %from, %why, "TLS refused"),
-                None => debug!(conn, %from, error = %e, "TLS handshake failed"),
-            }
-            return;
-        }
+        Some(accepted) => accepted,
+        None => return,
     };
     match link::classify(&mut stream).await {
         Ok(Opening::Internal) => {}

@@ -63,7 +63,7 @@ impl Metadata {
             topic_configs: self.topic_configs.clone(),
             broker_configs: self.broker_configs.clone(),
             next_partition: self.next_partition,
-            security: self.security.clone(),
+            security: Box::new(self.security.clone()),
         }
     }
 

@@ -2,7 +2,7 @@
 //! (PLAINTEXT without a prefix), bound, and their connections accepted with TLS where the
 //! protocol says so.
 
-use super::{peer_role, ClusterTls, Role, SecurityError};
+use super::{certificate_refusal, peer_role, ClusterTls, Role, SecurityError};
 use crate::wire::link::Conn;
 use isr_kafka::auth::SecurityProtocol;
 use std::fmt;
@@ -12,6 +12,7 @@ use std::str::FromStr;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
+use tracing::{debug, warn};
 
 /// How long a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -102,8 +103,26 @@ pub struct Accepted {
     pub role: Option<Role>,
 }
 
-/// Completes an accepted connection: the TLS handshake under `acceptor`, or nothing.
+/// Completes an accepted connection: the TLS handshake under `acceptor`, or nothing. A failed
+/// handshake is logged here (a refused certificate as a warning) and ends the connection.
 pub async fn handshake(
+    acceptor: Option<TlsAcceptor>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+) -> Option<Accepted> {
+    match tls_handshake(acceptor, tcp, peer).await {
+        Ok(accepted) => Some(accepted),
+        Err(e) => {
+            match certificate_refusal(&e) {
+                Some(why) => warn!(%peer, %why, "TLS refused"),
+                None => debug!(%peer, error = %e, "TLS handshake failed"),
+            }
+            None
+        }
+    }
+}
+
+async fn tls_handshake(
     acceptor: Option<TlsAcceptor>,
     tcp: TcpStream,
     peer: SocketAddr,

@@ -157,14 +157,15 @@ pub struct ClusterView {
     /// below it and missing from `partitions` was deleted (ids are never reused).
     pub next_partition: u32,
     /// Users (their SCRAM credentials) and ACLs. Brokers need the credentials to check logins;
-    /// a broker answering an admin client strips them ([`ClusterView::without_credentials`]).
-    pub security: SecurityState,
+    /// admin clients are answered without them ([`ClusterView::without_credentials`]). Boxed,
+    /// so that a frame carrying the view stays small.
+    pub security: Box<SecurityState>,
 }
 
 impl ClusterView {
     /// The view as shown to anyone but a broker: without users' credentials.
     pub fn without_credentials(mut self) -> ClusterView {
-        self.security = self.security.without_credentials();
+        self.security = Box::new(self.security.without_credentials());
         self
     }
 

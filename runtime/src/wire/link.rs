@@ -51,23 +51,29 @@ impl Link {
     }
 }
 
-/// A connection: plain TCP, or TLS over it.
-pub enum Conn {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+/// Plain TCP, or TLS over it: a whole connection, or one of its halves.
+pub enum Stream<P, T> {
+    Plain(P),
+    Tls(T),
 }
 
-/// Delegates to whichever stream a [`Conn`], [`Reader`] or [`Writer`] holds.
+/// A connection: plain TCP, or TLS over it.
+pub type Conn = Stream<TcpStream, Box<TlsStream<TcpStream>>>;
+/// The reading half of an internal connection. Plain TCP splits without a lock.
+pub type Reader = Stream<OwnedReadHalf, ReadHalf<Box<TlsStream<TcpStream>>>>;
+type Writer = Stream<OwnedWriteHalf, WriteHalf<Box<TlsStream<TcpStream>>>>;
+
+/// Delegates to whichever stream a [`Stream`] holds.
 macro_rules! either {
     ($self:ident, $s:ident => $e:expr) => {
         match $self.get_mut() {
-            Self::Plain($s) => $e,
-            Self::Tls($s) => $e,
+            Stream::Plain($s) => $e,
+            Stream::Tls($s) => $e,
         }
     };
 }
 
-impl AsyncRead for Conn {
+impl<P: AsyncRead + Unpin, T: AsyncRead + Unpin> AsyncRead for Stream<P, T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -77,46 +83,7 @@ impl AsyncRead for Conn {
     }
 }
 
-impl AsyncWrite for Conn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        either!(self, s => Pin::new(s).poll_write(cx, buf))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        either!(self, s => Pin::new(s).poll_flush(cx))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        either!(self, s => Pin::new(s).poll_shutdown(cx))
-    }
-}
-
-/// The reading half of an internal connection. Plain TCP splits without a lock.
-pub enum Reader {
-    Plain(OwnedReadHalf),
-    Tls(ReadHalf<Box<TlsStream<TcpStream>>>),
-}
-
-impl AsyncRead for Reader {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        either!(self, s => Pin::new(s).poll_read(cx, buf))
-    }
-}
-
-enum Writer {
-    Plain(OwnedWriteHalf),
-    Tls(WriteHalf<Box<TlsStream<TcpStream>>>),
-}
-
-impl AsyncWrite for Writer {
+impl<P: AsyncWrite + Unpin, T: AsyncWrite + Unpin> AsyncWrite for Stream<P, T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -98,13 +98,23 @@ impl<K: Hash + Eq + Clone> Counts<K> {
 /// Failed logins: one per broker process, shared by its listeners.
 #[derive(Debug)]
 pub struct LoginThrottle {
-    state: Mutex<(Counts<(IpAddr, String)>, Counts<IpAddr>)>,
+    state: Mutex<Failed>,
+}
+
+/// The failures counted: per address and user, and per address.
+#[derive(Debug)]
+struct Failed {
+    by_user: Counts<(IpAddr, String)>,
+    by_address: Counts<IpAddr>,
 }
 
 impl Default for LoginThrottle {
     fn default() -> LoginThrottle {
         LoginThrottle {
-            state: Mutex::new((Counts::new(0), Counts::new(FREE_FAILURES))),
+            state: Mutex::new(Failed {
+                by_user: Counts::new(0),
+                by_address: Counts::new(FREE_FAILURES),
+            }),
         }
     }
 }
@@ -123,18 +133,17 @@ impl LoginThrottle {
 
     fn delay_at(&self, ip: IpAddr, user: &str, now: Instant) -> Duration {
         let mut state = self.lock();
-        let (users, addresses) = &mut *state;
-        let start = users.start(&(ip, user.to_owned()), now);
-        start.max(addresses.start(&ip, now)) - now
+        let start = state.by_user.start(&(ip, user.to_owned()), now);
+        start.max(state.by_address.start(&ip, now)) - now
     }
 
     fn failed_at(&self, ip: IpAddr, user: &str, now: Instant) {
         let mut state = self.lock();
-        state.0.failed((ip, user.to_owned()), now);
-        state.1.failed(ip, now);
+        state.by_user.failed((ip, user.to_owned()), now);
+        state.by_address.failed(ip, now);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Counts<(IpAddr, String)>, Counts<IpAddr>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Failed> {
         // A panic while holding the lock leaves counts that are still counts.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

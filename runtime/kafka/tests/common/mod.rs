@@ -16,10 +16,12 @@ pub use present::client_present;
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
 use isr_kafka::auth::acl::{Acl, Authorizer};
+use isr_kafka::auth::sasl::SaslMechanism;
 use isr_kafka::auth::scram::{Mechanism, ScramCredential};
 use isr_kafka::auth::throttle::LoginThrottle;
 use isr_kafka::auth::{SecurityAnswer, SecurityChange, SecurityProtocol, SecurityState};
 use isr_kafka::batch;
+use isr_kafka::client::security::{ClientSecurity, SaslLogin};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
@@ -418,8 +420,6 @@ impl Backend for MemoryBackend {
     }
 }
 
-/// A Kafka server over a `MemoryBackend`; dropping it stops the accept loop and every
-/// connection it spawned.
 /// How a test server's listener is secured.
 pub struct Secured {
     pub protocol: SecurityProtocol,
@@ -428,6 +428,21 @@ pub struct Secured {
     pub super_users: Vec<String>,
 }
 
+/// A login as `user` over SASL_PLAINTEXT with SCRAM-SHA-512.
+pub fn login(user: &str, password: &str) -> ClientSecurity {
+    ClientSecurity {
+        protocol: SecurityProtocol::SaslPlaintext,
+        tls: None,
+        sasl: Some(SaslLogin {
+            mechanism: SaslMechanism::Scram(Mechanism::Sha512),
+            user: user.into(),
+            password: password.into(),
+        }),
+    }
+}
+
+/// A Kafka server over a `MemoryBackend`; dropping it stops the accept loop and every
+/// connection it spawned.
 pub struct TestServer {
     pub addr: SocketAddr,
     pub backend: Arc<MemoryBackend>,
