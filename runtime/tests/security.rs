@@ -208,6 +208,23 @@ fn a_sasl_ssl_cluster_serves_real_clients_and_refuses_the_rest() {
         );
         assert!(ok, "{err}");
         assert_eq!(out, "0 a\n1 b\n2 c\n");
+        // SASL/PLAIN too, since the password travels inside TLS.
+        let (ok, out, err) = kcat(
+            &[
+                "-F",
+                &config_s,
+                "-X",
+                "sasl.mechanism=PLAIN",
+                "-L",
+                "-t",
+                "secured",
+            ],
+            None,
+        );
+        assert!(
+            ok && out.contains("topic \"secured\""),
+            "PLAIN over SASL_SSL: {out}{err}"
+        );
     }
     if confluent_kafka_present() {
         let (status, out) = secure_client("confluent", &config, "roundtrip", "by-confluent");
@@ -315,6 +332,8 @@ fn a_sasl_ssl_cluster_serves_real_clients_and_refuses_the_rest() {
         assert!(out.contains("TopicAuthorizationFailedError"), "{out}");
     }
 
+    python_clients_manage_users_acls_and_groups(&config, &alice);
+
     // Admin requests over the internal protocol need a cluster certificate.
     let (ok, _, err) = isr(&["status", "--bootstrap", b]);
     assert!(!ok, "status without a certificate: {err}");
@@ -420,6 +439,83 @@ fn a_sasl_ssl_cluster_serves_real_clients_and_refuses_the_rest() {
         );
         assert!(started.elapsed() < Duration::from_secs(10), "{out}");
     }
+}
+
+/// The Python clients present (each checked once: under CI a missing one fails).
+fn python_clients() -> Vec<&'static str> {
+    let mut clients = Vec::new();
+    if confluent_kafka_present() {
+        clients.push("confluent");
+    }
+    if kafka_python_present() {
+        clients.push("kafka-python");
+    }
+    clients
+}
+
+/// Consumer groups need their own ACL (GROUP_AUTHORIZATION_FAILED without, a prefixed one
+/// covers them); and each client's admin API manages users (Describe/AlterUserScramCredentials)
+/// and ACLs (Create/Describe/DeleteAcls), which take effect on the next request
+/// (secure_admin.py). `alice` may read and write the topic `allowed`.
+fn python_clients_manage_users_acls_and_groups(config: &Path, alice: &Path) {
+    let bootstrap = property(config, "bootstrap.servers");
+    let config_s = config.to_string_lossy().to_string();
+    let admin = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--bootstrap", &bootstrap, "--command-config", &config_s]);
+        let (ok, out, err) = isr(&all);
+        assert!(ok, "isr {args:?}: {out}{err}");
+    };
+    let clients = python_clients();
+    for client in &clients {
+        let (status, out) = secure_client(client, alice, "produce", "allowed");
+        assert!(status.success(), "{client}: alice writes to allowed: {out}");
+        let (status, out) = secure_client(client, alice, "group", "allowed");
+        assert_eq!(status.code(), Some(3), "{client}: {out}");
+        assert!(
+            out.contains("ERROR GROUP_AUTHORIZATION_FAILED")
+                || out.contains("ERROR GroupAuthorizationFailedError"),
+            "{client}: {out}"
+        );
+    }
+    admin(&[
+        "acl",
+        "add",
+        "--principal",
+        "User:alice",
+        "--operation",
+        "read",
+        "--group",
+        "secure-group",
+        "--pattern",
+        "prefixed",
+    ]);
+    for client in clients.iter().copied() {
+        let (status, out) = secure_client(client, alice, "group", "allowed");
+        assert!(status.success() && out.contains("OK"), "{client}: {out}");
+
+        let topic = format!("managed-by-{client}");
+        admin(&["topic", "create", &topic]);
+        let (status, out, err) = Client::run(
+            Command::new("python3")
+                .arg(script("secure_admin.py"))
+                .args([client, config_s.as_str(), &format!("dave-{client}"), &topic]),
+            Duration::from_secs(120),
+            "secure_admin.py",
+        );
+        assert!(
+            status.success() && out.contains("OK"),
+            "{client}: {out}{err}"
+        );
+    }
+}
+
+/// The value of `key` in a properties file.
+fn property(path: &Path, key: &str) -> String {
+    let text = std::fs::read_to_string(path).expect("properties");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+        .unwrap_or_else(|| panic!("no {key} in {text}"))
 }
 
 /// A test CA of its own, and certificates it signs (valid or expired).

@@ -7,6 +7,8 @@ Usage: secure_client.py CLIENT PROPERTIES ACTION TOPIC
   CLIENT: confluent | kafka-python
   ACTION: roundtrip  produce 10 records (acks=all) and read them back from the beginning
           produce    produce one record
+          group      consume one record in the consumer group secure-group-CLIENT (subscribing
+                     to TOPIC), and leave the group
 Prints "OK" and exits 0 on success; on a refusal prints "ERROR NAME: message" (NAME is the
 client's name for the error) and exits 3.
 """
@@ -14,18 +16,15 @@ import logging
 import sys
 import uuid
 
+import properties
+
 client, path, action, topic = sys.argv[1:5]
 # The clients log why a connection failed (a refused login, a bad certificate) at ERROR.
 logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
 COUNT = 10
+GROUP = "secure-group-" + client
 
-props = {}
-with open(path) as f:
-    for line in f:
-        line = line.strip()
-        if line and not line.startswith("#"):
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
+props = properties.read(path)
 
 
 def refused(name, message):
@@ -44,6 +43,18 @@ def confluent():
         failures.append(err)
 
     common = dict(props, **{"error_cb": on_error})
+    if action == "group":
+        consumer = Consumer(dict(common, **{"group.id": GROUP, "auto.offset.reset": "earliest"}))
+        consumer.subscribe([topic])
+        for _ in range(150):
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error():
+                refused(msg.error().name(), msg.error().str())
+            if msg is not None:
+                # Leave the group, or the next member would wait out this one's session.
+                consumer.close()
+                return
+        raise SystemExit("no record and no error within 15 s")
     producer = Producer(dict(common, **{"acks": "all", "message.timeout.ms": 15000}))
     delivered = []
 
@@ -104,6 +115,18 @@ def kafka_python():
         # A broker that closes every connection (a plaintext client on a TLS listener) is
         # retried until this runs out (30 s by default): a refusal should not take that long.
         config["bootstrap_timeout_ms"] = 5000
+    if action == "group":
+        try:
+            consumer = KafkaConsumer(
+                topic, group_id=GROUP, auto_offset_reset="earliest",
+                consumer_timeout_ms=15000, **config
+            )
+            for _ in consumer:
+                consumer.close()
+                return
+        except KafkaError as e:
+            refused(type(e).__name__, str(e))
+        raise SystemExit("no record and no error within 15 s")
     try:
         producer = KafkaProducer(acks="all", **config)
         count = COUNT if action == "roundtrip" else 1
