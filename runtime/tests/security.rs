@@ -100,10 +100,11 @@ struct SecureCluster {
 }
 
 impl SecureCluster {
-    fn start(brokers: u32) -> SecureCluster {
+    /// `isr cluster --security SECURITY --brokers BROKERS`.
+    fn start(security: &str, brokers: u32) -> SecureCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = Command::new(ISR)
-            .args(["cluster", "--security", "sasl-ssl", "--brokers"])
+            .args(["cluster", "--security", security, "--brokers"])
             .arg(brokers.to_string())
             .arg("--dir")
             .arg(dir.path())
@@ -152,7 +153,7 @@ impl Drop for SecureCluster {
 
 #[test]
 fn a_sasl_ssl_cluster_serves_real_clients_and_refuses_the_rest() {
-    let cluster = SecureCluster::start(2);
+    let cluster = SecureCluster::start("sasl-ssl", 2);
     let bootstrap = cluster.value("bootstrap");
     let ca = PathBuf::from(cluster.value("ca certificate"));
     let password = cluster.value("admin password");
@@ -449,6 +450,66 @@ fn a_sasl_ssl_cluster_serves_real_clients_and_refuses_the_rest() {
             "{out}"
         );
         assert!(started.elapsed() < Duration::from_secs(10), "{out}");
+    }
+}
+
+#[test]
+fn an_ssl_cluster_knows_clients_by_their_certificates() {
+    let cluster = SecureCluster::start("ssl", 1);
+    let bootstrap = cluster.value("bootstrap");
+    assert_eq!(cluster.value("security"), "SSL");
+    let admin = cluster.value("admin certificate");
+    let (cert, key) = admin.split_once(" key ").expect("certificate and key");
+    let config = PathBuf::from(cluster.value("client config"));
+    let text = std::fs::read_to_string(&config).expect("client.properties");
+    for wanted in [
+        format!("bootstrap.servers={bootstrap}"),
+        "security.protocol=SSL".into(),
+        format!("ssl.certificate.location={cert}"),
+        format!("ssl.key.location={key}"),
+    ] {
+        assert!(text.lines().any(|l| l == wanted), "{wanted} in {text}");
+    }
+    assert!(!text.contains("sasl."), "no SASL: {text}");
+    let config_s = config.to_string_lossy().to_string();
+    let (ok, out, err) = isr(&[
+        "topic",
+        "create",
+        "by-certificate",
+        "--bootstrap",
+        &bootstrap,
+        "--command-config",
+        &config_s,
+    ]);
+    assert!(ok, "the admin's certificate is a super user: {out}{err}");
+    if kcat_present() {
+        let produce = ["-F", &config_s, "-P", "-t", "by-certificate"];
+        let (ok, _, err) = kcat(&produce, Some("one\ntwo\n"));
+        assert!(ok, "{err}");
+        let consume = [
+            "-F",
+            &config_s,
+            "-C",
+            "-t",
+            "by-certificate",
+            "-e",
+            "-f",
+            "%o %s\n",
+        ];
+        let (ok, out, err) = kcat(&consume, None);
+        assert!(ok && out == "0 one\n1 two\n", "{out}{err}");
+        // Without a certificate, a client is User:ANONYMOUS, which no ACL allows anything.
+        let anonymous = with(
+            &config,
+            &[("ssl.certificate.location", ""), ("ssl.key.location", "")],
+            "anonymous.properties",
+        );
+        let anonymous_s = anonymous.to_string_lossy().to_string();
+        let (ok, _, err) = kcat(
+            &["-F", &anonymous_s, "-P", "-t", "by-certificate"],
+            Some("x\n"),
+        );
+        assert!(!ok && err.contains("Topic authorization failed"), "{err}");
     }
 }
 
