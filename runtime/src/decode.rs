@@ -16,7 +16,7 @@ use crate::storage::{batch, checkpoint, segment};
 use crate::timing;
 use crate::wire::admin::{ControllerInfo, Request, Response, TopicSpec};
 use crate::wire::codec::{self, FrameError};
-use crate::wire::{Frame, Peer};
+use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
     AlterPartitionRequest, BrokerEpoch, BrokerId, ControllerEpoch, Effect, Entry, Envelope,
@@ -153,7 +153,9 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
             id,
             b == 1,
         ));
-        metadata.addresses.insert(id, format!("127.0.0.1:909{b}"));
+        metadata
+            .addresses
+            .insert(id, BrokerAddress::plaintext(format!("127.0.0.1:909{b}")));
     }
     let spec = TopicSpec {
         name: "orders".into(),
@@ -181,7 +183,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     frames.extend([
         Frame::Hello(Peer::Broker {
             id: BrokerId(1),
-            address: "127.0.0.1:9091".into(),
+            address: BrokerAddress::plaintext("127.0.0.1:9091".into()),
         }),
         Frame::Hello(Peer::Client),
         Frame::Welcome(ControllerInfo {

@@ -10,6 +10,7 @@ pub mod broker;
 pub mod cluster;
 pub mod controller;
 pub mod decode;
+pub mod security;
 pub mod status;
 pub mod storage;
 pub mod timing;

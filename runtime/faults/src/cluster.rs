@@ -432,7 +432,7 @@ impl Cluster {
             .filter_map(|c| c.listening.clone())
             .collect();
         let addresses = addresses.join(",");
-        let ask = isr_runtime::status::view_of(&addresses);
+        let ask = isr_runtime::status::view_of(&addresses, None);
         tokio::time::timeout(Duration::from_secs(1), ask)
             .await
             .ok()?

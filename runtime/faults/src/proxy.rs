@@ -449,7 +449,7 @@ mod tests {
         let id = isr::BrokerId(2);
         let greeting = hello(Peer::Broker {
             id,
-            address: "x".into(),
+            address: isr_runtime::wire::BrokerAddress::plaintext("x".into()),
         });
         broker.write_all(&greeting).await.expect("hello");
         let mut echoed = vec![0u8; greeting.len()];

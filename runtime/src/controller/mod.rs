@@ -14,6 +14,7 @@ mod standby;
 pub(crate) mod store;
 
 use crate::broker::{announce, StopSignals};
+use crate::security::{Role, SecurityError, TlsArgs};
 use crate::wire::link;
 use active::Ended;
 use std::collections::BTreeMap;
@@ -57,6 +58,10 @@ pub struct ControllerArgs {
     /// real processes: every process of the cluster must be given the same switches.
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rules: Vec<crate::timing::RuleSwitch>,
+    /// With a certificate (CN controller-<id>), every broker and admin client must connect
+    /// with mutual TLS and a certificate from the same CA.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +72,8 @@ pub enum ControllerError {
     Spec(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Security(#[from] SecurityError),
 }
 
 /// After a failed campaign (the store unreachable), wait this long before the next.
@@ -83,6 +90,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             ))
         }
     };
+    let tls = args.tls.load(Some(&Role::Controller(args.id)))?;
     let (listener, bound) =
         link::listen(&args.listen)
             .await
@@ -100,14 +108,18 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let mut store = Store::open(&spec, me).await?;
     announce(&format!("isr controller listening on {bound}"));
     info!(id = args.id, %bound, advertised = %address, store = ?spec,
-        rules = ?rules.unsafe_switches(), "controller started");
+        rules = ?rules.unsafe_switches(), tls = ?tls.as_ref().map(|t| t.role.to_string()),
+        "controller started");
     let actor = active::Actor {
         id: args.id,
         address,
         rules,
     };
     let (events, mut inbox) = mpsc::unbounded_channel();
-    tokio::spawn(connections::accept_loop(listener, events));
+    let acceptor = tls
+        .as_ref()
+        .map(|t| tokio_rustls::TlsAcceptor::from(t.required.clone()));
+    tokio::spawn(connections::accept_loop(listener, acceptor, events));
     let (stopping, mut stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         stop.wait().await;

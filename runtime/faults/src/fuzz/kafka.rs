@@ -63,6 +63,7 @@ impl Backend for Accepting {
                 id: b,
                 host: "127.0.0.1".into(),
                 port: 9092,
+                listeners: Default::default(),
             }],
             topics: vec![TopicInfo {
                 name: "orders".into(),

@@ -236,7 +236,9 @@ impl Target {
                 let stream =
                     tokio::io::join(std::io::Cursor::new(input.to_vec()), tokio::io::sink());
                 let backend = Arc::new(Accepting::new(self.batch.clone()));
-                let serve = isr_kafka::serve_connection(stream, Bytes::new(), backend);
+                let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
+                let info = isr_kafka::ConnectionInfo::plaintext(peer);
+                let serve = isr_kafka::serve_connection(stream, Bytes::new(), backend, info);
                 let served = self
                     .runtime
                     .block_on(async { tokio::time::timeout(Duration::from_secs(60), serve).await });
