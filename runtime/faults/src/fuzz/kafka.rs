@@ -13,8 +13,10 @@ use isr_kafka::{
     Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo,
 };
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -383,6 +385,44 @@ pub fn seeds(batch: &Bytes) -> Vec<Vec<u8>> {
                             .with_name(topic())
                             .with_partitions(vec![OffsetDeleteRequestPartition::default()])]),
                 ),
+                ApiKey::DescribeAcls => frame(
+                    key,
+                    v,
+                    &DescribeAclsRequest::default()
+                        .with_resource_type_filter(1)
+                        .with_pattern_type_filter(1)
+                        .with_operation(1)
+                        .with_permission_type(1),
+                ),
+                ApiKey::CreateAcls => frame(
+                    key,
+                    v,
+                    &CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+                        .with_resource_type(2)
+                        .with_resource_name(name("orders"))
+                        .with_resource_pattern_type(3)
+                        .with_principal(name("User:alice"))
+                        .with_host(name("*"))
+                        .with_operation(3)
+                        .with_permission_type(3)]),
+                ),
+                ApiKey::DeleteAcls => frame(
+                    key,
+                    v,
+                    &DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+                        .with_resource_type_filter(1)
+                        .with_pattern_type_filter(1)
+                        .with_operation(1)
+                        .with_permission_type(1)]),
+                ),
+                ApiKey::DescribeUserScramCredentials => {
+                    frame(key, v, &DescribeUserScramCredentialsRequest::default())
+                }
+                ApiKey::AlterUserScramCredentials => {
+                    frame(key, v, &AlterUserScramCredentialsRequest::default())
+                }
+                // SaslHandshake and SaslAuthenticate have no seed: the fuzzer serves a
+                // PLAINTEXT connection, which refuses them before their bodies are read.
                 _ => None,
             };
             seeds.extend(seed);
