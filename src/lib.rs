@@ -27,7 +27,9 @@ pub mod sim;
 pub mod types;
 
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};
-pub use controller::{BrokerState, Controller, ControllerError, Election};
+pub use controller::{
+    BrokerState, Controller, ControllerError, Election, Input as ControllerInput,
+};
 pub use epoch_cache::EpochCache;
 pub use error::{
     AlterPartitionError, EpochError, IsrChangeError, ParseError, ReadError, WriteError,
@@ -37,10 +39,11 @@ pub use log::{Entry, Log, MemLog};
 pub use message::{
     AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
     FetchResponse, FetchedRecords, LeaderAndIsr, Message, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, PartitionState, ProduceId,
+    OffsetForLeaderEpochResponse, PartitionState, ProduceId, ReadAnswer, ReadId,
 };
 pub use replica::{
-    FollowerPhase, FollowerProgress, FollowerState, LeaderState, PendingWrite, Replica, Role,
+    FollowerPhase, FollowerProgress, FollowerState, Input as ReplicaInput, LeaderState,
+    ParkedFetch, PendingWrite, Replica, Role, Timer,
 };
 pub use types::{
     Acks, BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch,

@@ -32,7 +32,7 @@
 use crate::controller::Controller;
 use crate::error::AlterPartitionError;
 use crate::log::Log;
-use crate::message::{Envelope, Message, PartitionState};
+use crate::message::{Effect, Envelope, FetchRequest, Message, PartitionState};
 use crate::replica::{Replica, Role};
 use crate::sim::Cluster;
 use crate::types::{BrokerEpoch, BrokerId, Node};
@@ -219,10 +219,7 @@ impl RenameBrokers for PartitionState {
 impl<R> RenameBrokers for Envelope<R> {
     fn rename_brokers(&mut self, r: &Renaming) {
         match &mut self.message {
-            Message::Fetch(m) => {
-                m.broker_epoch = r.epoch(m.replica, m.broker_epoch);
-                r.rename(&mut m.replica);
-            }
+            Message::Fetch(m) => m.rename_brokers(r),
             Message::OffsetForLeaderEpoch(m) => r.rename(&mut m.replica),
             Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {}
             Message::AlterPartition(m) => {
@@ -274,7 +271,28 @@ impl RenameBrokers for Role {
                 r.map(&mut l.followers, |b, p| {
                     p.broker_epoch = r.epoch(b, p.broker_epoch)
                 });
+                for parked in &mut l.parked {
+                    parked.request.rename_brokers(r);
+                }
+                l.parked.sort_unstable_by_key(|p| p.request.replica);
             }
+        }
+    }
+}
+
+impl RenameBrokers for FetchRequest {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        self.broker_epoch = r.epoch(self.replica, self.broker_epoch);
+        r.rename(&mut self.replica);
+    }
+}
+
+impl<R> RenameBrokers for Effect<R> {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        match self {
+            Effect::Send(e) => e.rename_brokers(r),
+            Effect::MustRegister { broker } => r.rename(broker),
+            _ => {}
         }
     }
 }
@@ -284,6 +302,9 @@ impl<L: Log> RenameBrokers for Replica<L> {
         self.broker_epoch = r.epoch(self.id, self.broker_epoch);
         r.rename(&mut self.id);
         self.role.rename_brokers(r);
+        for (_, effect) in &mut self.held {
+            effect.rename_brokers(r);
+        }
     }
 }
 
@@ -356,13 +377,14 @@ impl Cluster {
         r.epoch_cache.entries().hash(&mut h);
         (r.log.log_end_offset(), r.log.flushed_offset()).hash(&mut h);
         (r.high_watermark, r.hw_checkpoint).hash(&mut h);
-        (r.leader_epoch, r.partition_epoch).hash(&mut h);
+        (r.leader_epoch, r.partition_epoch, r.held.len()).hash(&mut h);
         match &r.role {
             Role::Offline => 0u8.hash(&mut h),
             Role::Follower(f) => (1u8, f.leader.is_some(), f.phase).hash(&mut h),
             Role::Leader(l) => {
                 (2u8, l.epoch_start_offset, &l.pending_writes).hash(&mut h);
                 (l.isr.len(), l.proposed_isr.as_ref().map(BTreeSet::len)).hash(&mut h);
+                l.parked.len().hash(&mut h);
             }
         }
         for c in self.controllers() {
@@ -404,6 +426,18 @@ impl Cluster {
                 }
                 for (&b, p) in &l.followers {
                     note(b, p.broker_epoch);
+                }
+                for parked in &l.parked {
+                    note(parked.request.replica, parked.request.broker_epoch);
+                }
+            }
+            for (_, effect) in replica.held() {
+                if let Effect::Send(Envelope {
+                    message: Message::Fetch(m),
+                    ..
+                }) = effect
+                {
+                    note(m.replica, m.broker_epoch);
                 }
             }
         }

@@ -2,20 +2,22 @@
 //! messages in flight, a producer, a consumer and the history of what they saw.
 //!
 //! This is the deterministic driver the stateright models and the property tests share. It
-//! makes no protocol decision: every [`Action`] calls one transition of [`Replica`] or
-//! [`Controller`] and routes the [`Effect`]s it returns. What it adds is what a model needs —
-//! a network that delays, reorders, duplicates and drops, crashes with budgets, bounds — and the
-//! ghost state the properties read.
+//! makes no protocol decision: every [`Action`] is one step of a [`Replica`] or the
+//! [`Controller`] (`step`, with a [`ReplicaInput`] or [`ControllerInput`]), and the sim routes
+//! the [`Effect`]s it returns. What it adds is what a model needs — a network that delays,
+//! reorders, duplicates and drops, crashes with budgets, bounds — and the ghost state the
+//! properties read. It has no clock: every step happens at tick 0, and a timer fires when its
+//! action is taken (any amount of time may pass between two steps).
 //!
 //! It is pure, `Clone + Hash + Eq`, and cheap to clone (logs share structure), so a model checker
 //! can hold millions of clusters.
 
-use crate::config::Config;
-use crate::controller::Controller;
+use crate::config::{Config, FlushPolicy};
+use crate::controller::{Controller, Input as ControllerInput};
 use crate::invariants::{ClusterView, History, Property, Violation};
 use crate::log::{Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
-use crate::replica::Replica;
+use crate::replica::{Input as ReplicaInput, Replica, Timer};
 use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -84,7 +86,9 @@ impl Default for Bounds {
 pub enum Action {
     /// The producer writes the next record to a broker that believes it leads.
     LeaderWrite(BrokerId),
-    /// A follower sends its next request (OffsetForLeaderEpoch or Fetch) to its leader.
+    /// A follower's request timer fires and it sends its request (OffsetForLeaderEpoch or
+    /// Fetch) to its leader again: taken only when neither the request nor its answer is in
+    /// flight (it was lost, or answered with an error), as a timeout would find it.
     FollowerFetch(BrokerId),
     /// A message in flight arrives.
     Deliver(Envelope<Record>),
@@ -92,7 +96,8 @@ pub enum Action {
     Drop(Envelope<Record>),
     /// A message in flight is copied: it will arrive twice.
     Duplicate(Envelope<Record>),
-    /// A leader proposes to drop a follower from the ISR (any time may have passed).
+    /// A leader's lag timer for a follower fires and it proposes to drop it from the ISR (any
+    /// time may have passed).
     LeaderShrinkIsr {
         leader: BrokerId,
         follower: BrokerId,
@@ -119,8 +124,15 @@ pub enum Action {
         broker: BrokerId,
         elects: Option<BrokerId>,
     },
-    /// The OS flushes a broker's page cache.
+    /// A broker's log becomes durable (its flush completes: under `flush=always` the one the
+    /// broker asked for, under page cache the OS's).
     Flush(BrokerId),
+    /// A leader's AlterPartition timer fires and it sends its pending proposal again: taken only
+    /// when neither the request nor its answer is in flight.
+    LeaderRetryAlterPartition(BrokerId),
+    /// A leader's held fetches waited long enough and are answered (only with a
+    /// `fetch_max_wait`).
+    FetchWaitExpired(BrokerId),
     /// The consumer reads the committed records it has not read yet from a leader.
     ConsumerRead(BrokerId),
     /// The active controller loses the role without noticing (a pause, a partition from the
@@ -159,6 +171,8 @@ impl fmt::Display for Action {
                 write!(f, "Restart({broker}{})", electing(elects))
             }
             Action::Flush(b) => write!(f, "Flush({b})"),
+            Action::LeaderRetryAlterPartition(b) => write!(f, "LeaderRetryAlterPartition({b})"),
+            Action::FetchWaitExpired(b) => write!(f, "FetchWaitExpired({b})"),
             Action::ConsumerRead(b) => write!(f, "ConsumerRead({b})"),
             Action::ControllerFailover => write!(f, "ControllerFailover"),
             Action::ZombieShrinkIsr(b) => write!(f, "ZombieShrinkIsr({b})"),
@@ -327,20 +341,24 @@ impl Cluster {
             rejoined: false,
         };
         for b in 0..n {
-            let _: Effects<Record> =
-                cluster
-                    .controller
-                    .on_broker_registration(cfg, Tick(0), BrokerId(b), true);
+            let register = ControllerInput::Register {
+                broker: BrokerId(b),
+                clean_shutdown: true,
+                elects: None,
+            };
+            let _: Effects<Record> = cluster.controller.step(cfg, Tick(0), register);
         }
         let assigned = (0..n).map(BrokerId).collect();
         let announce = cluster
             .controller
             .create_partition(PARTITION, assigned, cfg.min_insync_replicas)
             .expect("a fresh cluster has every broker alive");
-        // The initial LeaderAndIsr arrive at once: the interesting interleavings come later.
+        // The initial LeaderAndIsr arrive at once (the followers' first requests wait in the
+        // network): the interesting interleavings come later.
         for effect in announce {
             if let Effect::Send(envelope) = effect {
-                cluster.deliver(cfg, envelope);
+                let effects = cluster.deliver(cfg, envelope);
+                cluster.route(bounds, effects);
             }
         }
         cluster
@@ -381,13 +399,40 @@ impl Cluster {
         (0..self.replicas.len() as u32).map(BrokerId)
     }
 
-    /// Whether broker `b` has a request to its leader, or the answer to one, in flight.
+    /// Whether broker `b` has a request to its leader, or the answer to one, in flight, a
+    /// request waiting for its log to be durable, or a Fetch parked at a running leader (which
+    /// answers it within `fetch_max_wait`, before the request timer, `request_timeout`, fires).
     fn request_in_flight(&self, b: BrokerId) -> bool {
+        let parked = self.replicas.iter().any(|r| {
+            r.leader_state()
+                .is_some_and(|l| l.parked.iter().any(|p| p.request.replica == b))
+        });
+        let is_request = |e: &Envelope<Record>| {
+            matches!(
+                e.message,
+                Message::Fetch(_) | Message::OffsetForLeaderEpoch(_)
+            )
+        };
+        parked
+            || self
+                .replica(b)
+                .held()
+                .iter()
+                .any(|(_, e)| matches!(e, Effect::Send(env) if is_request(env)))
+            || self.network.iter().any(|e| match &e.message {
+                Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
+                Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
+                    e.to == Node::Broker(b)
+                }
+                _ => false,
+            })
+    }
+
+    /// Whether leader `b` has an AlterPartition, or the answer to one, in flight.
+    fn proposal_in_flight(&self, b: BrokerId) -> bool {
         self.network.iter().any(|e| match &e.message {
-            Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
-            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
-                e.to == Node::Broker(b)
-            }
+            Message::AlterPartition(_) => e.from == Node::Broker(b),
+            Message::AlterPartitionResponse(_) => e.to == Node::Broker(b),
             _ => false,
         })
     }
@@ -411,6 +456,11 @@ impl Cluster {
                             follower,
                         });
                     }
+                } else if !self.proposal_in_flight(b) {
+                    actions.push(Action::LeaderRetryAlterPartition(b));
+                }
+                if !l.parked.is_empty() {
+                    actions.push(Action::FetchWaitExpired(b));
                 }
                 if bounds.consumer && self.consumer_offset < r.high_watermark() {
                     actions.push(Action::ConsumerRead(b));
@@ -447,7 +497,8 @@ impl Cluster {
                 } else if self.session_expiries < bounds.session_expiries {
                     actions.push(Action::ControllerShrinkIsr(b));
                 }
-                if bounds.background_flush && r.log().flushed_offset() < r.log_end_offset() {
+                let flushes = cfg.rules.flush == FlushPolicy::Always || bounds.background_flush;
+                if flushes && r.log().flushed_offset() < r.log_end_offset() {
                     actions.push(Action::Flush(b));
                 }
             } else {
@@ -503,27 +554,24 @@ impl Cluster {
 
     /// Takes one step. Actions that are not enabled change nothing.
     pub fn apply(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) {
+        let now = Tick(0);
         let effects = match action {
             Action::LeaderWrite(b) => {
                 let record = self.written + 1;
-                let id = u64::from(record);
-                match self
-                    .replica_mut(*b)
-                    .leader_write(cfg, vec![record], bounds.acks, id)
-                {
-                    Ok((_, effects)) => {
-                        self.written = record;
-                        effects
-                    }
-                    Err(_) => Vec::new(),
+                let write = ReplicaInput::Write {
+                    id: u64::from(record),
+                    records: vec![record],
+                    acks: bounds.acks,
+                };
+                let r = self.replica_mut(*b);
+                let before = r.log_end_offset();
+                let effects = r.step(cfg, now, write);
+                if r.log_end_offset() > before {
+                    self.written = record;
                 }
+                effects
             }
-            Action::FollowerFetch(b) => self
-                .replica(*b)
-                .next_request()
-                .map(Effect::Send)
-                .into_iter()
-                .collect(),
+            Action::FollowerFetch(b) => self.timeout(cfg, *b, Timer::Request),
             Action::Deliver(e) => match self.take(e) {
                 Some(e) => self.deliver(cfg, e),
                 None => Vec::new(),
@@ -542,31 +590,38 @@ impl Cluster {
                     Vec::new()
                 }
             }
-            Action::LeaderShrinkIsr { leader, follower } => self
-                .replica_mut(*leader)
-                .shrink_isr(cfg, *follower)
-                .unwrap_or_default(),
+            Action::LeaderShrinkIsr { leader, follower } => {
+                self.timeout(cfg, *leader, Timer::Lag(*follower))
+            }
+            Action::LeaderRetryAlterPartition(b) => self.timeout(cfg, *b, Timer::AlterPartition),
+            Action::FetchWaitExpired(b) => self.timeout(cfg, *b, Timer::FetchWait),
             Action::ControllerShrinkIsr(b) => {
                 if self.replica(*b).is_online() {
                     self.session_expiries += 1;
                 }
-                self.active_step(|c| c.fence_broker(cfg, *b))
+                self.active_step(|c| c.step(cfg, now, ControllerInput::Expire(*b)))
             }
             Action::Reregister { broker, elects } => self.register(cfg, *broker, true, *elects),
             Action::ControllerElectLeader(b) => {
-                self.active_step(|c| c.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default())
+                let elect = ControllerInput::Elect {
+                    partition: PARTITION,
+                    leader: *b,
+                };
+                self.active_step(|c| c.step(cfg, now, elect))
             }
             Action::CleanShutdown(b) => {
                 self.stop(*b, true);
-                self.replica_mut(*b).clean_shutdown()
+                let r = self.replica_mut(*b);
+                r.log_mut().flush();
+                r.step(cfg, now, ReplicaInput::Stop { clean: true })
             }
             Action::UncleanCrash(b) => {
                 self.stop(*b, false);
-                self.replica_mut(*b).crash();
-                Vec::new()
+                self.replica_mut(*b)
+                    .step(cfg, now, ReplicaInput::Stop { clean: false })
             }
             Action::Restart { broker: b, elects } => {
-                self.replica_mut(*b).restart();
+                let _ = self.replica_mut(*b).step(cfg, now, ReplicaInput::Restart);
                 let clean = self.last_stop_clean[b.0 as usize];
                 let effects = self.register(cfg, *b, clean, *elects);
                 let in_isr = self
@@ -579,20 +634,19 @@ impl Cluster {
                 effects
             }
             Action::Flush(b) => {
-                self.replica_mut(*b).flush();
-                Vec::new()
+                let r = self.replica_mut(*b);
+                r.log_mut().flush();
+                let flushed = r.log().flushed_offset();
+                r.step(cfg, now, ReplicaInput::Flushed(flushed))
             }
             Action::ConsumerRead(b) => {
-                let from = self.consumer_offset;
-                if let Ok(entries) = self.replica(*b).read_committed(from, usize::MAX) {
-                    for (i, entry) in entries.into_iter().enumerate() {
-                        self.history
-                            .consumed
-                            .insert((Offset(from.0 + i as u64), entry));
-                        self.consumer_offset = Offset(from.0 + i as u64 + 1);
-                    }
-                }
-                Vec::new()
+                let read = ReplicaInput::Read {
+                    id: 0,
+                    from: self.consumer_offset,
+                    max_entries: usize::MAX,
+                    max_bytes: usize::MAX,
+                };
+                self.replica_mut(*b).step(cfg, now, read)
             }
             Action::ControllerFailover => {
                 let stored = self.stale_store.take();
@@ -603,20 +657,32 @@ impl Cluster {
                 self.controller_failovers += 1;
                 announce
             }
-            Action::ZombieShrinkIsr(b) => self.zombie_step(cfg, |z| z.fence_broker(cfg, *b)),
-            Action::ZombieElectLeader(b) => self.zombie_step(cfg, |z| {
-                z.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default()
-            }),
+            Action::ZombieShrinkIsr(b) => {
+                self.zombie_step(cfg, |z| z.step(cfg, now, ControllerInput::Expire(*b)))
+            }
+            Action::ZombieElectLeader(b) => {
+                let elect = ControllerInput::Elect {
+                    partition: PARTITION,
+                    leader: *b,
+                };
+                self.zombie_step(cfg, |z| z.step(cfg, now, elect))
+            }
             Action::ZombieDeliver(e) => match self.take(e) {
-                Some(Envelope {
-                    message: Message::AlterPartition(req),
-                    ..
-                }) => self.zombie_step(cfg, |z| z.on_alter_partition(cfg, &req)),
-                _ => Vec::new(),
+                Some(Envelope { from, message, .. }) => {
+                    let input = ControllerInput::Message { from, message };
+                    self.zombie_step(cfg, |z| z.step(cfg, now, input))
+                }
+                None => Vec::new(),
             },
         };
-        self.route(effects);
+        self.route(bounds, effects);
         self.observe(cfg);
+    }
+
+    /// A timer of broker `b`'s replica fires.
+    fn timeout(&mut self, cfg: &Config, b: BrokerId, timer: Timer) -> Effects<Record> {
+        self.replica_mut(b)
+            .step(cfg, Tick(0), ReplicaInput::Timeout(timer))
     }
 
     /// A step of the active controller. It holds the role, so the store takes its write: a
@@ -667,10 +733,12 @@ impl Cluster {
         clean: bool,
         elects: Option<BrokerId>,
     ) -> Effects<Record> {
-        self.active_step(|c| match elects {
-            Some(leader) => c.on_broker_registration_electing(cfg, Tick(0), b, clean, leader),
-            None => c.on_broker_registration(cfg, Tick(0), b, clean),
-        })
+        let register = ControllerInput::Register {
+            broker: b,
+            clean_shutdown: clean,
+            elects,
+        };
+        self.active_step(|c| c.step(cfg, Tick(0), register))
     }
 
     /// Removes one copy of `e` from the network.
@@ -691,41 +759,26 @@ impl Cluster {
         self.network.retain(|e| e.to != Node::Broker(b));
     }
 
-    /// Hands a message to its receiver's transition.
+    /// Hands a message to its receiver's step.
     fn deliver(&mut self, cfg: &Config, e: Envelope<Record>) -> Effects<Record> {
-        let now = Tick(0);
-        let Node::Broker(to) = e.to else {
-            return match &e.message {
-                Message::AlterPartition(req) => {
-                    self.active_step(|c| c.on_alter_partition(cfg, req))
-                }
-                _ => Vec::new(),
-            };
-        };
-        let Node::Broker(from) = e.from else {
-            return match &e.message {
-                Message::LeaderAndIsr(m) => self.replica_mut(to).on_leader_and_isr(cfg, now, m),
-                Message::AlterPartitionResponse(m) => {
-                    self.replica_mut(to).on_alter_partition_response(cfg, m)
-                }
-                _ => Vec::new(),
-            };
-        };
-        let r = self.replica_mut(to);
-        match &e.message {
-            Message::Fetch(m) => r.on_fetch(cfg, now, m),
-            Message::FetchResponse(m) => r.on_fetch_response(cfg, from, m),
-            Message::OffsetForLeaderEpoch(m) => r.on_offset_for_leader_epoch(cfg, m),
-            Message::OffsetForLeaderEpochResponse(m) => {
-                r.on_offset_for_leader_epoch_response(cfg, from, m)
+        let (from, message) = (e.from, e.message);
+        match e.to {
+            Node::Controller => {
+                let input = ControllerInput::Message { from, message };
+                self.active_step(|c| c.step(cfg, Tick(0), input))
             }
-            _ => Vec::new(),
+            Node::Broker(to) => {
+                let input = ReplicaInput::Message { from, message };
+                self.replica_mut(to).step(cfg, Tick(0), input)
+            }
         }
     }
 
-    /// Carries out effects: messages join the network (unless their receiver is down), and
-    /// acknowledgements join the history.
-    fn route(&mut self, effects: Effects<Record>) {
+    /// Carries out effects: messages join the network (unless their receiver is down),
+    /// acknowledgements of acks=all writes and consumers' reads join the history. Asks for
+    /// flushes and checkpoints need nothing here: a flush is its own action, and a checkpoint is
+    /// the replica's own record of it.
+    fn route(&mut self, bounds: &Bounds, effects: Effects<Record>) {
         for effect in effects {
             match effect {
                 Effect::Send(e) => {
@@ -737,7 +790,7 @@ impl Cluster {
                 }
                 Effect::Acknowledge {
                     id, base_offset, ..
-                } => {
+                } if bounds.acks == Acks::All => {
                     let entry = self
                         .replicas
                         .iter()
@@ -747,9 +800,24 @@ impl Cluster {
                         self.history.acknowledged.insert((base_offset, entry));
                     }
                 }
-                Effect::FailWrite { .. }
+                Effect::Read {
+                    result: Ok(answer), ..
+                } => {
+                    let from = self.consumer_offset;
+                    for (i, entry) in answer.entries.into_iter().enumerate() {
+                        let offset = Offset(from.0 + i as u64);
+                        self.history.consumed.insert((offset, entry));
+                        self.consumer_offset = offset.next();
+                    }
+                }
+                Effect::Acknowledge { .. }
+                | Effect::Read { .. }
+                | Effect::FailWrite { .. }
                 | Effect::Truncated { .. }
-                | Effect::HighWatermark { .. } => {}
+                | Effect::HighWatermark { .. }
+                | Effect::Flush { .. }
+                | Effect::CheckpointHighWatermark { .. }
+                | Effect::MustRegister { .. } => {}
             }
         }
     }
