@@ -445,26 +445,28 @@ impl Cluster {
             if r.is_leader() && self.written < bounds.records {
                 actions.push(Action::LeaderWrite(b));
             }
-            if r.next_request().is_some() && !self.request_in_flight(b) {
-                actions.push(Action::FollowerFetch(b));
-            }
-            if let Some(l) = r.leader_state() {
-                if l.proposed_isr.is_none() {
-                    for &follower in l.isr.iter().filter(|&&f| f != b) {
-                        actions.push(Action::LeaderShrinkIsr {
-                            leader: b,
-                            follower,
-                        });
+            // The replica's running timers, each an action whenever it may fire. Retries fire
+            // only once what they retry is neither in flight nor answered in flight: a timeout
+            // finds it lost. The checkpoint needs no action: with the model's interval of zero
+            // the replica takes it with every flush.
+            for (timer, _) in r.timers(cfg) {
+                match timer {
+                    Timer::Request if !self.request_in_flight(b) => {
+                        actions.push(Action::FollowerFetch(b))
                     }
-                } else if !self.proposal_in_flight(b) {
-                    actions.push(Action::LeaderRetryAlterPartition(b));
+                    Timer::AlterPartition if !self.proposal_in_flight(b) => {
+                        actions.push(Action::LeaderRetryAlterPartition(b))
+                    }
+                    Timer::FetchWait => actions.push(Action::FetchWaitExpired(b)),
+                    Timer::Lag(follower) => actions.push(Action::LeaderShrinkIsr {
+                        leader: b,
+                        follower,
+                    }),
+                    Timer::Request | Timer::AlterPartition | Timer::Checkpoint => {}
                 }
-                if !l.parked.is_empty() {
-                    actions.push(Action::FetchWaitExpired(b));
-                }
-                if bounds.consumer && self.consumer_offset < r.high_watermark() {
-                    actions.push(Action::ConsumerRead(b));
-                }
+            }
+            if r.is_leader() && bounds.consumer && self.consumer_offset < r.high_watermark() {
+                actions.push(Action::ConsumerRead(b));
             }
         }
         let mut previous = None;

@@ -15,8 +15,8 @@ mod common;
 use common::{check_state, summary};
 use isr::sim::{Action, Bounds, Cluster, Record, PARTITION};
 use isr::{
-    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Message, Node, Offset,
-    Log, Property, ReplicaInput, Rules, Tick, TruncationRule, Violation, WriteError,
+    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Log, Message, Node, Offset,
+    Property, ReplicaInput, Rules, Tick, TruncationRule, Violation, WriteError,
 };
 use std::collections::BTreeSet;
 
@@ -209,7 +209,10 @@ impl Run {
         let leader = self.cluster.replicas[n as usize].leader();
         match leader.and_then(|l| self.find(b(n), Node::Broker(l), &requests)) {
             Some(_) => Ok(()),
-            None => panic!("script error: b{n} has no request in flight{}", self.report()),
+            None => panic!(
+                "script error: b{n} has no request in flight{}",
+                self.report()
+            ),
         }
     }
 

@@ -579,11 +579,7 @@ impl Controller {
     /// ISR is back at the floor the ELR is emptied. A leader that has seen a newer controller
     /// is refused with NOT_CONTROLLER before anything else: this controller is deposed, and its
     /// view of the partition must not decide (rule 12, KAFKA-14154).
-    fn on_alter_partition<R>(
-        &mut self,
-        cfg: &Config,
-        req: &AlterPartitionRequest,
-    ) -> Effects<R> {
+    fn on_alter_partition<R>(&mut self, cfg: &Config, req: &AlterPartitionRequest) -> Effects<R> {
         let result = self.alter_partition(cfg, req);
         let mut effects = Vec::new();
         if let (Err(AlterPartitionError::InvalidUpdateVersion { .. }), Some(state)) =

@@ -98,22 +98,21 @@ impl<L: Log> Replica<L> {
 
     /// Forgets a held request to the leader: a newer one replaces it, or the leader changed.
     pub(super) fn drop_held_requests(&mut self) {
-        self.held.retain(|(_, e)| {
-            !matches!(
-                e,
-                Effect::Send(env) if matches!(env.message, Message::Fetch(_) | Message::OffsetForLeaderEpoch(_))
-            )
-        });
+        self.held.retain(|(_, e)| !is_request(e));
+    }
+
+    /// Whether a request to the leader waits here for the log to be durable.
+    pub(super) fn holds_request(&self) -> bool {
+        self.held.iter().any(|(_, e)| is_request(e))
     }
 
     /// The driver made the log durable (up to its `flushed_offset`): what waited for that goes,
     /// a leader's high watermark may move, and the checkpoint may follow.
     pub(super) fn on_flushed(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
         let durable = self.log.flushed_offset();
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.held)
-                .into_iter()
-                .partition(|(until, _)| *until <= durable);
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(until, _)| *until <= durable);
         self.held = waiting;
         effects.extend(ready.into_iter().map(|(_, e)| e));
         self.maybe_advance_high_watermark(cfg, effects);
@@ -181,6 +180,15 @@ impl<L: Log> Replica<L> {
             leader: None,
             phase: FollowerPhase::Fetching,
             last_request: self.now,
+            awaiting_answer: false,
         });
     }
+}
+
+/// Whether `effect` sends a follower's request to its leader.
+fn is_request<R>(effect: &Effect<R>) -> bool {
+    matches!(
+        effect,
+        Effect::Send(env) if matches!(env.message, Message::Fetch(_) | Message::OffsetForLeaderEpoch(_))
+    )
 }

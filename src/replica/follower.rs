@@ -69,6 +69,7 @@ impl<L: Log> Replica<L> {
         let now = self.now;
         if let Role::Follower(f) = &mut self.role {
             f.last_request = now;
+            f.awaiting_answer = true;
         }
         self.drop_held_requests();
         let until = match request.message {
@@ -115,6 +116,21 @@ impl<L: Log> Replica<L> {
         }
     }
 
+    /// An answer from the leader this follower follows that it cannot use: to a request of an
+    /// earlier epoch or phase (sent before the order that changed them), or a duplicate. It is
+    /// the answer to the request that was out, so the next goes now; an answer from another
+    /// broker says nothing about that request.
+    fn answered_unusably(
+        &mut self,
+        cfg: &Config,
+        from: BrokerId,
+        effects: &mut Effects<L::Record>,
+    ) {
+        if matches!(&self.role, Role::Follower(f) if f.leader == Some(from)) {
+            self.send_request(cfg, effects);
+        }
+    }
+
     fn set_phase(&mut self, phase: FollowerPhase) {
         if let Role::Follower(f) = &mut self.role {
             f.phase = phase;
@@ -140,13 +156,13 @@ impl<L: Log> Replica<L> {
         let Some(FollowerPhase::Reconciling { requested }) =
             self.accepts_answer(cfg, from, resp.leader_epoch)
         else {
-            return;
+            return self.answered_unusably(cfg, from, effects);
         };
         let Ok(answer) = resp.result else {
             return;
         };
         if resp.requested_epoch != requested {
-            return;
+            return self.answered_unusably(cfg, from, effects);
         }
         let leo = self.log.log_end_offset();
         let target = match (cfg.rules.truncation, answer) {
@@ -193,7 +209,7 @@ impl<L: Log> Replica<L> {
         if self.accepts_answer(cfg, from, resp.leader_epoch) != Some(FollowerPhase::Fetching)
             || resp.fetch_offset != self.log.log_end_offset()
         {
-            return;
+            return self.answered_unusably(cfg, from, effects);
         }
         match &resp.result {
             Ok(fetched) => {

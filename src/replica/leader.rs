@@ -171,8 +171,7 @@ impl<L: Log> Replica<L> {
         let result = self.serve_fetch(cfg, &req, effects);
         let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
         let until = Tick(self.now.0.saturating_add(cfg.fetch_max_wait.0));
-        if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role)
-        {
+        if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
             l.parked.retain(|p| p.request.replica != req.replica);
             l.parked.push(ParkedFetch {
                 request: req,
@@ -227,6 +226,12 @@ impl<L: Log> Replica<L> {
         let Some(progress) = l.followers.get_mut(&req.replica) else {
             return Err(EpochError::NotLeader);
         };
+        // A Fetch the follower's previous incarnation sent before it crashed can arrive after
+        // the new one's (two connections, no order between them). Counting its offset would
+        // credit the restarted replica with records it lost.
+        if req.broker_epoch < progress.broker_epoch {
+            return Err(EpochError::StaleBrokerEpoch);
+        }
         progress.log_end_offset = Some(req.fetch_offset);
         progress.broker_epoch = req.broker_epoch;
         if req.fetch_offset >= leo {
@@ -307,7 +312,7 @@ impl<L: Log> Replica<L> {
         };
         l.proposed_isr = Some(isr);
         l.proposed_broker_epochs = broker_epochs;
-        l.proposed_at = now;
+        l.proposal_sent = Some(now);
         effects.extend(self.proposal());
     }
 
@@ -335,7 +340,7 @@ impl<L: Log> Replica<L> {
     pub(super) fn resend_proposal(&mut self, effects: &mut Effects<L::Record>) {
         let now = self.now;
         if let Role::Leader(l) = &mut self.role {
-            l.proposed_at = now;
+            l.proposal_sent = Some(now);
         }
         effects.extend(self.proposal());
     }
@@ -377,7 +382,10 @@ impl<L: Log> Replica<L> {
             // came back refused: either way the controller's state may hold the proposed ISR,
             // so HW stays over the maximal ISR until the LeaderAndIsr that the controller sends
             // with the refusal says which.
-            Err(AlterPartitionError::InvalidUpdateVersion { .. }) => return,
+            Err(AlterPartitionError::InvalidUpdateVersion { .. }) => {
+                l.proposal_sent = None;
+                return;
+            }
             Err(_) => l.clear_proposal(),
         }
         self.maybe_advance_high_watermark(cfg, effects);

@@ -51,6 +51,9 @@ pub struct FollowerState {
     pub phase: FollowerPhase,
     /// When the last request went to the leader: the request timer runs from there.
     pub last_request: Tick,
+    /// Whether that request still waits for its answer. A follower has one request out at a
+    /// time (as Kafka's fetcher): the answer, or the request timer, sends the next.
+    pub awaiting_answer: bool,
 }
 
 /// What the leader knows about one follower.
@@ -96,8 +99,11 @@ pub struct LeaderState {
     pub min_insync_replicas: usize,
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
     pub pending_writes: Vec<PendingWrite>,
-    /// When the pending proposal was (last) sent: it is sent again after `request_timeout`.
-    pub proposed_at: Tick,
+    /// When the pending proposal was last sent: it is sent again after `request_timeout`
+    /// unanswered. `None` once the controller answered it with a version conflict: the
+    /// LeaderAndIsr that comes with that answer settles it, so it is not sent again (as in
+    /// Kafka, which resends only what got no answer).
+    pub proposal_sent: Option<Tick>,
     /// Fetches held until data comes (`fetch_max_wait`).
     pub parked: Vec<ParkedFetch>,
 }
@@ -107,6 +113,7 @@ impl LeaderState {
     pub fn clear_proposal(&mut self) {
         self.proposed_isr = None;
         self.proposed_broker_epochs.clear();
+        self.proposal_sent = None;
     }
 
     /// The ISR the high watermark is computed over (rule 7): while a change is pending, the
@@ -205,7 +212,15 @@ impl<L: Log> Replica<L> {
                 max_bytes,
             } => effects.push(self.read(id, from, max_entries, max_bytes)),
             Input::Tick => self.on_tick(cfg, &mut effects),
-            Input::Timeout(timer) => self.fire(cfg, timer, &mut effects),
+            Input::Timeout(timer) => {
+                if self
+                    .timers(cfg)
+                    .iter()
+                    .any(|&(running, _)| running == timer)
+                {
+                    self.fire(cfg, timer, &mut effects);
+                }
+            }
             Input::Flushed(_) => self.on_flushed(cfg, &mut effects),
             Input::Stop { clean } => self.stop(cfg, clean, &mut effects),
             Input::Restart => self.restart(),
@@ -225,7 +240,9 @@ impl<L: Log> Replica<L> {
             return;
         }
         match (from, message) {
-            (Node::Controller, Message::LeaderAndIsr(m)) => self.on_leader_and_isr(cfg, &m, effects),
+            (Node::Controller, Message::LeaderAndIsr(m)) => {
+                self.on_leader_and_isr(cfg, &m, effects)
+            }
             (Node::Controller, Message::AlterPartitionResponse(m)) => {
                 self.on_alter_partition_response(cfg, &m, effects)
             }

@@ -92,13 +92,15 @@ impl<L: Log> Replica<L> {
             min_insync_replicas: state.min_insync_replicas,
             followers,
             pending_writes: Vec::new(),
-            proposed_at: self.now,
+            proposal_sent: None,
             parked: Vec::new(),
         });
     }
 
     /// Follows `leader` (nobody, if `None`): reconcile first where the rules ask for it, and
-    /// send the first request at once.
+    /// send the first request at once — unless a request to that same leader is out: its
+    /// answer, which the follower can no longer use, sends the next one (one request out at a
+    /// time).
     pub(super) fn become_follower(
         &mut self,
         cfg: &Config,
@@ -113,13 +115,24 @@ impl<L: Log> Replica<L> {
             (TruncationRule::HighWatermark, _) | (_, None) => FollowerPhase::Fetching,
             (_, Some(latest)) => FollowerPhase::Reconciling { requested: latest },
         };
+        let out = match &self.role {
+            Role::Follower(f)
+                if f.leader == leader && f.awaiting_answer && !self.holds_request() =>
+            {
+                Some(f.last_request)
+            }
+            _ => None,
+        };
         self.drop_held_requests();
         self.role = Role::Follower(FollowerState {
             leader,
             phase,
-            last_request: self.now,
+            last_request: out.unwrap_or(self.now),
+            awaiting_answer: out.is_some(),
         });
-        self.send_request(cfg, effects);
+        if out.is_none() {
+            self.send_request(cfg, effects);
+        }
     }
 
     /// Answers every pending acks=all write with NOT_LEADER, and every fetch it held: this

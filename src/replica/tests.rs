@@ -76,12 +76,17 @@ fn write(r: &mut R, cfg: &Config, id: ProduceId, records: Vec<u64>, acks: Acks) 
 }
 
 fn fetch_from_b2(offset: u64) -> Input<u64> {
+    fetch_from_b2_incarnation(2, offset)
+}
+
+/// A Fetch from b2 as registered with broker epoch `broker_epoch`.
+fn fetch_from_b2_incarnation(broker_epoch: u64, offset: u64) -> Input<u64> {
     Input::Message {
         from: Node::Broker(BrokerId(2)),
         message: Message::Fetch(FetchRequest {
             partition: PartitionId(0),
             replica: BrokerId(2),
-            broker_epoch: BrokerEpoch(2),
+            broker_epoch: BrokerEpoch(broker_epoch),
             current_leader_epoch: LeaderEpoch(1),
             fetch_offset: Offset(offset),
         }),
@@ -107,7 +112,10 @@ fn a_retry_of_held_records_is_acknowledged_with_them_and_appends_nothing() {
         end_offset: Offset(2),
         acks: Acks::All,
     };
-    assert!(r.step(&cfg, Tick(0), retry(2)).is_empty(), "not committed yet");
+    assert!(
+        r.step(&cfg, Tick(0), retry(2)).is_empty(),
+        "not committed yet"
+    );
     assert_eq!(r.log_end_offset(), Offset(2), "nothing appended");
     let effects = r.step(&cfg, Tick(1), fetch_from_b2(2));
     assert_eq!(acknowledged(&effects), vec![1, 2]);
@@ -361,7 +369,12 @@ fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() 
         } else {
             vec![BrokerId(1)]
         };
-        assert_eq!(cached_isr(&r), expected, "{:?}", cfg.rules.unsafe_switches());
+        assert_eq!(
+            cached_isr(&r),
+            expected,
+            "{:?}",
+            cfg.rules.unsafe_switches()
+        );
     }
 }
 
@@ -411,7 +424,10 @@ fn reconciliation_asks_at_once_and_truncates_where_the_logs_part() {
     write(&mut r, &cfg, 1, vec![7, 8], Acks::Leader);
     // b1 leads epoch 2: b2 asks where epoch 1 ends, at once.
     let effects = r.step(&cfg, Tick(0), order(1, 2, 2, &[1, 2], 1));
-    assert!(matches!(sent(&effects)[..], [Message::OffsetForLeaderEpoch(_)]));
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::OffsetForLeaderEpoch(_)]
+    ));
     let answer = Input::Message {
         from: Node::Broker(BrokerId(1)),
         message: Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {
@@ -458,7 +474,9 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
             Message::AlterPartition(req) => Some(req.clone()),
             _ => None,
         });
-        proposals.next().unwrap_or_else(|| panic!("a proposal: {effects:?}"))
+        proposals
+            .next()
+            .unwrap_or_else(|| panic!("a proposal: {effects:?}"))
     };
     let refusal = |req: &crate::message::AlterPartitionRequest| Input::Message {
         from: Node::Controller,
@@ -476,11 +494,38 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
     leader.step(&cfg, Tick(0), refusal(&old));
     // The new incarnation (epoch 3) fetches: the same ISR, the same version, other epochs.
     let new = proposal(&leader.step(&cfg, Tick(0), fetch_as(3)));
-    assert_eq!((&new.new_isr, new.partition_epoch), (&old.new_isr, old.partition_epoch));
+    assert_eq!(
+        (&new.new_isr, new.partition_epoch),
+        (&old.new_isr, old.partition_epoch)
+    );
     // A late duplicate of the old refusal must not cancel the new proposal.
     leader.step(&cfg, Tick(0), refusal(&old));
     assert_eq!(
         leader.leader_state().expect("leads").proposed_isr,
         Some(new.new_isr.clone())
     );
+}
+
+#[test]
+fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7, 8], Acks::Leader);
+    // b2 restarted with an empty log and registered again (epoch 3), and fetches from 0; then
+    // a Fetch its previous incarnation (epoch 2) sent before the crash arrives.
+    leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(3, 0));
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(2, 2));
+    assert!(
+        matches!(
+            sent(&effects)[..],
+            [Message::FetchResponse(FetchResponse {
+                result: Err(crate::error::EpochError::StaleBrokerEpoch),
+                ..
+            })]
+        ),
+        "{effects:?}"
+    );
+    // Counting it would credit b2 with records it lost, and commit them over an ISR where only
+    // the leader holds them.
+    assert_eq!(leader.high_watermark(), Offset(0));
 }

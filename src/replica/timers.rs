@@ -39,10 +39,9 @@ impl<L: Log> Replica<L> {
             }
             Role::Leader(l) => {
                 if l.proposed_isr.is_some() {
-                    timers.push((
-                        Timer::AlterPartition,
-                        after(l.proposed_at, cfg.request_timeout),
-                    ));
+                    if let Some(sent) = l.proposal_sent {
+                        timers.push((Timer::AlterPartition, after(sent, cfg.request_timeout)));
+                    }
                 } else {
                     // `replica_lag_max` is the most a follower may lag: it leaves once it lags
                     // longer, on the tick after.

@@ -161,7 +161,11 @@ impl EtcdStore {
         let granted = self.ask("granting a lease", lease.grant(ttl, None)).await?;
         self.lease = granted.id();
         if granted.ttl() != ttl {
-            warn!(asked = ttl, granted = granted.ttl(), "etcd granted another lease TTL");
+            warn!(
+                asked = ttl,
+                granted = granted.ttl(),
+                "etcd granted another lease TTL"
+            );
         }
         let key = self.key(&format!("controllers/{}", self.me.id));
         let mut kv = self.client.kv_client();
