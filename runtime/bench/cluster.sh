@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|all]
+#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|all]
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
 #   3 partitions at replication factor 1 and 3 (min ISR 2), acks=all, 100-byte records in
@@ -16,6 +16,9 @@
 #   when it shows the new leader that controller elected. Three rounds.
 # metadata: topic creations per second (kafka-python's admin client, one CreateTopics at a
 #   time, TOPICS topics with RF 3), with the file store and with etcd.
+# large: large records on one partition at RF 3 (page cache): LARGE_RECORDS records of each of
+#   LARGE_SIZES bytes (default 100 of 28000, 200000 and 500000), written one per request, then
+#   read back with `isr perf consume` (1 MiB fetches): records/s, MB/s and fetch latency.
 # Environment: RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
 #   controller and the load generator share its cores.
@@ -107,6 +110,24 @@ failover() {
   stop
 }
 
+large() {
+  start page-cache
+  for size in ${LARGE_SIZES:-28000 200000 500000}; do
+    "$ISR" topic create "large$size" --bootstrap "$BOOT" --partitions 1 --replication-factor 3 \
+      --min-insync-replicas 2 >/dev/null
+    sleep 1
+    printf 'record size %-7s produce: ' "$size"
+    "$ISR" perf produce --bootstrap "$BOOT" --topic "large$size" --records "${LARGE_RECORDS:-100}" \
+      --record-size "$size" --batch 1 --acks all | tail -2 | tr '\n' ' '
+    echo
+    printf 'record size %-7s consume: ' "$size"
+    "$ISR" perf consume --bootstrap "$BOOT" --topic "large$size" --records "${LARGE_RECORDS:-100}" |
+      tail -2 | tr '\n' ' '
+    echo
+  done
+  stop
+}
+
 status_field() { # status_field PYTHON-EXPRESSION-OVER-r (the status --json of topic t)
   "$ISR" status t --bootstrap "$BOOT" --json 2>/dev/null |
     python3 -c "import json,sys; r=json.load(sys.stdin); print($1)" 2>/dev/null || true
@@ -168,6 +189,7 @@ case "${1:-all}" in
   failover) failover ;;
   controller-failover) controller_failover ;;
   metadata) metadata ;;
-  all) throughput; failover; controller_failover; metadata ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|all]" >&2; exit 2 ;;
+  large) large ;;
+  all) throughput; failover; controller_failover; metadata; large ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|all]" >&2; exit 2 ;;
 esac

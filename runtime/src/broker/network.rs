@@ -216,8 +216,18 @@ impl Net {
             .iter()
             .map(|(&id, b)| (id, b.address.clone()))
             .collect();
-        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+        self.keep(view);
         self.on_address_book(book);
+    }
+
+    /// Keeps `view` as this broker's metadata, and has the replica thread drop the partitions
+    /// it says were deleted.
+    fn keep(&self, view: ClusterView) {
+        let _ = self.host.send(Command::Retire {
+            next_partition: view.next_partition,
+            live: view.partitions.keys().copied().collect(),
+        });
+        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
     }
 
     /// The cluster's metadata as this broker knows it: the controller's last push, or, before
@@ -239,7 +249,7 @@ impl Net {
     pub async fn ask_metadata(&self) -> Result<ClusterView, AdminError> {
         match self.controller_metadata().await? {
             Response::Metadata(view) => {
-                *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view.clone());
+                self.keep(view.clone());
                 Ok(view)
             }
             other => Err(AdminError::Unavailable(format!(

@@ -42,6 +42,9 @@ pub struct ClusterArgs {
     /// Passed to every broker.
     #[arg(long, value_enum, default_value = "always")]
     pub flush: crate::broker::Flush,
+    /// Passed to every broker.
+    #[command(flatten)]
+    pub topics: crate::broker::TopicDefaults,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -139,28 +142,27 @@ async fn start_all(
         crate::broker::Flush::PageCache => "page-cache",
     };
     let mut bootstrap = Vec::new();
+    let topic_flags = args.topics.to_args();
     for i in 1..=args.brokers {
         let id = i.to_string();
         let dir = args.dir.join(format!("broker-{i}"));
-        let address = start(
-            &format!("broker {i}"),
-            &dir,
-            &[
-                "broker",
-                "--id",
-                &id,
-                "--listen",
-                &addr(args.controllers + i - 1),
-                "--controller",
-                &controller,
-                "--flush",
-                flush,
-                "--dir",
-                &dir.to_string_lossy(),
-            ],
-            running,
-        )
-        .await?;
+        let listen = addr(args.controllers + i - 1);
+        let dir_arg = dir.to_string_lossy().to_string();
+        let mut flags = vec![
+            "broker",
+            "--id",
+            &id,
+            "--listen",
+            &listen,
+            "--controller",
+            &controller,
+            "--flush",
+            flush,
+            "--dir",
+            &dir_arg,
+        ];
+        flags.extend(topic_flags.iter().map(String::as_str));
+        let address = start(&format!("broker {i}"), &dir, &flags, running).await?;
         bootstrap.push(address);
     }
     wait_until_registered(&controller, args.brokers).await;

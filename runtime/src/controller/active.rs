@@ -339,17 +339,36 @@ impl Active<'_> {
                 info!(topic = %spec.name, partitions = spec.partitions, "topic created");
                 Ok(Response::Done)
             }
+            Request::DeleteTopic(topic) => {
+                next.delete_topic(&topic)?;
+                self.commit(next, Vec::new()).await?;
+                info!(%topic, "topic deleted");
+                Ok(Response::Done)
+            }
+            Request::CreatePartitions { topic, total } => {
+                let effects = next.create_partitions(&topic, total)?;
+                self.commit(next, effects).await?;
+                info!(%topic, total, "partitions added");
+                Ok(Response::Done)
+            }
+            Request::AlterConfigs {
+                resource,
+                ops,
+                replace,
+            } => {
+                let effects = next.alter_configs(&self.cfg, &resource, &ops, replace)?;
+                self.commit(next, effects).await?;
+                info!(?resource, ?ops, replace, "configs changed");
+                Ok(Response::Done)
+            }
             Request::CommitOffset {
                 group,
                 topic,
                 partition,
                 offset,
+                metadata,
             } => {
-                let id = self
-                    .view()
-                    .partition_id(&topic, partition)
-                    .ok_or(AdminError::UnknownTopicOrPartition)?;
-                next.controller.commit_offset(&group, id, offset);
+                next.commit_offset(&group, &topic, partition, offset, metadata)?;
                 self.commit(next, Vec::new()).await?;
                 Ok(Response::Done)
             }
@@ -357,14 +376,19 @@ impl Active<'_> {
                 group,
                 topic,
                 partition,
-            } => {
-                let id = self
-                    .view()
-                    .partition_id(&topic, partition)
-                    .ok_or(AdminError::UnknownTopicOrPartition)?;
-                Ok(Response::Offset(
-                    self.meta.controller.committed_offset(&group, id),
-                ))
+            } => Ok(Response::Offset(
+                self.meta.committed(&group, &topic, partition)?,
+            )),
+            Request::GroupOffsets { group } => {
+                Ok(Response::GroupOffsets(self.meta.group_offsets(&group)))
+            }
+            Request::OffsetGroups => Ok(Response::Groups(
+                self.meta.controller.offset_groups().into_iter().collect(),
+            )),
+            Request::DeleteOffsets { group, partitions } => {
+                next.delete_offsets(&group, partitions.as_deref());
+                self.commit(next, Vec::new()).await?;
+                Ok(Response::Done)
             }
             Request::AllocateProducerId => {
                 let id = next.next_producer_id;

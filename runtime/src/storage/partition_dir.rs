@@ -62,6 +62,14 @@ impl PartitionDir {
         Ok((log, hw))
     }
 
+    /// Removes the directory and everything in it (the partition was deleted).
+    pub fn remove(&self) -> io::Result<()> {
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => self.path.parent().map_or(Ok(()), super::sync_dir),
+        }
+    }
+
     pub fn save_high_watermark(&self, hw: Offset) -> Result<(), CheckpointError> {
         checkpoint::write(&self.path.join(HIGH_WATERMARK), &hw)
     }

@@ -7,8 +7,8 @@
 use super::StoreError;
 use crate::controller::metadata::Metadata;
 
-/// The format this isr writes and reads.
-pub const FORMAT: u16 = 1;
+/// The format this isr writes and reads: 2 added topic and broker configs and commit metadata.
+pub const FORMAT: u16 = 2;
 const MAGIC: &[u8; 4] = b"ISRM";
 
 pub fn encode(metadata: &Metadata) -> Vec<u8> {

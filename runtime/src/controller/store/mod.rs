@@ -251,7 +251,7 @@ mod tests {
                 name: format!("topic-{t}"),
                 partitions: 1,
                 replication_factor: 3,
-                min_insync_replicas: None,
+                configs: Default::default(),
             };
             metadata.create_topic(&cfg, &spec).expect("topic");
         }
