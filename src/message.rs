@@ -163,6 +163,20 @@ impl<R> Message<R> {
             Message::BrokerHeartbeat { .. } => "BrokerHeartbeat",
         }
     }
+
+    /// The partition a message is about; `None` for the broker-wide ones.
+    pub fn partition(&self) -> Option<PartitionId> {
+        match self {
+            Message::Fetch(m) => Some(m.partition),
+            Message::FetchResponse(m) => Some(m.partition),
+            Message::OffsetForLeaderEpoch(m) => Some(m.partition),
+            Message::OffsetForLeaderEpochResponse(m) => Some(m.partition),
+            Message::AlterPartition(m) => Some(m.partition),
+            Message::AlterPartitionResponse(m) => Some(m.partition),
+            Message::LeaderAndIsr(m) => Some(m.partition),
+            Message::BrokerRegistration { .. } | Message::BrokerHeartbeat { .. } => None,
+        }
+    }
 }
 
 /// A message with its sender and receiver.
