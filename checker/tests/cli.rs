@@ -50,8 +50,8 @@ fn a_counterexample_prints_as_numbered_steps_and_as_mermaid() {
     let out = isr_check(&["check", "unclean-election"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("counterexample for CommittedRecordsSurviveLeaderFailure (8 steps)"));
-    assert!(text.contains("8. "), "{text}");
+    assert!(text.contains("counterexample for CommittedRecordsSurviveLeaderFailure (9 steps)"));
+    assert!(text.contains("9. "), "{text}");
     assert!(text.contains("controller: c1: leader"), "{text}");
     assert!(text.contains("0:1:1"), "{text}");
     let out = isr_check(&["check", "unclean-election", "--format", "mermaid"]);
@@ -106,7 +106,7 @@ fn mermaid_output_is_one_diagram_with_the_report_as_comments() {
     assert_eq!(text.matches("sequenceDiagram").count(), 1, "{text}");
     assert!(text.contains("%% verdict: as expected"), "{text}");
     assert!(
-        text.contains("%% counterexample for CommittedRecordsSurviveLeaderFailure (8 steps)"),
+        text.contains("%% counterexample for CommittedRecordsSurviveLeaderFailure (9 steps)"),
         "{text}"
     );
     assert!(
