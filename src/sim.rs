@@ -168,6 +168,27 @@ impl fmt::Display for Action {
     }
 }
 
+impl Action {
+    /// The message in flight the action names.
+    pub fn message(&self) -> Option<&Envelope<Record>> {
+        match self {
+            Action::Deliver(e)
+            | Action::Drop(e)
+            | Action::Duplicate(e)
+            | Action::ZombieDeliver(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether the action takes its message off the network (every one but `Duplicate`).
+    pub fn takes_message(&self) -> bool {
+        matches!(
+            self,
+            Action::Deliver(_) | Action::Drop(_) | Action::ZombieDeliver(_)
+        )
+    }
+}
+
 /// The candidates `controller` may elect now: its partition is leaderless and below the leader
 /// epoch bound.
 fn electable(cfg: &Config, bounds: &Bounds, controller: &Controller) -> Vec<BrokerId> {
@@ -340,7 +361,7 @@ impl Cluster {
         // The initial LeaderAndIsr arrive at once: the interesting interleavings come later.
         for effect in announce {
             if let Effect::Send(envelope) = effect {
-                cluster.deliver(cfg, envelope);
+                cluster.deliver(cfg, &envelope);
             }
         }
         cluster
@@ -381,107 +402,96 @@ impl Cluster {
         (0..self.replicas.len() as u32).map(BrokerId)
     }
 
-    /// Whether broker `b` has a request to its leader, or the answer to one, in flight.
-    fn request_in_flight(&self, b: BrokerId) -> bool {
-        self.network.iter().any(|e| match &e.message {
-            Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
-            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
-                e.to == Node::Broker(b)
-            }
-            _ => false,
-        })
-    }
-
-    /// Every action enabled in this state within `bounds`, in a deterministic order.
-    pub fn actions(&self, cfg: &Config, bounds: &Bounds) -> Vec<Action> {
-        let mut actions = Vec::new();
+    /// The enabled actions that do not depend on the messages in flight, and where those that
+    /// do go: see [`Menu`].
+    pub fn menu(&self, cfg: &Config, bounds: &Bounds) -> Menu {
+        let mut brokers = Vec::new();
         for b in self.brokers() {
             let r = self.replica(b);
+            let mut before = Vec::new();
             if r.is_leader() && self.written < bounds.records {
-                actions.push(Action::LeaderWrite(b));
+                before.push(Action::LeaderWrite(b));
             }
-            if r.next_request().is_some() && !self.request_in_flight(b) {
-                actions.push(Action::FollowerFetch(b));
-            }
+            let mut after = Vec::new();
             if let Some(l) = r.leader_state() {
                 if l.proposed_isr.is_none() {
                     for &follower in l.isr.iter().filter(|&&f| f != b) {
-                        actions.push(Action::LeaderShrinkIsr {
+                        after.push(Action::LeaderShrinkIsr {
                             leader: b,
                             follower,
                         });
                     }
                 }
                 if bounds.consumer && self.consumer_offset < r.high_watermark() {
-                    actions.push(Action::ConsumerRead(b));
+                    after.push(Action::ConsumerRead(b));
                 }
             }
+            brokers.push(BrokerMenu {
+                before,
+                fetches: r.next_request().is_some(),
+                after,
+            });
         }
-        let mut previous = None;
-        for e in &self.network {
-            if previous == Some(e) {
-                continue; // a duplicate: delivering either copy is the same step
-            }
-            previous = Some(e);
-            actions.push(Action::Deliver(e.clone()));
-            if self.drops < bounds.drops {
-                actions.push(Action::Drop(e.clone()));
-            }
-            if self.duplicates < bounds.duplicates {
-                actions.push(Action::Duplicate(e.clone()));
-            }
-        }
+        let mut later = Vec::new();
         for b in self.brokers() {
             let r = self.replica(b);
             if r.is_online() {
                 if self.clean_crashes < bounds.clean_crashes {
-                    actions.push(Action::CleanShutdown(b));
+                    later.push(Action::CleanShutdown(b));
                 }
                 if self.unclean_crashes < bounds.unclean_crashes {
-                    actions.push(Action::UncleanCrash(b));
+                    later.push(Action::UncleanCrash(b));
                 }
                 if !self.controller.is_alive(b) {
                     for elects in self.registration_choices(cfg, b, true) {
-                        actions.push(Action::Reregister { broker: b, elects });
+                        later.push(Action::Reregister { broker: b, elects });
                     }
                 } else if self.session_expiries < bounds.session_expiries {
-                    actions.push(Action::ControllerShrinkIsr(b));
+                    later.push(Action::ControllerShrinkIsr(b));
                 }
                 if bounds.background_flush && r.log().flushed_offset() < r.log_end_offset() {
-                    actions.push(Action::Flush(b));
+                    later.push(Action::Flush(b));
                 }
             } else {
                 if self.controller.is_alive(b) {
-                    actions.push(Action::ControllerShrinkIsr(b));
+                    later.push(Action::ControllerShrinkIsr(b));
                 }
                 let clean = self.last_stop_clean[b.0 as usize];
                 for elects in self.registration_choices(cfg, b, clean) {
-                    actions.push(Action::Restart { broker: b, elects });
+                    later.push(Action::Restart { broker: b, elects });
                 }
             }
         }
         for b in electable(cfg, bounds, &self.controller) {
-            actions.push(Action::ControllerElectLeader(b));
+            later.push(Action::ControllerElectLeader(b));
         }
         if self.controller_failovers < bounds.controller_failovers {
-            actions.push(Action::ControllerFailover);
+            later.push(Action::ControllerFailover);
         }
         if let Some(zombie) = &self.zombie {
             for b in zombie.alive_brokers() {
-                actions.push(Action::ZombieShrinkIsr(b));
+                later.push(Action::ZombieShrinkIsr(b));
             }
             for b in electable(cfg, bounds, zombie) {
-                actions.push(Action::ZombieElectLeader(b));
-            }
-            let mut previous = None;
-            for e in self.network.iter().filter(|e| e.to == Node::Controller) {
-                if previous != Some(e) {
-                    actions.push(Action::ZombieDeliver(e.clone()));
-                }
-                previous = Some(e);
+                later.push(Action::ZombieElectLeader(b));
             }
         }
-        actions
+        Menu {
+            brokers,
+            drops: self.drops < bounds.drops,
+            duplicates: self.duplicates < bounds.duplicates,
+            later,
+            zombie: self.zombie.is_some(),
+        }
+    }
+
+    /// Every action enabled in this state within `bounds`, in a deterministic order.
+    pub fn actions(&self, cfg: &Config, bounds: &Bounds) -> Vec<Action> {
+        let menu = self.menu(cfg, bounds);
+        menu.choices(&self.network, |e| e)
+            .into_iter()
+            .map(|c| c.action(&self.network, |e| e))
+            .collect()
     }
 
     /// Who the registration of `b` may elect: each candidate, or `None` when it elects nobody.
@@ -503,6 +513,39 @@ impl Cluster {
 
     /// Takes one step. Actions that are not enabled change nothing.
     pub fn apply(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) {
+        let traffic = match action.message() {
+            Some(e) if !self.network.contains(e) => {
+                self.observe();
+                Traffic::default()
+            }
+            Some(e) => {
+                if action.takes_message() {
+                    if let Some(at) = self.network.iter().position(|x| x == e) {
+                        self.network.remove(at);
+                    }
+                }
+                self.act(cfg, bounds, action)
+            }
+            None => self.act(cfg, bounds, action),
+        };
+        carry(
+            cfg,
+            &self.replicas,
+            &mut self.network,
+            traffic.closed,
+            traffic.sent,
+            |e| e,
+        );
+    }
+
+    /// What `action` does to everything but the network: the nodes, the budgets and the ghost
+    /// state. It neither reads nor changes `network`: the message an action names must be in
+    /// flight, and [`Action::takes_message`] says whether the caller takes it off first; what
+    /// the step does to the network comes back as [`Traffic`], for [`carry`]. [`Cluster::apply`]
+    /// is the two together; a search engine runs this part once for all the states that differ
+    /// only in their messages.
+    pub fn act(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) -> Traffic {
+        let mut closed = None;
         let effects = match action {
             Action::LeaderWrite(b) => {
                 let record = self.written + 1;
@@ -524,23 +567,14 @@ impl Cluster {
                 .map(Effect::Send)
                 .into_iter()
                 .collect(),
-            Action::Deliver(e) => match self.take(e) {
-                Some(e) => self.deliver(cfg, e),
-                None => Vec::new(),
-            },
-            Action::Drop(e) => {
-                if self.take(e).is_some() {
-                    self.drops += 1;
-                }
+            Action::Deliver(e) => self.deliver(cfg, e),
+            Action::Drop(_) => {
+                self.drops += 1;
                 Vec::new()
             }
             Action::Duplicate(e) => {
-                if self.network.contains(e) {
-                    self.duplicates += 1;
-                    vec![Effect::Send(e.clone())]
-                } else {
-                    Vec::new()
-                }
+                self.duplicates += 1;
+                vec![Effect::Send(e.clone())]
             }
             Action::LeaderShrinkIsr { leader, follower } => self
                 .replica_mut(*leader)
@@ -557,10 +591,12 @@ impl Cluster {
                 self.active_step(|c| c.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default())
             }
             Action::CleanShutdown(b) => {
+                closed = Some(*b);
                 self.stop(*b, true);
                 self.replica_mut(*b).clean_shutdown()
             }
             Action::UncleanCrash(b) => {
+                closed = Some(*b);
                 self.stop(*b, false);
                 self.replica_mut(*b).crash();
                 Vec::new()
@@ -607,16 +643,16 @@ impl Cluster {
             Action::ZombieElectLeader(b) => self.zombie_step(cfg, |z| {
                 z.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default()
             }),
-            Action::ZombieDeliver(e) => match self.take(e) {
-                Some(Envelope {
-                    message: Message::AlterPartition(req),
-                    ..
-                }) => self.zombie_step(cfg, |z| z.on_alter_partition(cfg, &req)),
+            Action::ZombieDeliver(e) => match &e.message {
+                Message::AlterPartition(req) => {
+                    self.zombie_step(cfg, |z| z.on_alter_partition(cfg, req))
+                }
                 _ => Vec::new(),
             },
         };
-        self.route(effects);
-        self.observe(cfg);
+        let sent = self.route(effects);
+        self.observe();
+        Traffic { closed, sent }
     }
 
     /// A step of the active controller. It holds the role, so the store takes its write: a
@@ -673,14 +709,7 @@ impl Cluster {
         })
     }
 
-    /// Removes one copy of `e` from the network.
-    fn take(&mut self, e: &Envelope<Record>) -> Option<Envelope<Record>> {
-        let i = self.network.iter().position(|x| x == e)?;
-        Some(self.network.remove(i))
-    }
-
-    /// A broker stops: its budget is spent and its connections close, losing what was in flight
-    /// to it.
+    /// A broker stops: its budget is spent (its connections close: see [`Traffic::closed`]).
     fn stop(&mut self, b: BrokerId, clean: bool) {
         if clean {
             self.clean_crashes += 1;
@@ -688,11 +717,10 @@ impl Cluster {
             self.unclean_crashes += 1;
         }
         self.last_stop_clean[b.0 as usize] = clean;
-        self.network.retain(|e| e.to != Node::Broker(b));
     }
 
     /// Hands a message to its receiver's transition.
-    fn deliver(&mut self, cfg: &Config, e: Envelope<Record>) -> Effects<Record> {
+    fn deliver(&mut self, cfg: &Config, e: &Envelope<Record>) -> Effects<Record> {
         let now = Tick(0);
         let Node::Broker(to) = e.to else {
             return match &e.message {
@@ -723,18 +751,13 @@ impl Cluster {
         }
     }
 
-    /// Carries out effects: messages join the network (unless their receiver is down), and
-    /// acknowledgements join the history.
-    fn route(&mut self, effects: Effects<Record>) {
+    /// Carries out effects: acknowledgements join the history, and the messages sent are
+    /// returned for the network ([`carry`]).
+    fn route(&mut self, effects: Effects<Record>) -> Vec<Envelope<Record>> {
+        let mut sent = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Send(e) => {
-                    let down = matches!(e.to, Node::Broker(b) if !self.replica(b).is_online());
-                    if !down {
-                        let at = self.network.partition_point(|x| x <= &e);
-                        self.network.insert(at, e);
-                    }
-                }
+                Effect::Send(e) => sent.push(e),
                 Effect::Acknowledge {
                     id, base_offset, ..
                 } => {
@@ -752,18 +775,12 @@ impl Cluster {
                 | Effect::HighWatermark { .. } => {}
             }
         }
+        sent
     }
 
-    /// Updates the ghost state after a step, and discards the messages their receiver will
-    /// ignore forever ([`Replica::ignores_forever`]): delivering one is a step that changes
-    /// nothing, so every pruned state is one the unpruned network reaches too, and the
-    /// properties never look at the network.
-    fn observe(&mut self, cfg: &Config) {
-        let replicas = &self.replicas;
-        self.network.retain(|e| match e.to {
-            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(cfg, &e.message),
-            Node::Controller => true,
-        });
+    /// Updates the ghost state after a step: the history of commits, and which restarted
+    /// replicas are back in the ISR.
+    fn observe(&mut self) {
         self.history.observe_commits(&self.replicas);
         if let Some(state) = self.controller.partition(PARTITION) {
             let back: Vec<BrokerId> = self
@@ -778,6 +795,181 @@ impl Cluster {
             for b in back {
                 self.awaiting_rejoin.remove(&b);
             }
+        }
+    }
+}
+
+/// What a step ([`Cluster::act`]) does to the messages in flight, besides taking the message it
+/// names off the network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// A broker that stopped: its connections close, so everything in flight *to* it is lost
+    /// (what it sent stays in flight).
+    pub closed: Option<BrokerId>,
+    /// The messages sent, in order. Those to a broker that is down are lost.
+    pub sent: Vec<Envelope<Record>>,
+}
+
+/// Carries out a step's [`Traffic`] on a network (sorted, as [`Cluster::network`]; `envelope`
+/// reads a message of it): closes the stopped broker's connections, adds the messages sent to
+/// running brokers and the controller, and discards the messages their receiver will ignore
+/// forever ([`Replica::ignores_forever`]): delivering one is a step that changes nothing, so
+/// every pruned state is one the unpruned network reaches too, and the properties never look at
+/// the network. `replicas` are the brokers after the step.
+pub fn carry<M>(
+    cfg: &Config,
+    replicas: &[Replica<MemLog<Record>>],
+    network: &mut Vec<M>,
+    closed: Option<BrokerId>,
+    sent: impl IntoIterator<Item = impl Into<M>>,
+    envelope: impl Fn(&M) -> &Envelope<Record>,
+) {
+    if let Some(b) = closed {
+        network.retain(|m| envelope(m).to != Node::Broker(b));
+    }
+    for m in sent {
+        let m: M = m.into();
+        let e = envelope(&m);
+        let down = matches!(e.to, Node::Broker(b) if !replicas[b.0 as usize].is_online());
+        if !down {
+            let at = network.partition_point(|x| envelope(x) <= e);
+            network.insert(at, m);
+        }
+    }
+    network.retain(|m| {
+        let e = envelope(m);
+        match e.to {
+            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(cfg, &e.message),
+            Node::Controller => true,
+        }
+    });
+}
+
+/// Whether `e` is a request of broker `b` to its leader, or the answer to one: while one is in
+/// flight, `b` sends no other (its FollowerFetch waits).
+fn request_of(e: &Envelope<Record>, b: BrokerId) -> bool {
+    match &e.message {
+        Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
+        Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
+            e.to == Node::Broker(b)
+        }
+        _ => false,
+    }
+}
+
+/// The enabled actions of a cluster apart from its messages in flight ([`Cluster::menu`]):
+/// those that depend on the messages are filled in by [`Menu::choices`] for a given network, in
+/// the order of [`Cluster::actions`]. A search engine keeps one menu for all the states that
+/// differ only in their messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Menu {
+    /// Per broker, in broker order.
+    brokers: Vec<BrokerMenu>,
+    /// Whether a message may be lost, or copied.
+    drops: bool,
+    duplicates: bool,
+    /// The actions listed after the messages: stops, restarts, registrations, fencing,
+    /// elections, failovers, the zombie's shrinks and elections.
+    later: Vec<Action>,
+    /// Whether a zombie may take a message to the controller (listed last).
+    zombie: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct BrokerMenu {
+    /// Listed before its FollowerFetch: a producer write.
+    before: Vec<Action>,
+    /// Whether it has a request to send (it follows a known leader): it may, unless a request
+    /// or answer of its is in flight.
+    fetches: bool,
+    /// Listed after: its ISR shrinks, a consumer read.
+    after: Vec<Action>,
+}
+
+/// An enabled action, naming a message in flight by its index in the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice<'m> {
+    /// An action that names no message in flight.
+    Listed(&'m Action),
+    /// `FollowerFetch` of this broker.
+    Fetch(BrokerId),
+    Deliver(usize),
+    Drop(usize),
+    Duplicate(usize),
+    ZombieDeliver(usize),
+}
+
+impl Menu {
+    /// The enabled actions when `network` is in flight (sorted, as [`Cluster::network`];
+    /// `envelope` reads a message of it), in the order of [`Cluster::actions`]. Of equal
+    /// messages only the first is named: delivering either copy is the same step.
+    pub fn choices<M>(
+        &self,
+        network: &[M],
+        envelope: impl Fn(&M) -> &Envelope<Record>,
+    ) -> Vec<Choice<'_>> {
+        let mut out = Vec::new();
+        for (b, menu) in self.brokers.iter().enumerate() {
+            let b = BrokerId(b as u32);
+            out.extend(menu.before.iter().map(Choice::Listed));
+            if menu.fetches && !network.iter().any(|m| request_of(envelope(m), b)) {
+                out.push(Choice::Fetch(b));
+            }
+            out.extend(menu.after.iter().map(Choice::Listed));
+        }
+        let mut previous = None;
+        for (i, m) in network.iter().enumerate() {
+            let e = envelope(m);
+            if previous == Some(e) {
+                continue;
+            }
+            previous = Some(e);
+            out.push(Choice::Deliver(i));
+            if self.drops {
+                out.push(Choice::Drop(i));
+            }
+            if self.duplicates {
+                out.push(Choice::Duplicate(i));
+            }
+        }
+        out.extend(self.later.iter().map(Choice::Listed));
+        if self.zombie {
+            let mut previous = None;
+            for (i, m) in network.iter().enumerate() {
+                let e = envelope(m);
+                if e.to != Node::Controller || previous == Some(e) {
+                    continue;
+                }
+                previous = Some(e);
+                out.push(Choice::ZombieDeliver(i));
+            }
+        }
+        out
+    }
+}
+
+impl Choice<'_> {
+    /// The action itself, for the network the choice was made from.
+    pub fn action<M>(&self, network: &[M], envelope: impl Fn(&M) -> &Envelope<Record>) -> Action {
+        let e = |i: usize| envelope(&network[i]).clone();
+        match *self {
+            Choice::Listed(a) => a.clone(),
+            Choice::Fetch(b) => Action::FollowerFetch(b),
+            Choice::Deliver(i) => Action::Deliver(e(i)),
+            Choice::Drop(i) => Action::Drop(e(i)),
+            Choice::Duplicate(i) => Action::Duplicate(e(i)),
+            Choice::ZombieDeliver(i) => Action::ZombieDeliver(e(i)),
+        }
+    }
+
+    /// The message in flight the action names, by its index.
+    pub fn message(&self) -> Option<usize> {
+        match *self {
+            Choice::Listed(_) | Choice::Fetch(_) => None,
+            Choice::Deliver(i)
+            | Choice::Drop(i)
+            | Choice::Duplicate(i)
+            | Choice::ZombieDeliver(i) => Some(i),
         }
     }
 }
