@@ -39,14 +39,32 @@ impl<R: Ord> Default for History<R> {
 impl<R: Ord + Clone> History<R> {
     /// Records as committed everything below the high watermark of every replica that believes
     /// it leads. Call after every step.
-    pub fn observe_commits<L: Log<Record = R>>(&mut self, replicas: &[Replica<L>]) {
-        for r in replicas.iter().filter(|r| r.is_leader()) {
+    pub fn observe_commits<'r, L: Log<Record = R> + 'r>(
+        &mut self,
+        replicas: impl IntoIterator<Item = &'r Replica<L>>,
+    ) {
+        let new = self.new_commits(replicas);
+        self.committed.extend(new);
+    }
+
+    /// What [`History::observe_commits`] would add: the entries below the high watermark of a
+    /// replica that believes it leads that are not recorded as committed yet.
+    pub fn new_commits<'r, L: Log<Record = R> + 'r>(
+        &self,
+        replicas: impl IntoIterator<Item = &'r Replica<L>>,
+    ) -> Vec<(Offset, Entry<R>)> {
+        let mut new = Vec::new();
+        for r in replicas.into_iter().filter(|r| r.is_leader()) {
             for o in 0..r.high_watermark().0 {
                 if let Some(entry) = r.entry(Offset(o)) {
-                    self.committed.insert((Offset(o), entry));
+                    let commit = (Offset(o), entry);
+                    if !self.committed.contains(&commit) && !new.contains(&commit) {
+                        new.push(commit);
+                    }
                 }
             }
         }
+        new
     }
 }
 
@@ -57,7 +75,7 @@ where
 {
     pub partition: PartitionId,
     pub controller: &'a Controller,
-    pub replicas: &'a [Replica<L>],
+    pub replicas: Vec<&'a Replica<L>>,
     pub history: &'a History<L::Record>,
 }
 
@@ -184,7 +202,7 @@ where
     L::Record: Ord,
 {
     fn replica(&self, id: BrokerId) -> Option<&Replica<L>> {
-        self.replicas.iter().find(|r| r.id() == id)
+        self.replicas.iter().copied().find(|r| r.id() == id)
     }
 
     /// The controller's ISR for the partition.
@@ -220,7 +238,7 @@ where
     F: Fn(&Replica<L>) -> BTreeSet<BrokerId>,
     V: Fn(BrokerId, BrokerId, Offset, Offset) -> Violation,
 {
-    for leader in view.replicas.iter().filter(|r| r.is_leader()) {
+    for &leader in view.replicas.iter().filter(|r| r.is_leader()) {
         let hw = leader.high_watermark();
         for member in isr_of(leader) {
             let Some(m) = view.replica(member).filter(|m| m.is_online()) else {
@@ -313,8 +331,8 @@ pub fn log_matching<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
 where
     L::Record: Ord,
 {
-    for (i, a) in view.replicas.iter().enumerate() {
-        for b in &view.replicas[i + 1..] {
+    for (i, &a) in view.replicas.iter().enumerate() {
+        for &b in &view.replicas[i + 1..] {
             let hw = a.high_watermark().min(b.high_watermark());
             if let Some(offset) = first_difference(a, b, hw) {
                 return Err(Violation::LogMatching {

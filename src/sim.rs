@@ -7,8 +7,9 @@
 //! a network that delays, reorders, duplicates and drops, crashes with budgets, bounds — and the
 //! ghost state the properties read.
 //!
-//! It is pure, `Clone + Hash + Eq`, and cheap to clone (logs share structure), so a model checker
-//! can hold millions of clusters.
+//! It is pure, `Clone + Hash + Eq`, and cheap to clone: replicas, controllers and the history are
+//! shared between clones until one of them changes (copy on write), so a model checker can hold
+//! millions of clusters and a step copies only what it changes.
 
 use crate::config::Config;
 use crate::controller::Controller;
@@ -20,6 +21,7 @@ use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 /// Records in the simulation are small numbers: the n-th record written is `n`.
 pub type Record = u8;
@@ -289,20 +291,20 @@ pub fn set(s: &BTreeSet<BrokerId>) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cluster {
     /// Replica of broker `i` at index `i`.
-    pub replicas: Vec<Replica<MemLog<Record>>>,
+    pub replicas: Vec<Arc<Replica<MemLog<Record>>>>,
     /// The active controller: the one that holds the controller role.
-    pub controller: Controller,
+    pub controller: Arc<Controller>,
     /// The controller that lost the role and has not noticed: it acts on its in-memory state
     /// until the store refuses it (rule 11). At most one: a second failover lets the older
     /// zombie go.
-    pub zombie: Option<Controller>,
+    pub zombie: Option<Arc<Controller>>,
     /// What the store holds when it is not the active controller's state: only a zombie's
     /// unfenced write (`controller-fencing=off`) can make it differ, until the active
     /// controller's next write. The next controller takes over from it.
-    pub stale_store: Option<Controller>,
+    pub stale_store: Option<Arc<Controller>>,
     /// Messages in flight: a multiset, kept sorted so equal networks are equal values.
     pub network: Vec<Envelope<Record>>,
-    pub history: History<Record>,
+    pub history: Arc<History<Record>>,
     /// Records written so far (the next one is `written + 1`).
     pub written: u8,
     /// The consumer's position.
@@ -328,13 +330,13 @@ impl Cluster {
         let n = bounds.replicas;
         let mut cluster = Cluster {
             replicas: (0..n)
-                .map(|b| Replica::new(BrokerId(b), PARTITION, MemLog::new()))
+                .map(|b| Arc::new(Replica::new(BrokerId(b), PARTITION, MemLog::new())))
                 .collect(),
-            controller: Controller::new(),
+            controller: Arc::new(Controller::new()),
             zombie: None,
             stale_store: None,
             network: Vec::new(),
-            history: History::default(),
+            history: Arc::default(),
             written: 0,
             consumer_offset: Offset(0),
             last_stop_clean: vec![true; n as usize],
@@ -347,15 +349,13 @@ impl Cluster {
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
         };
+        let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
             let _: Effects<Record> =
-                cluster
-                    .controller
-                    .on_broker_registration(cfg, Tick(0), BrokerId(b), true);
+                controller.on_broker_registration(cfg, Tick(0), BrokerId(b), true);
         }
         let assigned = (0..n).map(BrokerId).collect();
-        let announce = cluster
-            .controller
+        let announce = controller
             .create_partition(PARTITION, assigned, cfg.min_insync_replicas)
             .expect("a fresh cluster has every broker alive");
         // The initial LeaderAndIsr arrive at once: the interesting interleavings come later.
@@ -370,9 +370,9 @@ impl Cluster {
     /// Every controller state in the cluster: the active controller's, the zombie's and a stale
     /// store's. Bounds on partition changes apply to each.
     pub fn controllers(&self) -> impl Iterator<Item = &Controller> {
-        std::iter::once(&self.controller)
-            .chain(self.zombie.as_ref())
-            .chain(self.stale_store.as_ref())
+        std::iter::once(&*self.controller)
+            .chain(self.zombie.as_deref())
+            .chain(self.stale_store.as_deref())
     }
 
     /// A snapshot for the invariants.
@@ -380,7 +380,7 @@ impl Cluster {
         ClusterView {
             partition: PARTITION,
             controller: &self.controller,
-            replicas: &self.replicas,
+            replicas: self.replicas.iter().map(|r| &**r).collect(),
             history: &self.history,
         }
     }
@@ -395,7 +395,7 @@ impl Cluster {
     }
 
     fn replica_mut(&mut self, b: BrokerId) -> &mut Replica<MemLog<Record>> {
-        &mut self.replicas[b.0 as usize]
+        Arc::make_mut(&mut self.replicas[b.0 as usize])
     }
 
     fn brokers(&self) -> impl Iterator<Item = BrokerId> {
@@ -405,78 +405,79 @@ impl Cluster {
     /// The enabled actions that do not depend on the messages in flight, and where those that
     /// do go: see [`Menu`].
     pub fn menu(&self, cfg: &Config, bounds: &Bounds) -> Menu {
+        let mut listed = Vec::new();
         let mut brokers = Vec::new();
         for b in self.brokers() {
             let r = self.replica(b);
-            let mut before = Vec::new();
             if r.is_leader() && self.written < bounds.records {
-                before.push(Action::LeaderWrite(b));
+                listed.push(Action::LeaderWrite(b));
             }
-            let mut after = Vec::new();
+            let fetch_at = listed.len();
             if let Some(l) = r.leader_state() {
                 if l.proposed_isr.is_none() {
                     for &follower in l.isr.iter().filter(|&&f| f != b) {
-                        after.push(Action::LeaderShrinkIsr {
+                        listed.push(Action::LeaderShrinkIsr {
                             leader: b,
                             follower,
                         });
                     }
                 }
                 if bounds.consumer && self.consumer_offset < r.high_watermark() {
-                    after.push(Action::ConsumerRead(b));
+                    listed.push(Action::ConsumerRead(b));
                 }
             }
             brokers.push(BrokerMenu {
-                before,
+                fetch_at,
                 fetches: r.next_request().is_some(),
-                after,
+                end: listed.len(),
             });
         }
-        let mut later = Vec::new();
+        let later = listed.len();
         for b in self.brokers() {
             let r = self.replica(b);
             if r.is_online() {
                 if self.clean_crashes < bounds.clean_crashes {
-                    later.push(Action::CleanShutdown(b));
+                    listed.push(Action::CleanShutdown(b));
                 }
                 if self.unclean_crashes < bounds.unclean_crashes {
-                    later.push(Action::UncleanCrash(b));
+                    listed.push(Action::UncleanCrash(b));
                 }
                 if !self.controller.is_alive(b) {
                     for elects in self.registration_choices(cfg, b, true) {
-                        later.push(Action::Reregister { broker: b, elects });
+                        listed.push(Action::Reregister { broker: b, elects });
                     }
                 } else if self.session_expiries < bounds.session_expiries {
-                    later.push(Action::ControllerShrinkIsr(b));
+                    listed.push(Action::ControllerShrinkIsr(b));
                 }
                 if bounds.background_flush && r.log().flushed_offset() < r.log_end_offset() {
-                    later.push(Action::Flush(b));
+                    listed.push(Action::Flush(b));
                 }
             } else {
                 if self.controller.is_alive(b) {
-                    later.push(Action::ControllerShrinkIsr(b));
+                    listed.push(Action::ControllerShrinkIsr(b));
                 }
                 let clean = self.last_stop_clean[b.0 as usize];
                 for elects in self.registration_choices(cfg, b, clean) {
-                    later.push(Action::Restart { broker: b, elects });
+                    listed.push(Action::Restart { broker: b, elects });
                 }
             }
         }
         for b in electable(cfg, bounds, &self.controller) {
-            later.push(Action::ControllerElectLeader(b));
+            listed.push(Action::ControllerElectLeader(b));
         }
         if self.controller_failovers < bounds.controller_failovers {
-            later.push(Action::ControllerFailover);
+            listed.push(Action::ControllerFailover);
         }
         if let Some(zombie) = &self.zombie {
             for b in zombie.alive_brokers() {
-                later.push(Action::ZombieShrinkIsr(b));
+                listed.push(Action::ZombieShrinkIsr(b));
             }
             for b in electable(cfg, bounds, zombie) {
-                later.push(Action::ZombieElectLeader(b));
+                listed.push(Action::ZombieElectLeader(b));
             }
         }
         Menu {
+            listed,
             brokers,
             drops: self.drops < bounds.drops,
             duplicates: self.duplicates < bounds.duplicates,
@@ -488,9 +489,9 @@ impl Cluster {
     /// Every action enabled in this state within `bounds`, in a deterministic order.
     pub fn actions(&self, cfg: &Config, bounds: &Bounds) -> Vec<Action> {
         let menu = self.menu(cfg, bounds);
-        menu.choices(&self.network, |e| e)
+        menu.choices(&self.network)
             .into_iter()
-            .map(|c| c.action(&self.network, |e| e))
+            .map(|c| c.action(&menu, &self.network))
             .collect()
     }
 
@@ -534,8 +535,9 @@ impl Cluster {
             &mut self.network,
             traffic.closed,
             traffic.sent,
-            |e| e,
+            |_| true,
         );
+        self.network.sort_unstable();
     }
 
     /// What `action` does to everything but the network: the nodes, the budgets and the ghost
@@ -621,10 +623,9 @@ impl Cluster {
             Action::ConsumerRead(b) => {
                 let from = self.consumer_offset;
                 if let Ok(entries) = self.replica(*b).read_committed(from, usize::MAX) {
+                    let history = Arc::make_mut(&mut self.history);
                     for (i, entry) in entries.into_iter().enumerate() {
-                        self.history
-                            .consumed
-                            .insert((Offset(from.0 + i as u64), entry));
+                        history.consumed.insert((Offset(from.0 + i as u64), entry));
                         self.consumer_offset = Offset(from.0 + i as u64 + 1);
                     }
                 }
@@ -635,7 +636,7 @@ impl Cluster {
                 let stored = stored.as_ref().unwrap_or(&self.controller);
                 let epoch = self.controller.epoch().next();
                 let (next, announce) = Controller::take_over(stored, epoch, Tick(0));
-                self.zombie = Some(std::mem::replace(&mut self.controller, next));
+                self.zombie = Some(std::mem::replace(&mut self.controller, Arc::new(next)));
                 self.controller_failovers += 1;
                 announce
             }
@@ -663,7 +664,7 @@ impl Cluster {
         step: impl FnOnce(&mut Controller) -> Effects<Record>,
     ) -> Effects<Record> {
         let before = self.stale_store.is_some().then(|| self.controller.clone());
-        let effects = step(&mut self.controller);
+        let effects = step(Arc::make_mut(&mut self.controller));
         if before.is_some_and(|before| before != self.controller) {
             self.stale_store = None;
         }
@@ -686,10 +687,10 @@ impl Cluster {
             return Vec::new();
         }
         let before = zombie.clone();
-        let effects = step(&mut zombie);
+        let effects = step(Arc::make_mut(&mut zombie));
         if zombie != before {
             let stored = self.stale_store.as_ref().unwrap_or(&self.controller);
-            self.stale_store = Some(zombie.written_over(stored));
+            self.stale_store = Some(Arc::new(zombie.written_over(stored)));
         }
         self.zombie = Some(zombie);
         effects
@@ -767,7 +768,10 @@ impl Cluster {
                         .filter(|r| r.is_leader())
                         .find_map(|r| r.entry(base_offset).filter(|e| u64::from(e.record) == id));
                     if let Some(entry) = entry {
-                        self.history.acknowledged.insert((base_offset, entry));
+                        let ack = (base_offset, entry);
+                        if !self.history.acknowledged.contains(&ack) {
+                            Arc::make_mut(&mut self.history).acknowledged.insert(ack);
+                        }
                     }
                 }
                 Effect::FailWrite { .. }
@@ -781,7 +785,10 @@ impl Cluster {
     /// Updates the ghost state after a step: the history of commits, and which restarted
     /// replicas are back in the ISR.
     fn observe(&mut self) {
-        self.history.observe_commits(&self.replicas);
+        let new = self.history.new_commits(self.replicas.iter().map(|r| &**r));
+        if !new.is_empty() {
+            Arc::make_mut(&mut self.history).committed.extend(new);
+        }
         if let Some(state) = self.controller.partition(PARTITION) {
             let back: Vec<BrokerId> = self
                 .awaiting_rejoin
@@ -810,39 +817,57 @@ pub struct Traffic {
     pub sent: Vec<Envelope<Record>>,
 }
 
-/// Carries out a step's [`Traffic`] on a network (sorted, as [`Cluster::network`]; `envelope`
-/// reads a message of it): closes the stopped broker's connections, adds the messages sent to
-/// running brokers and the controller, and discards the messages their receiver will ignore
-/// forever ([`Replica::ignores_forever`]): delivering one is a step that changes nothing, so
-/// every pruned state is one the unpruned network reaches too, and the properties never look at
-/// the network. `replicas` are the brokers after the step.
-pub fn carry<M>(
+/// A message in flight as a network holds it: the envelope itself ([`Cluster::network`]), or a
+/// search engine's shared copy.
+pub trait InFlight {
+    fn envelope(&self) -> &Envelope<Record>;
+
+    /// Whether two messages in flight are copies of one message.
+    fn same(&self, other: &Self) -> bool {
+        self.envelope() == other.envelope()
+    }
+}
+
+impl InFlight for Envelope<Record> {
+    fn envelope(&self) -> &Envelope<Record> {
+        self
+    }
+}
+
+/// Carries out a step's [`Traffic`] on a network: closes the stopped broker's connections, adds
+/// the messages sent to running brokers and the controller (at the end: a caller that keeps its
+/// network sorted sorts it again), and discards the messages their receiver will ignore forever
+/// ([`Replica::ignores_forever`]): delivering one is a step that changes nothing, so every
+/// pruned state is one the unpruned network reaches too, and the properties never look at the
+/// network. `replicas` are the brokers after the step; of the messages already in flight, only
+/// those to a broker for which `changed` holds are looked at again (the others were kept
+/// against the same replica before).
+pub fn carry<M: InFlight>(
     cfg: &Config,
-    replicas: &[Replica<MemLog<Record>>],
+    replicas: &[Arc<Replica<MemLog<Record>>>],
     network: &mut Vec<M>,
     closed: Option<BrokerId>,
-    sent: impl IntoIterator<Item = impl Into<M>>,
-    envelope: impl Fn(&M) -> &Envelope<Record>,
+    sent: impl IntoIterator<Item = M>,
+    changed: impl Fn(BrokerId) -> bool,
 ) {
+    let ignored = |e: &Envelope<Record>| match e.to {
+        Node::Broker(b) => replicas[b.0 as usize].ignores_forever(cfg, &e.message),
+        Node::Controller => false,
+    };
     if let Some(b) = closed {
-        network.retain(|m| envelope(m).to != Node::Broker(b));
-    }
-    for m in sent {
-        let m: M = m.into();
-        let e = envelope(&m);
-        let down = matches!(e.to, Node::Broker(b) if !replicas[b.0 as usize].is_online());
-        if !down {
-            let at = network.partition_point(|x| envelope(x) <= e);
-            network.insert(at, m);
-        }
+        network.retain(|m| m.envelope().to != Node::Broker(b));
     }
     network.retain(|m| {
-        let e = envelope(m);
-        match e.to {
-            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(cfg, &e.message),
-            Node::Controller => true,
-        }
+        let e = m.envelope();
+        !matches!(e.to, Node::Broker(b) if changed(b)) || !ignored(e)
     });
+    for m in sent {
+        let e = m.envelope();
+        let down = matches!(e.to, Node::Broker(b) if !replicas[b.0 as usize].is_online());
+        if !down && !ignored(e) {
+            network.push(m);
+        }
+    }
 }
 
 /// Whether `e` is a request of broker `b` to its leader, or the answer to one: while one is in
@@ -863,34 +888,38 @@ fn request_of(e: &Envelope<Record>, b: BrokerId) -> bool {
 /// differ only in their messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Menu {
-    /// Per broker, in broker order.
+    /// The actions that name no message: per broker (a producer write, then its ISR shrinks and
+    /// a consumer read), then, from `later` on, those listed after the messages (stops,
+    /// restarts, registrations, fencing, elections, failovers, the zombie's shrinks and
+    /// elections).
+    listed: Vec<Action>,
+    /// Per broker, in broker order: where its actions end in `listed`, and where its
+    /// FollowerFetch goes.
     brokers: Vec<BrokerMenu>,
+    later: usize,
     /// Whether a message may be lost, or copied.
     drops: bool,
     duplicates: bool,
-    /// The actions listed after the messages: stops, restarts, registrations, fencing,
-    /// elections, failovers, the zombie's shrinks and elections.
-    later: Vec<Action>,
     /// Whether a zombie may take a message to the controller (listed last).
     zombie: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BrokerMenu {
-    /// Listed before its FollowerFetch: a producer write.
-    before: Vec<Action>,
+    /// Its FollowerFetch goes before `listed[fetch_at]`, after its producer write.
+    fetch_at: usize,
     /// Whether it has a request to send (it follows a known leader): it may, unless a request
     /// or answer of its is in flight.
     fetches: bool,
-    /// Listed after: its ISR shrinks, a consumer read.
-    after: Vec<Action>,
+    /// Its actions end before `listed[end]`.
+    end: usize,
 }
 
-/// An enabled action, naming a message in flight by its index in the network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Choice<'m> {
-    /// An action that names no message in flight.
-    Listed(&'m Action),
+/// An enabled action of a [`Menu`], naming a message in flight by its index in the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Choice {
+    /// An action that names no message in flight, by its index among the menu's.
+    Listed(usize),
     /// `FollowerFetch` of this broker.
     Fetch(BrokerId),
     Deliver(usize),
@@ -900,30 +929,32 @@ pub enum Choice<'m> {
 }
 
 impl Menu {
-    /// The enabled actions when `network` is in flight (sorted, as [`Cluster::network`];
-    /// `envelope` reads a message of it), in the order of [`Cluster::actions`]. Of equal
-    /// messages only the first is named: delivering either copy is the same step.
-    pub fn choices<M>(
-        &self,
-        network: &[M],
-        envelope: impl Fn(&M) -> &Envelope<Record>,
-    ) -> Vec<Choice<'_>> {
+    /// How many actions name no message in flight: [`Choice::Listed`] indices are below.
+    pub fn listed(&self) -> usize {
+        self.listed.len()
+    }
+
+    /// The enabled actions when `network` is in flight, in the order of [`Cluster::actions`]
+    /// when the network is sorted as a cluster keeps it. Of copies of one message next to each
+    /// other only the first is named: delivering either is the same step.
+    pub fn choices<M: InFlight>(&self, network: &[M]) -> Vec<Choice> {
         let mut out = Vec::new();
+        let mut next = 0;
         for (b, menu) in self.brokers.iter().enumerate() {
             let b = BrokerId(b as u32);
-            out.extend(menu.before.iter().map(Choice::Listed));
-            if menu.fetches && !network.iter().any(|m| request_of(envelope(m), b)) {
+            out.extend((next..menu.fetch_at).map(Choice::Listed));
+            if menu.fetches && !network.iter().any(|m| request_of(m.envelope(), b)) {
                 out.push(Choice::Fetch(b));
             }
-            out.extend(menu.after.iter().map(Choice::Listed));
+            out.extend((menu.fetch_at..menu.end).map(Choice::Listed));
+            next = menu.end;
         }
-        let mut previous = None;
+        let mut previous: Option<&M> = None;
         for (i, m) in network.iter().enumerate() {
-            let e = envelope(m);
-            if previous == Some(e) {
+            if previous.is_some_and(|p| p.same(m)) {
                 continue;
             }
-            previous = Some(e);
+            previous = Some(m);
             out.push(Choice::Deliver(i));
             if self.drops {
                 out.push(Choice::Drop(i));
@@ -932,15 +963,14 @@ impl Menu {
                 out.push(Choice::Duplicate(i));
             }
         }
-        out.extend(self.later.iter().map(Choice::Listed));
+        out.extend((self.later..self.listed.len()).map(Choice::Listed));
         if self.zombie {
-            let mut previous = None;
+            let mut previous: Option<&M> = None;
             for (i, m) in network.iter().enumerate() {
-                let e = envelope(m);
-                if e.to != Node::Controller || previous == Some(e) {
+                if m.envelope().to != Node::Controller || previous.is_some_and(|p| p.same(m)) {
                     continue;
                 }
-                previous = Some(e);
+                previous = Some(m);
                 out.push(Choice::ZombieDeliver(i));
             }
         }
@@ -948,12 +978,12 @@ impl Menu {
     }
 }
 
-impl Choice<'_> {
-    /// The action itself, for the network the choice was made from.
-    pub fn action<M>(&self, network: &[M], envelope: impl Fn(&M) -> &Envelope<Record>) -> Action {
-        let e = |i: usize| envelope(&network[i]).clone();
+impl Choice {
+    /// The action itself, for the menu and the network the choice was made from.
+    pub fn action<M: InFlight>(&self, menu: &Menu, network: &[M]) -> Action {
+        let e = |i: usize| network[i].envelope().clone();
         match *self {
-            Choice::Listed(a) => a.clone(),
+            Choice::Listed(i) => menu.listed[i].clone(),
             Choice::Fetch(b) => Action::FollowerFetch(b),
             Choice::Deliver(i) => Action::Deliver(e(i)),
             Choice::Drop(i) => Action::Drop(e(i)),

@@ -724,7 +724,7 @@ fn rule_8_unclean_leader_election() {
 fn rule_9_acks_all_refused_below_min_insync_replicas() {
     let steps = [Shrink(0, 1), SETTLE];
     let refusing = holds(2, safe(2, Acks::All), &steps);
-    let mut leader = refusing.cluster.replicas[0].clone();
+    let mut leader = isr::Replica::clone(&refusing.cluster.replicas[0]);
     assert_eq!(
         leader
             .leader_write(&refusing.cfg, vec![1], Acks::All, 1)
@@ -742,7 +742,7 @@ fn rule_9_acks_all_refused_below_min_insync_replicas() {
         .is_ok());
 
     let accepting = holds(2, safe(1, Acks::All), &steps);
-    let mut leader = accepting.cluster.replicas[0].clone();
+    let mut leader = isr::Replica::clone(&accepting.cluster.replicas[0]);
     let (offset, effects) = leader
         .leader_write(&accepting.cfg, vec![1], Acks::All, 7)
         .expect("min.insync.replicas=1 accepts a lone leader's acks=all write");

@@ -14,6 +14,7 @@
 //! counterexamples (stateright's discovery paths are not); [`render`] prints states and traces.
 
 pub mod check;
+pub mod engine;
 pub mod presets;
 pub mod render;
 pub mod shortest;
