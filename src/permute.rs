@@ -421,6 +421,13 @@ impl Cluster {
     }
 }
 
+/// The nonzero broker epochs a message carries, as (broker, epoch).
+pub fn envelope_epochs<R>(e: &Envelope<R>) -> Vec<(BrokerId, BrokerEpoch)> {
+    let mut notes = Vec::new();
+    note_envelope_epochs(e, &mut notes);
+    notes
+}
+
 /// The nonzero broker epochs a message carries.
 fn note_envelope_epochs<R>(e: &Envelope<R>, table: &mut Vec<(BrokerId, BrokerEpoch)>) {
     let mut note = |b: BrokerId, e: BrokerEpoch| {
@@ -459,12 +466,23 @@ impl EpochTable {
         for e in network {
             note_envelope_epochs(e, &mut notes);
         }
-        notes.retain(|n| self.0.binary_search(n).is_err());
-        if notes.is_empty() {
+        self.with(notes.iter().copied())
+    }
+
+    /// This table with more (broker, epoch) notes: itself when they add none.
+    pub fn with(
+        &self,
+        notes: impl IntoIterator<Item = (BrokerId, BrokerEpoch)>,
+    ) -> std::borrow::Cow<'_, EpochTable> {
+        let mut new: Vec<(BrokerId, BrokerEpoch)> = notes
+            .into_iter()
+            .filter(|n| self.0.binary_search(n).is_err())
+            .collect();
+        if new.is_empty() {
             return std::borrow::Cow::Borrowed(self);
         }
-        notes.extend_from_slice(&self.0);
-        std::borrow::Cow::Owned(EpochTable::from_notes(notes))
+        new.extend_from_slice(&self.0);
+        std::borrow::Cow::Owned(EpochTable::from_notes(new))
     }
 
     /// The table of these (broker, epoch) notes, in any order, repeats allowed.

@@ -95,6 +95,11 @@ impl Check {
             .collect()
     }
 
+    /// Whether an `always` property (a violation is a counterexample).
+    pub fn is_always(self) -> bool {
+        matches!(self, Check::Always(_))
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Check::Always(p) => p.name(),

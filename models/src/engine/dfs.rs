@@ -25,6 +25,9 @@ pub struct Dfs {
 /// States a thread expands between looks at the shared counters, limits and pool.
 const ROUND: usize = 512;
 
+/// Slots of a thread's table of recent fingerprints (a power of two).
+const RECENT: usize = 1 << 17;
+
 struct Pool {
     jobs: Vec<(State, u32)>,
     idle: usize,
@@ -142,19 +145,33 @@ impl Shared<'_> {
     fn work(&self, mut w: Worker, stop: &(dyn Fn(u64) -> bool + Sync), limits: &Limits) {
         let mut stack: Vec<(State, u32)> = Vec::new();
         let mut deepest = 0;
+        // Fingerprints this thread met lately, all in the visited set: most successors that
+        // were visited were visited lately (the other side of a diamond), and this small table
+        // stays in the cache where the visited set does not.
+        let mut recent = vec![0u64; RECENT];
         loop {
             for _ in 0..ROUND {
                 let Some((state, depth)) = stack.pop() else {
                     break;
                 };
-                let mut generated = 0;
+                // All successors first, then the visited set: its lookups miss the cache, and
+                // issued together they overlap.
+                let mut next: Vec<(State, u64)> = Vec::new();
                 for choice in state.choices(w.model) {
-                    let next = w.step(&state, choice);
-                    if !next.nodes.within {
+                    let succ = w.step(&state, choice);
+                    if succ.nodes.within {
+                        let fp = w.fingerprint(&succ, self.symmetry);
+                        next.push((succ, fp));
+                    }
+                }
+                let generated = next.len();
+                for (next, fp) in next {
+                    let slot = &mut recent[fp as usize % RECENT];
+                    if *slot == fp {
                         continue;
                     }
-                    generated += 1;
-                    if !self.visited.insert(w.fingerprint(&next, self.symmetry)) {
+                    *slot = fp;
+                    if !self.visited.insert(fp) {
                         continue;
                     }
                     let bits = next.nodes.verdicts(self.checks);

@@ -18,9 +18,9 @@
 use crate::symmetry::{candidates, fingerprint, is_identity, renaming};
 use crate::{Check, IsrModel};
 use isr::message::Envelope;
-use isr::permute::{EpochTable, RenameBrokers};
+use isr::permute::{envelope_epochs, EpochTable, RenameBrokers};
 use isr::sim::{carry, Action, Choice, Cluster, InFlight, Menu, Record};
-use isr::BrokerId;
+use isr::{BrokerEpoch, BrokerId};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// Everything of a state but its messages in flight (a [`Cluster`] with an empty network), with
@@ -37,6 +37,8 @@ pub struct Nodes {
     epochs: OnceLock<EpochTable>,
     /// The steps taken from these nodes so far.
     steps: Mutex<Vec<Step>>,
+    /// Fingerprints of these nodes renamed, so far.
+    renamed: Mutex<Vec<Renamed>>,
 }
 
 impl Nodes {
@@ -51,6 +53,7 @@ impl Nodes {
             candidates: OnceLock::new(),
             epochs: OnceLock::new(),
             steps: Mutex::new(Vec::new()),
+            renamed: Mutex::new(Vec::new()),
         }
     }
 
@@ -90,7 +93,15 @@ impl Nodes {
 #[derive(Clone)]
 pub struct Msg {
     fp: u64,
-    envelope: Arc<Envelope<Record>>,
+    data: Arc<MsgData>,
+}
+
+struct MsgData {
+    envelope: Envelope<Record>,
+    /// The broker epochs it carries.
+    epochs: Vec<(BrokerId, BrokerEpoch)>,
+    /// Fingerprints of it renamed, so far.
+    renamed: Mutex<Vec<Renamed>>,
 }
 
 impl Msg {
@@ -101,7 +112,7 @@ impl Msg {
 
 impl InFlight for Msg {
     fn envelope(&self) -> &Envelope<Record> {
-        &self.envelope
+        &self.data.envelope
     }
 
     fn same(&self, other: &Self) -> bool {
@@ -189,47 +200,63 @@ fn combine(nodes: u64, messages: impl Iterator<Item = u64>) -> u64 {
     mix(nodes ^ mix(network ^ 0x9e37_79b9_7f4a_7c15))
 }
 
-/// A fingerprint of something renamed: what, by which permutation, with which epoch table.
-struct Renamed<T> {
-    of: Arc<T>,
+/// A fingerprint of something renamed, by which permutation, with which epoch table.
+struct Renamed {
     perm: &'static [u32],
     epochs: EpochTable,
     fp: u64,
 }
 
+/// The fingerprint of something renamed, remembered in `memo`, or computed by `compute`.
+fn renamed(
+    memo: &Mutex<Vec<Renamed>>,
+    perm: &'static [u32],
+    epochs: &EpochTable,
+    compute: impl FnOnce() -> u64,
+) -> u64 {
+    let found = lock(memo)
+        .iter()
+        .find(|r| std::ptr::eq(r.perm, perm) && r.epochs == *epochs)
+        .map(|r| r.fp);
+    found.unwrap_or_else(|| {
+        let fp = compute();
+        lock(memo).push(Renamed {
+            perm,
+            epochs: epochs.clone(),
+            fp,
+        });
+        fp
+    })
+}
+
 /// Slots of the worker's direct-mapped caches.
 const INTERNED: usize = 1 << 16;
-const RENAMED: usize = 1 << 14;
 
-/// A search thread's caches: nodes and messages met lately (so that equal ones share one
-/// allocation, and recent nodes stay alive for the steps that lead to them), fingerprints of
-/// renamed nodes and messages. Direct-mapped: a new entry replaces the old one in its slot.
+/// A search thread's caches: nodes and messages met lately, so that equal ones share one
+/// allocation (and what is remembered with it), and recent nodes stay alive for the steps
+/// that lead to them. Direct-mapped: a new entry replaces the old one in its slot.
 pub struct Worker<'m> {
     pub model: &'m IsrModel,
     nodes: Vec<Option<Arc<Nodes>>>,
     msgs: Vec<Option<Msg>>,
-    renamed_nodes: Vec<Option<Renamed<Nodes>>>,
-    renamed_msgs: Vec<Option<Renamed<Envelope<Record>>>>,
 }
 
 impl<'m> Worker<'m> {
     /// A search thread's worker.
     pub fn new(model: &'m IsrModel) -> Self {
-        Self::sized(model, INTERNED, RENAMED)
+        Self::sized(model, INTERNED)
     }
 
     /// A worker with small caches, to replay a path.
     pub fn small(model: &'m IsrModel) -> Self {
-        Self::sized(model, 64, 64)
+        Self::sized(model, 64)
     }
 
-    fn sized(model: &'m IsrModel, interned: usize, renamed: usize) -> Self {
+    fn sized(model: &'m IsrModel, interned: usize) -> Self {
         Worker {
             model,
             nodes: (0..interned).map(|_| None).collect(),
             msgs: (0..interned).map(|_| None).collect(),
-            renamed_nodes: (0..renamed).map(|_| None).collect(),
-            renamed_msgs: (0..renamed).map(|_| None).collect(),
         }
     }
 
@@ -271,7 +298,11 @@ impl<'m> Worker<'m> {
         }
         let m = Msg {
             fp,
-            envelope: Arc::new(envelope),
+            data: Arc::new(MsgData {
+                epochs: envelope_epochs(&envelope),
+                envelope,
+                renamed: Mutex::new(Vec::new()),
+            }),
         };
         *slot = Some(m.clone());
         m
@@ -346,81 +377,34 @@ impl<'m> Worker<'m> {
             return plain();
         }
         let nodes = &state.nodes;
-        let epochs = nodes
-            .epochs()
-            .with_network(state.network.iter().map(InFlight::envelope));
+        let epochs = nodes.epochs().with(
+            state
+                .network
+                .iter()
+                .flat_map(|m| m.data.epochs.iter().copied()),
+        );
         let mut best = u64::MAX;
         for &perm in nodes.candidates() {
             let fp = if is_identity(perm) && nodes.cluster.epochs_are_ranked(&epochs) {
                 plain()
             } else {
-                let table = fingerprint(&*epochs);
-                let n = self.renamed_nodes(nodes, perm, &epochs, table);
-                let msgs: Vec<u64> = state
-                    .network
-                    .iter()
-                    .map(|m| self.renamed_msg(m, perm, &epochs, table))
-                    .collect();
-                combine(n, msgs.into_iter())
+                let n = renamed(&nodes.renamed, perm, &epochs, || {
+                    let mut c = nodes.cluster.clone();
+                    c.rename_brokers(&renaming(perm, &epochs));
+                    fingerprint(&c)
+                });
+                let msgs = state.network.iter().map(|m| {
+                    renamed(&m.data.renamed, perm, &epochs, || {
+                        let mut e = m.envelope().clone();
+                        e.rename_brokers(&renaming(perm, &epochs));
+                        fingerprint(&e)
+                    })
+                });
+                combine(n, msgs)
             };
             best = best.min(fp);
         }
         best
-    }
-
-    fn renamed_nodes(
-        &mut self,
-        nodes: &Arc<Nodes>,
-        perm: &'static [u32],
-        epochs: &EpochTable,
-        table: u64,
-    ) -> u64 {
-        let slots = self.renamed_nodes.len();
-        let slot =
-            &mut self.renamed_nodes[mix(nodes.fp ^ table ^ perm.as_ptr() as u64) as usize % slots];
-        if let Some(r) = slot {
-            if Arc::ptr_eq(&r.of, nodes) && std::ptr::eq(r.perm, perm) && r.epochs == *epochs {
-                return r.fp;
-            }
-        }
-        let mut c = nodes.cluster.clone();
-        c.rename_brokers(&renaming(perm, epochs));
-        let fp = fingerprint(&c);
-        *slot = Some(Renamed {
-            of: nodes.clone(),
-            perm,
-            epochs: epochs.clone(),
-            fp,
-        });
-        fp
-    }
-
-    fn renamed_msg(
-        &mut self,
-        m: &Msg,
-        perm: &'static [u32],
-        epochs: &EpochTable,
-        table: u64,
-    ) -> u64 {
-        let slots = self.renamed_msgs.len();
-        let slot =
-            &mut self.renamed_msgs[mix(m.fp ^ table ^ perm.as_ptr() as u64) as usize % slots];
-        if let Some(r) = slot {
-            if Arc::ptr_eq(&r.of, &m.envelope) && std::ptr::eq(r.perm, perm) && r.epochs == *epochs
-            {
-                return r.fp;
-            }
-        }
-        let mut e = m.envelope().clone();
-        e.rename_brokers(&renaming(perm, epochs));
-        let fp = fingerprint(&e);
-        *slot = Some(Renamed {
-            of: m.envelope.clone(),
-            perm,
-            epochs: epochs.clone(),
-            fp,
-        });
-        fp
     }
 }
 

@@ -39,15 +39,21 @@ fn empty(n: usize) -> Box<[AtomicU64]> {
     (0..n).map(|_| AtomicU64::new(0)).collect()
 }
 
-/// Inserts into a table with room; `true` when `fp` (never 0) was not there.
+/// Inserts into a table with room; `true` when `fp` (never 0) was not there. Most lookups
+/// find the fingerprint (most successors were visited), so slots are read first and only an
+/// empty one is written, with a compare-and-swap.
 fn put(slots: &[AtomicU64], fp: u64) -> bool {
     let mask = slots.len() - 1;
     let mut i = (fp as usize) & mask;
     loop {
-        match slots[i].compare_exchange(0, fp, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => return true,
-            Err(x) if x == fp => return false,
-            Err(_) => i = (i + 1) & mask,
+        match slots[i].load(Ordering::Acquire) {
+            x if x == fp => return false,
+            0 => match slots[i].compare_exchange(0, fp, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(x) if x == fp => return false,
+                Err(_) => i = (i + 1) & mask,
+            },
+            _ => i = (i + 1) & mask,
         }
     }
 }
