@@ -40,6 +40,9 @@ pub struct Overrides {
     pub controller_failovers: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub min_isr: Option<u32>,
+    /// The most entries one Fetch answer carries (1: followers catch up a record at a time).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub fetch_max: Option<u32>,
     /// Producer acks: 0, 1 or all.
     #[arg(long, value_name = "X")]
     pub acks: Option<String>,
@@ -151,6 +154,9 @@ impl Target {
         if let Some(m) = o.min_isr {
             cfg.min_insync_replicas = m as usize;
         }
+        if let Some(n) = o.fetch_max {
+            cfg.fetch_max_entries = n as usize;
+        }
         if cfg.min_insync_replicas > b.replicas as usize {
             return Err(Usage(format!(
                 "invalid --min-isr {}: expected 1 to the replica count {}",
@@ -168,8 +174,12 @@ impl Target {
                 .set(name, value)
                 .map_err(|e| Usage(e.to_string()))?;
         }
-        let protocol_changed = cfg != preset.config();
-        let adhoc = protocol_changed || b != preset.bounds || isr_changes != preset.isr_changes;
+        // The fetch limit is a bound of the model, like the others; rules and min ISR are
+        // the protocol.
+        let preset_cfg = preset.config();
+        let protocol_changed = cfg.rules != preset_cfg.rules
+            || cfg.min_insync_replicas != preset_cfg.min_insync_replicas;
+        let adhoc = cfg != preset_cfg || b != preset.bounds || isr_changes != preset.isr_changes;
         let mut expectations = if protocol_changed {
             Expectations::AllHold
         } else {
@@ -287,7 +297,15 @@ pub fn describe_rules(cfg: &Config) -> String {
     } else {
         switches.join(" ")
     };
-    format!("{rules}; min.insync.replicas={}", cfg.min_insync_replicas)
+    let fetch = if cfg.fetch_max_entries < 1000 {
+        format!("; fetch.max={} entries", cfg.fetch_max_entries)
+    } else {
+        String::new()
+    };
+    format!(
+        "{rules}; min.insync.replicas={}{fetch}",
+        cfg.min_insync_replicas
+    )
 }
 
 pub fn bounds_json(b: &Bounds) -> Value {
