@@ -77,6 +77,10 @@ where
     pub controller: &'a Controller,
     pub replicas: Vec<&'a Replica<L>>,
     pub history: &'a History<L::Record>,
+    /// A follower that acted on an OffsetForLeaderEpoch answer without ending its
+    /// reconciliation or lowering the epoch it asks about ([`round_progressed`]), as the
+    /// driver saw it happen.
+    pub stalled_reconciliation: Option<BrokerId>,
 }
 
 /// A broken property, with the evidence.
@@ -125,6 +129,14 @@ pub enum Violation {
         offset: Offset,
         record: String,
     },
+    #[error("HighWatermarkKeepsUp: leader {leader} has HW {hw}, but its confirmed ISR's fetches prove {proven}")]
+    HighWatermarkBehind {
+        leader: BrokerId,
+        hw: Offset,
+        proven: Offset,
+    },
+    #[error("ReconciliationProgresses: {follower} acted on an OffsetForLeaderEpoch answer and asks about the same epoch again")]
+    ReconciliationStalled { follower: BrokerId },
     #[error("replica {replica} is inconsistent: {what}")]
     Replica { replica: BrokerId, what: String },
 }
@@ -139,10 +151,12 @@ pub enum Property {
     LogMatching,
     CommittedRecordsSurviveLeaderFailure,
     ConsumerReadsAreNeverRevoked,
+    HighWatermarkKeepsUp,
+    ReconciliationProgresses,
 }
 
 impl Property {
-    pub const ALL: [Property; 7] = [
+    pub const ALL: [Property; 9] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -150,6 +164,8 @@ impl Property {
         Property::LogMatching,
         Property::CommittedRecordsSurviveLeaderFailure,
         Property::ConsumerReadsAreNeverRevoked,
+        Property::HighWatermarkKeepsUp,
+        Property::ReconciliationProgresses,
     ];
 
     pub fn name(self) -> &'static str {
@@ -163,6 +179,8 @@ impl Property {
                 "CommittedRecordsSurviveLeaderFailure"
             }
             Property::ConsumerReadsAreNeverRevoked => "ConsumerReadsAreNeverRevoked",
+            Property::HighWatermarkKeepsUp => "HighWatermarkKeepsUp",
+            Property::ReconciliationProgresses => "ReconciliationProgresses",
         }
     }
 
@@ -179,6 +197,8 @@ impl Property {
             Property::LogMatching => log_matching(view),
             Property::CommittedRecordsSurviveLeaderFailure => committed_records_survive(view),
             Property::ConsumerReadsAreNeverRevoked => consumer_reads_never_revoked(view),
+            Property::HighWatermarkKeepsUp => high_watermark_keeps_up(view),
+            Property::ReconciliationProgresses => reconciliation_progresses(view),
         }
     }
 }
@@ -394,6 +414,88 @@ where
             offset,
             record,
         }),
+        None => Ok(()),
+    }
+}
+
+/// **HighWatermarkKeepsUp** (progress at the leader): a replica that believes it leads, whose
+/// confirmed ISR has at least `min.insync.replicas` members and another member besides
+/// itself, with no ISR change pending and every other ISR member's fetch recorded in this
+/// epoch, has a HW no lower than what those fetches prove: `min(LEO, their fetch offsets)`. The
+/// step that brings the proof raises the HW, so while the ISR is healthy the HW advances as
+/// fast as the followers fetch. (A leader whose ISR is itself alone is left out: it raises its
+/// HW at its next write or fetch, not on taking office; see spec/properties.md.)
+pub fn high_watermark_keeps_up<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    for &r in view.replicas.iter() {
+        let Some(l) = r.leader_state() else { continue };
+        if l.proposed_isr.is_some() || l.isr.len() < l.min_insync_replicas.max(2) {
+            continue;
+        }
+        let mut proven = r.log_end_offset();
+        let fetched = l.isr.iter().filter(|&&m| m != r.id()).all(|m| {
+            match l.followers.get(m).and_then(|p| p.log_end_offset) {
+                Some(p) => {
+                    proven = proven.min(p);
+                    true
+                }
+                None => false,
+            }
+        });
+        if fetched && r.high_watermark() < proven {
+            return Err(Violation::HighWatermarkBehind {
+                leader: r.id(),
+                hw: r.high_watermark(),
+                proven,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether a follower that received `answer` from `from` made progress: when the answer is to
+/// its question (the epoch it asks about), from its leader, in its epoch, and not an error, it
+/// ends its reconciliation or asks about an older epoch than before. The epoch asked about is
+/// the latest in its log, and each answer about an older epoch truncates that one away (rule 3,
+/// KIP-279), so reconciliation ends within as many rounds as the log has epochs: a bounded form
+/// of "reconciliation terminates". Other answers (late, stale, failed) are not judged.
+pub fn round_progressed<L: Log>(
+    before: &Replica<L>,
+    from: BrokerId,
+    answer: &crate::message::OffsetForLeaderEpochResponse,
+    after: &Replica<L>,
+) -> bool {
+    use crate::replica::{FollowerPhase, FollowerState, Role};
+    let reconciling = |r: &Replica<L>| match r.role() {
+        Role::Follower(FollowerState {
+            leader: Some(l),
+            phase: FollowerPhase::Reconciling { requested },
+        }) => Some((*l, r.leader_epoch(), *requested)),
+        _ => None,
+    };
+    let Some((leader, epoch, asked)) = reconciling(before) else {
+        return true;
+    };
+    let to_the_question = leader == from
+        && answer.leader_epoch == epoch
+        && answer.requested_epoch == asked
+        && answer.result.is_ok();
+    match reconciling(after) {
+        Some((l, e, again)) if to_the_question && l == leader && e == epoch => again < asked,
+        _ => true,
+    }
+}
+
+/// **ReconciliationProgresses**: no follower has acted on an OffsetForLeaderEpoch answer
+/// without progress ([`round_progressed`], as the driver records it).
+pub fn reconciliation_progresses<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    match view.stalled_reconciliation {
+        Some(follower) => Err(Violation::ReconciliationStalled { follower }),
         None => Ok(()),
     }
 }

@@ -344,6 +344,9 @@ impl Cluster {
             Arc::make_mut(c).rename_brokers(r);
         }
         r.set(&mut self.awaiting_rejoin);
+        if let Some(b) = &mut self.stalled_reconciliation {
+            r.rename(b);
+        }
     }
 
     /// A digest of what broker `b` is, in terms no renaming changes: its replica's epochs,

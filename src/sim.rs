@@ -321,6 +321,10 @@ pub struct Cluster {
     pub awaiting_rejoin: BTreeSet<BrokerId>,
     /// Ghost: a restarted replica has rejoined the ISR.
     pub rejoined: bool,
+    /// Ghost: the first follower seen to act on an OffsetForLeaderEpoch answer without
+    /// progress ([`crate::invariants::round_progressed`]). `None` in every run of a correct
+    /// core, so it adds no state.
+    pub stalled_reconciliation: Option<BrokerId>,
 }
 
 impl Cluster {
@@ -348,6 +352,7 @@ impl Cluster {
             controller_failovers: 0,
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
+            stalled_reconciliation: None,
         };
         let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
@@ -382,6 +387,7 @@ impl Cluster {
             controller: &self.controller,
             replicas: self.replicas.iter().map(|r| &**r).collect(),
             history: &self.history,
+            stalled_reconciliation: self.stalled_reconciliation,
         }
     }
 
@@ -569,7 +575,26 @@ impl Cluster {
                 .map(Effect::Send)
                 .into_iter()
                 .collect(),
-            Action::Deliver(e) => self.deliver(cfg, e),
+            Action::Deliver(e) => {
+                let answered = match (&e.message, e.to, e.from) {
+                    (
+                        Message::OffsetForLeaderEpochResponse(answer),
+                        Node::Broker(b),
+                        Node::Broker(from),
+                    ) => Some((b, from, answer, self.replicas[b.0 as usize].clone())),
+                    _ => None,
+                };
+                let effects = self.deliver(cfg, e);
+                if let Some((b, from, answer, before)) = answered {
+                    let after = self.replica(b);
+                    if self.stalled_reconciliation.is_none()
+                        && !crate::invariants::round_progressed(&before, from, answer, after)
+                    {
+                        self.stalled_reconciliation = Some(b);
+                    }
+                }
+                effects
+            }
             Action::Drop(_) => {
                 self.drops += 1;
                 Vec::new()

@@ -145,6 +145,10 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::ConsumerReadsAreNeverRevoked) => {
             always!(Property::ConsumerReadsAreNeverRevoked)
         }
+        Check::Always(Property::HighWatermarkKeepsUp) => always!(Property::HighWatermarkKeepsUp),
+        Check::Always(Property::ReconciliationProgresses) => {
+            always!(Property::ReconciliationProgresses)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {
