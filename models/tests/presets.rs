@@ -250,3 +250,14 @@ fn every_preset_is_well_formed() {
     }
     assert_eq!(Acks::All, Preset::find("safe").unwrap().bounds.acks);
 }
+
+/// The suite in a test: every preset at its CI bounds comes to its expected verdicts (what
+/// `isr-check suite` prints as a table). It makes the suite part of the test step of mutation
+/// testing (checker/mutants.sh).
+#[test]
+fn every_preset_is_as_expected_at_its_bounds() {
+    for p in PRESETS {
+        let r = check_preset(p);
+        assert!(r.as_expected(), "{}: {:?}", p.name, mismatches(&r));
+    }
+}
