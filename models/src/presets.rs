@@ -117,28 +117,6 @@ pub const PRESETS: &[Preset] = &[
         exhaustive: true,
     },
     Preset {
-        name: "safe-records",
-        about: "every rule on, with what the other safe presets leave out: two records, a \
-                consumer, a fetch limit of one record (a follower catches up a record at a \
-                time, its HW capped by its LEO), a clean and an unclean crash, three elections \
-                and three ISR changes. Two brokers keep it small",
-        rules: &[],
-        min_insync_replicas: 2,
-        fetch_max_entries: 1,
-        bounds: Bounds {
-            records: 2,
-            max_leader_epoch: 3,
-            clean_crashes: 1,
-            unclean_crashes: 1,
-            consumer: true,
-            ..BASE
-        },
-        isr_changes: 3,
-        fails: &[],
-        unreached: &[],
-        exhaustive: true,
-    },
-    Preset {
         name: "kip966",
         about: "every rule on with page-cache acknowledgement, ELR and strict min ISR, fewer \
                 unclean crashes than min.insync.replicas. WeakIsr is expected to fail: a \
@@ -335,6 +313,28 @@ pub const PRESETS: &[Preset] = &[
         fails: &[CommittedRecordsSurviveLeaderFailure],
         unreached: &[],
         exhaustive: false,
+    },
+    Preset {
+        name: "safe-records",
+        about: "every rule on, with what the other safe presets leave out: two records, a \
+                consumer, a fetch limit of one record (a follower catches up a record at a \
+                time, its HW capped by its LEO), a clean and an unclean crash, three elections \
+                and three ISR changes. Two brokers keep it small",
+        rules: &[],
+        min_insync_replicas: 2,
+        fetch_max_entries: 1,
+        bounds: Bounds {
+            records: 2,
+            max_leader_epoch: 3,
+            clean_crashes: 1,
+            unclean_crashes: 1,
+            consumer: true,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
     },
 ];
 
