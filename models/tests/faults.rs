@@ -3,22 +3,13 @@
 //! checkpointed the HW, and nothing reaches a stopped replica, so what an unclean crash takes
 //! is already nothing.
 
-use isr::sim::{Action, Bounds};
+mod common;
+
+use common::Walk;
+use isr::sim::Bounds;
 use isr::Acks;
 use isr_models::presets::Preset;
 use isr_models::IsrModel;
-
-/// A small deterministic generator for random walks.
-struct Walk(u64);
-
-impl Walk {
-    fn pick(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 #[test]
 fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
@@ -41,27 +32,15 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
     let model = IsrModel::new(p.config(), bounds, 5);
     let mut walk = Walk(0x2545_f491_4f6c_dd1d);
     let mut checked = 0;
-    for _ in 0..300 {
-        let mut c = model.initial();
-        for _ in 0..60 {
-            for (b, r) in c.replicas.iter().enumerate() {
-                if !r.is_online() && c.last_stop_clean[b] {
-                    let mut lost = isr::Replica::clone(r);
-                    lost.crash();
-                    assert_eq!(&lost, &**r, "b{b} lost something after a clean stop");
-                    checked += 1;
-                }
+    walk.walks(&model, 300, 60, |c| {
+        for (b, r) in c.replicas.iter().enumerate() {
+            if !r.is_online() && c.last_stop_clean[b] {
+                let mut lost = isr::Replica::clone(r);
+                lost.crash();
+                assert_eq!(&lost, &**r, "b{b} lost something after a clean stop");
+                checked += 1;
             }
-            let actions: Vec<Action> = model
-                .enabled(&c)
-                .into_iter()
-                .filter(|a| model.within(&model.step(&c, a)))
-                .collect();
-            if actions.is_empty() {
-                break;
-            }
-            c = model.step(&c, &actions[walk.pick(actions.len())]);
         }
-    }
+    });
     assert!(checked > 1000, "{checked} stopped replicas looked at");
 }
