@@ -342,10 +342,30 @@ impl Controller {
         dedup_sends(effects)
     }
 
-    pub fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) {
-        if let Some(b) = self.brokers.get_mut(&broker).filter(|b| b.alive) {
-            b.last_heartbeat = now;
+    /// A broker's heartbeat: its session lives on if the controller believes it alive, and
+    /// the answer is true. False: it was fenced (its session expired, or a new controller
+    /// never knew it alive), and it must register again, as a new incarnation, before it is
+    /// part of the cluster again.
+    pub fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) -> bool {
+        match self.brokers.get_mut(&broker).filter(|b| b.alive) {
+            Some(b) => {
+                b.last_heartbeat = now;
+                true
+            }
+            None => false,
         }
+    }
+
+    /// The state of every partition assigned to `broker`, for a broker that has just opened a
+    /// session with this controller: after a failover, brokers find the new controller, and
+    /// this is how each learns the new controller epoch and whatever it missed (what
+    /// [`Controller::take_over`] announces to every broker at once). Changes nothing.
+    pub fn announce_to<R>(&self, broker: BrokerId) -> Effects<R> {
+        self.partitions
+            .iter()
+            .filter(|(_, state)| state.assigned.contains(&broker))
+            .map(|(&id, state)| self.send(broker, id, state))
+            .collect()
     }
 
     /// Time passes: fence every broker whose session expired, then elect where needed.
@@ -639,6 +659,69 @@ impl Controller {
             .get(&(group.to_string(), partition))
             .copied()
     }
+
+    /// Every committed offset of `group`, by partition (OffsetFetch for a whole group).
+    pub fn group_offsets(&self, group: &str) -> Vec<(PartitionId, Offset)> {
+        self.group_offsets
+            .iter()
+            .filter(|((g, _), _)| g == group)
+            .map(|((_, p), &o)| (*p, o))
+            .collect()
+    }
+
+    /// The groups that have committed an offset (ListGroups).
+    pub fn offset_groups(&self) -> BTreeSet<String> {
+        self.group_offsets.keys().map(|(g, _)| g.clone()).collect()
+    }
+
+    /// Forgets a group's committed offset for a partition (OffsetDelete, DeleteGroups); whether
+    /// there was one.
+    pub fn delete_offset(&mut self, group: &str, partition: PartitionId) -> bool {
+        self.group_offsets
+            .remove(&(group.to_string(), partition))
+            .is_some()
+    }
+
+    /// Deletes a partition (DeleteTopics): the controller stops electing for it and forgets it,
+    /// with every group's committed offset in it, and returns its last state. Nothing is sent:
+    /// no live state refers to a deleted partition, and its replicas learn from the cluster
+    /// metadata that it is gone (partition ids are never reused).
+    pub fn delete_partition(&mut self, id: PartitionId) -> Result<PartitionState, ControllerError> {
+        let state = self
+            .partitions
+            .remove(&id)
+            .ok_or(ControllerError::UnknownPartition(id))?;
+        self.group_offsets.retain(|(_, p), _| *p != id);
+        Ok(state)
+    }
+
+    /// Changes a partition's `min.insync.replicas` (a topic config change) in a new partition
+    /// epoch, and tells the assigned brokers: the leader applies it to writes and to the high
+    /// watermark from then on. As after an ISR change, the ELR is emptied once the ISR is at
+    /// the new floor; raising the floor adds nobody to the ELR, since replicas already out of
+    /// the ISR may lack committed records.
+    pub fn set_min_insync_replicas<R>(
+        &mut self,
+        id: PartitionId,
+        min_insync_replicas: usize,
+    ) -> Result<Effects<R>, ControllerError> {
+        let state = self
+            .partitions
+            .get_mut(&id)
+            .ok_or(ControllerError::UnknownPartition(id))?;
+        if min_insync_replicas == 0 || min_insync_replicas > state.assigned.len() {
+            return Err(ControllerError::InvalidMinIsr(state.assigned.len()));
+        }
+        if state.min_insync_replicas == min_insync_replicas {
+            return Ok(Vec::new());
+        }
+        state.min_insync_replicas = min_insync_replicas;
+        if state.isr.len() >= min_insync_replicas {
+            state.elr.clear();
+        }
+        state.partition_epoch = state.partition_epoch.next();
+        Ok(self.announce(id))
+    }
 }
 
 /// Keeps only the last LeaderAndIsr per (broker, partition) in a batch of effects: earlier ones
@@ -833,6 +916,81 @@ mod tests {
         assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(3)));
     }
 
+    #[test]
+    fn a_deleted_partition_is_forgotten_with_its_offsets_and_never_elected() {
+        let (cfg, mut c, p) = three();
+        c.commit_offset("g", p, Offset(7));
+        c.commit_offset("g", PartitionId(9), Offset(3));
+        c.commit_offset("h", p, Offset(1));
+        assert_eq!(c.offset_groups(), BTreeSet::from(["g".into(), "h".into()]));
+        let gone = c.delete_partition(p).expect("exists");
+        assert_eq!(gone.assigned.len(), 3);
+        assert_eq!(c.partition(p), None);
+        assert_eq!(c.group_offsets("g"), vec![(PartitionId(9), Offset(3))]);
+        assert_eq!(c.offset_groups(), BTreeSet::from(["g".into()]));
+        assert_eq!(
+            c.delete_partition(p),
+            Err(ControllerError::UnknownPartition(p))
+        );
+        // Fencing its former leader elects nothing for it.
+        let effects: Effects<()> = c.fence_broker(&cfg, BrokerId(1));
+        assert!(effects.is_empty());
+        assert!(c.elect_leaders::<()>(&cfg).is_empty());
+        assert!(c.delete_offset("g", PartitionId(9)));
+        assert!(!c.delete_offset("g", PartitionId(9)));
+        assert!(c.offset_groups().is_empty());
+    }
+
+    #[test]
+    fn a_min_isr_change_reaches_every_live_replica_in_a_new_partition_epoch() {
+        let (cfg, mut c, p) = three();
+        let before = c.partition(p).expect("p").clone();
+        let effects: Effects<()> = c.set_min_insync_replicas(p, 3).expect("valid");
+        let sent = leaders_and_isrs(&effects);
+        assert_eq!(sent.len(), 3, "every assigned live broker");
+        for (_, state) in &sent {
+            assert_eq!(state.min_insync_replicas, 3);
+            assert_eq!(state.partition_epoch, before.partition_epoch.next());
+            assert_eq!(
+                state.leader_epoch, before.leader_epoch,
+                "same leader, same term"
+            );
+        }
+        assert_eq!(
+            c.set_min_insync_replicas::<()>(p, 4),
+            Err(ControllerError::InvalidMinIsr(3))
+        );
+        assert_eq!(
+            c.set_min_insync_replicas::<()>(p, 0),
+            Err(ControllerError::InvalidMinIsr(3))
+        );
+        assert!(c
+            .set_min_insync_replicas::<()>(p, 3)
+            .expect("same")
+            .is_empty());
+        // Two brokers die: with a floor of 3 they join the ELR; lowering the floor to 1, at
+        // or below the ISR, empties it, as an ISR change back to the floor would.
+        c.fence_broker::<()>(&cfg, BrokerId(3));
+        c.fence_broker::<()>(&cfg, BrokerId(2));
+        assert_eq!(
+            c.partition(p).map(|s| s.elr.clone()),
+            Some(BTreeSet::from([BrokerId(2), BrokerId(3)]))
+        );
+        let effects: Effects<()> = c.set_min_insync_replicas(p, 1).expect("valid");
+        assert_eq!(
+            leaders_and_isrs(&effects).len(),
+            1,
+            "only broker 1 is alive"
+        );
+        let state = c.partition(p).expect("p");
+        assert!(state.elr.is_empty());
+        assert_eq!(state.isr, BTreeSet::from([BrokerId(1)]));
+        assert_eq!(
+            c.set_min_insync_replicas::<()>(PartitionId(5), 1),
+            Err(ControllerError::UnknownPartition(PartitionId(5)))
+        );
+    }
+
     /// A leader's AlterPartition adding nothing: drops b3 from the ISR of [`three`]'s
     /// partition, as b1 (the leader, epoch 1) would propose it having heard controller `seen`.
     fn drop_b3(seen: ControllerEpoch) -> AlterPartitionRequest {
@@ -863,7 +1021,7 @@ mod tests {
     #[test]
     fn a_new_controller_takes_over_the_stored_state_in_the_next_epoch_and_announces_it() {
         let (cfg, mut old, p) = three();
-        old.on_heartbeat(BrokerId(1), Tick(3));
+        assert!(old.on_heartbeat(BrokerId(1), Tick(3)));
         old.fence_broker::<()>(&cfg, BrokerId(3));
         let (new, announce) = Controller::take_over::<()>(&old, old.epoch().next(), Tick(50));
         assert_eq!(new.epoch(), ControllerEpoch(2));

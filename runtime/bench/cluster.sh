@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|all]
+#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|all]
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
 #   3 partitions at replication factor 1 and 3 (min ISR 2), acks=all, 100-byte records in
@@ -10,7 +10,16 @@
 # failover: acks=all load on an RF 3 topic, SIGKILL of the leader of partition 0 after 2 s;
 #   prints when status first shows a new leader, and the slowest produce request (the
 #   acknowledged write that waited out the election).
-# Environment: RECORDS (default 2000000), PRODUCERS, PORT (default 39090), ISR (the binary;
+# controller-failover: two controllers on a local etcd member (isr cluster --controllers 2
+#   --etcd, default lease 2 s); SIGKILL of the active controller and, at the same moment, of
+#   the leader of partition 0; prints when status first shows the new active controller, and
+#   when it shows the new leader that controller elected. Three rounds.
+# metadata: topic creations per second (kafka-python's admin client, one CreateTopics at a
+#   time, TOPICS topics with RF 3), with the file store and with etcd.
+# large: large records on one partition at RF 3 (page cache): LARGE_RECORDS records of each of
+#   LARGE_SIZES bytes (default 100 of 28000, 200000 and 500000), written one per request, then
+#   read back with `isr perf consume` (1 MiB fetches): records/s, MB/s and fetch latency.
+# Environment: RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
 #   controller and the load generator share its cores.
 set -euo pipefail
@@ -19,8 +28,9 @@ ISR=${ISR:-target/release/isr}
 [ -x "$ISR" ] || cargo build --release -p isr-runtime
 RECORDS=${RECORDS:-2000000}
 PRODUCERS=${PRODUCERS:-"3 12"}
+TOPICS=${TOPICS:-300}
 PORT=${PORT:-39090}
-BOOT=127.0.0.1:$((PORT + 1)),127.0.0.1:$((PORT + 2)),127.0.0.1:$((PORT + 3))
+BOOT=
 WORK=$(mktemp -d)
 CLUSTER=
 stop() {
@@ -29,18 +39,26 @@ stop() {
 }
 trap 'stop; rm -rf "$WORK"' EXIT
 
-start() { # start FLUSH
+start() { # start FLUSH [MORE isr cluster ARGUMENTS]
   rm -rf "$WORK/data"
-  "$ISR" cluster --brokers 3 --dir "$WORK/data" --port "$PORT" --flush "$1" >"$WORK/cluster.out" 2>&1 &
+  local flush=$1
+  shift
+  "$ISR" cluster --brokers 3 --dir "$WORK/data" --port "$PORT" --flush "$flush" "$@" >"$WORK/cluster.out" 2>&1 &
   CLUSTER=$!
-  for _ in $(seq 100); do grep -q bootstrap "$WORK/cluster.out" 2>/dev/null && return; sleep 0.1; done
+  for _ in $(seq 200); do
+    if grep -q '^bootstrap' "$WORK/cluster.out" 2>/dev/null; then
+      BOOT=$(grep '^bootstrap' "$WORK/cluster.out" | cut -d' ' -f2)
+      return
+    fi
+    sleep 0.1
+  done
   echo "the cluster did not start: $(cat "$WORK/cluster.out")" >&2
   exit 1
 }
 
 leader_of() { # leader_of TOPIC PARTITION
   "$ISR" status "$1" --bootstrap "$BOOT" --json 2>/dev/null |
-    python3 -c "import json,sys; r=json.load(sys.stdin); print([p for p in r if p['partition']==$2][0]['leader'])" 2>/dev/null || true
+    python3 -c "import json,sys; r=json.load(sys.stdin)['partitions']; print([p for p in r if p['partition']==$2][0]['leader'])" 2>/dev/null || true
 }
 
 throughput() {
@@ -92,9 +110,86 @@ failover() {
   stop
 }
 
+large() {
+  start page-cache
+  for size in ${LARGE_SIZES:-28000 200000 500000}; do
+    "$ISR" topic create "large$size" --bootstrap "$BOOT" --partitions 1 --replication-factor 3 \
+      --min-insync-replicas 2 >/dev/null
+    sleep 1
+    printf 'record size %-7s produce: ' "$size"
+    "$ISR" perf produce --bootstrap "$BOOT" --topic "large$size" --records "${LARGE_RECORDS:-100}" \
+      --record-size "$size" --batch 1 --acks all | tail -2 | tr '\n' ' '
+    echo
+    printf 'record size %-7s consume: ' "$size"
+    "$ISR" perf consume --bootstrap "$BOOT" --topic "large$size" --records "${LARGE_RECORDS:-100}" |
+      tail -2 | tr '\n' ' '
+    echo
+  done
+  stop
+}
+
+status_field() { # status_field PYTHON-EXPRESSION-OVER-r (the status --json of topic t)
+  "$ISR" status t --bootstrap "$BOOT" --json 2>/dev/null |
+    python3 -c "import json,sys; r=json.load(sys.stdin); print($1)" 2>/dev/null || true
+}
+
+controller_failover() {
+  for round in 1 2 3; do
+    start always --controllers 2 --etcd
+    "$ISR" topic create t --bootstrap "$BOOT" --partitions 1 --replication-factor 3 --min-insync-replicas 2 >/dev/null
+    sleep 2
+    local active epoch victim t0 now took_over="" leader=""
+    active=$(status_field "r['controller']['id']")
+    epoch=$(status_field "r['controller']['epoch']")
+    victim=$(leader_of t 0)
+    t0=$(date +%s%N)
+    kill -9 "$(pgrep -f "isr controller --id $active .*--listen 127.0.0.1:$((PORT + active - 1))")" \
+      "$(pgrep -f "isr broker --id $victim .*$WORK/data")"
+    while [ -z "$leader" ]; do
+      now=$(date +%s%N)
+      if [ -z "$took_over" ] && [ "$(status_field "r['controller']['epoch'] > $epoch")" = True ]; then
+        took_over=$(( (now - t0) / 1000000 ))
+      fi
+      local l
+      l=$(leader_of t 0)
+      if [ -n "$took_over" ] && [ -n "$l" ] && [ "$l" != "$victim" ] && [ "$l" != None ]; then
+        leader=$l
+      fi
+      if [ $(( (now - t0) / 1000000000 )) -gt 30 ]; then echo "round $round: no failover in 30 s" >&2; break; fi
+      sleep 0.02
+    done
+    now=$(date +%s%N)
+    echo "round $round: killed controller $active and broker $victim (leader of t/0); the standby was active after ${took_over} ms, and had elected broker $leader after $(( (now - t0) / 1000000 )) ms"
+    stop
+  done
+}
+
+metadata() {
+  for store in file etcd; do
+    if [ "$store" = file ]; then start always; else start always --controllers 2 --etcd; fi
+    sleep 1
+    printf 'store=%s: ' "$store"
+    python3 - "$BOOT" "$TOPICS" <<'PY'
+import sys, time
+from kafka.admin import KafkaAdminClient, NewTopic
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1].split(","))
+n = int(sys.argv[2])
+started = time.monotonic()
+for i in range(n):
+    admin.create_topics([NewTopic(f"m{i}", 1, 3)])
+secs = time.monotonic() - started
+print(f"{n} topic creations (RF 3) in {secs:.2f} s: {n / secs:.0f} per second")
+PY
+    stop
+  done
+}
+
 case "${1:-all}" in
   throughput) throughput ;;
   failover) failover ;;
-  all) throughput; failover ;;
-  *) echo "usage: $0 [throughput|failover|all]" >&2; exit 2 ;;
+  controller-failover) controller_failover ;;
+  metadata) metadata ;;
+  large) large ;;
+  all) throughput; failover; controller_failover; metadata; large ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|all]" >&2; exit 2 ;;
 esac

@@ -10,7 +10,7 @@ mod storage;
 mod timing;
 mod wire;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -30,8 +30,10 @@ enum Command {
     Cluster(cluster::ClusterArgs),
     /// Show partitions (leader, epoch, AR, ISR, OSR, ELR) and replicas (LEO, HW, lag).
     Status(status::StatusArgs),
-    /// Create or list topics (Kafka protocol).
+    /// Create, list, describe, delete and alter topics, and add partitions (Kafka protocol).
     Topic(isr_kafka::client::topic::TopicArgs),
+    /// List, describe and delete consumer groups (Kafka protocol).
+    Group(isr_kafka::client::group::GroupArgs),
     /// Produce records from stdin, one per line (Kafka protocol).
     Produce(isr_kafka::client::produce::ProduceArgs),
     /// Print records of a partition (Kafka protocol).
@@ -48,7 +50,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -63,6 +68,9 @@ fn main() -> ExitCode {
             Command::Cluster(args) => cluster::run(args).await.map_err(Into::into),
             Command::Status(args) => status::run(args).await.map_err(Into::into),
             Command::Topic(args) => isr_kafka::client::topic::run(args)
+                .await
+                .map_err(Into::into),
+            Command::Group(args) => isr_kafka::client::group::run(args)
                 .await
                 .map_err(Into::into),
             Command::Produce(args) => isr_kafka::client::produce::run(args)
@@ -81,4 +89,41 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints a command-line error, naming the valid subcommands where one was missing or unknown
+/// (clap only suggests similar names).
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let _ = e.print();
+    if matches!(
+        e.kind(),
+        ErrorKind::InvalidSubcommand | ErrorKind::MissingSubcommand
+    ) {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        if let Some(names) = valid_subcommands(&args) {
+            eprintln!("valid subcommands: {names}");
+        }
+    }
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(2),
+    }
+}
+
+/// The subcommands of the deepest command `args` name.
+fn valid_subcommands(args: &[String]) -> Option<String> {
+    let mut command = Cli::command();
+    for arg in args {
+        match command.find_subcommand(arg) {
+            Some(sub) => command = sub.clone(),
+            None => break,
+        }
+    }
+    let names: Vec<&str> = command
+        .get_subcommands()
+        .map(|s| s.get_name())
+        .filter(|&n| n != "help")
+        .collect();
+    (!names.is_empty()).then(|| names.join(", "))
 }

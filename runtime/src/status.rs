@@ -1,14 +1,15 @@
-//! `isr status`: each partition's leader, epoch, AR, ISR, OSR and ELR from the controller, and
-//! each replica's LEO, HW and lag from the brokers that host it.
+//! `isr status`: the active controller, each partition's leader, epoch, AR, ISR, OSR and ELR
+//! from the controller's metadata, and each replica's LEO, HW and lag from the brokers that
+//! host it.
 
 use crate::timing;
-use crate::wire::admin::{ClusterView, ReplicaView, Request, Response};
+use crate::wire::admin::{AdminError, ClusterView, ReplicaView, Request, Response};
 use crate::wire::link;
 use crate::wire::rpc::{Rpc, RpcError};
 use crate::wire::{codec, Frame, Peer};
 use isr::{BrokerId, PartitionId};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use tokio::net::tcp::OwnedReadHalf;
 
 #[derive(clap::Args, Debug)]
@@ -20,7 +21,8 @@ pub struct StatusArgs {
     /// replicas it hosts.
     #[arg(long, required_unless_present = "controller")]
     pub bootstrap: Option<String>,
-    /// Ask the controller directly instead (it answers even when every broker is down).
+    /// Ask a controller directly instead (it answers even when every broker is down):
+    /// HOST:PORT, or several separated by commas; a standby names the active one.
     #[arg(long, conflicts_with = "bootstrap")]
     pub controller: Option<String>,
     /// Print JSON instead of a table.
@@ -52,6 +54,29 @@ struct ReplicaRow {
     /// the leader's high watermark and ISR decisions go by).
     leader_view: Option<u64>,
     role: String,
+}
+
+/// What `status --json` prints.
+#[derive(Serialize)]
+struct Status {
+    /// The active controller that made the metadata: `{"id": N, "epoch": E, "address": ...}`.
+    controller: Option<ControllerRow>,
+    brokers: Vec<BrokerRow>,
+    partitions: Vec<PartitionRow>,
+}
+
+#[derive(Serialize)]
+struct ControllerRow {
+    id: u32,
+    epoch: u32,
+    address: String,
+}
+
+#[derive(Serialize)]
+struct BrokerRow {
+    id: BrokerId,
+    address: String,
+    alive: bool,
 }
 
 #[derive(Serialize)]
@@ -107,19 +132,35 @@ async fn cluster_view(address: &str) -> Result<ClusterView, StatusError> {
 /// The controller's view, from `--controller`, or from the first `--bootstrap` broker that
 /// answers; the error names the last address tried.
 async fn view_from(args: &StatusArgs) -> Result<ClusterView, StatusError> {
-    let addresses: Vec<&str> = match (&args.controller, &args.bootstrap) {
-        (Some(controller), _) => vec![controller.as_str()],
-        (None, Some(bootstrap)) => bootstrap
-            .split(',')
-            .map(str::trim)
-            .filter(|a| !a.is_empty())
-            .collect(),
-        (None, None) => Vec::new(),
-    };
+    let given = args.controller.as_ref().or(args.bootstrap.as_ref());
+    view_of(given.map_or("", String::as_str)).await
+}
+
+/// The controller's view, asked of the first of `addresses` (comma-separated controllers or
+/// brokers) that answers, following a standby's redirect to the active controller.
+pub async fn view_of(addresses: &str) -> Result<ClusterView, StatusError> {
+    let mut addresses: VecDeque<String> = Some(addresses)
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut tried = BTreeSet::new();
     let mut last = StatusError::NoAddress;
-    for address in addresses {
-        match cluster_view(address).await {
+    while let Some(address) = addresses.pop_front() {
+        if !tried.insert(address.clone()) {
+            continue;
+        }
+        match cluster_view(&address).await {
             Ok(view) => return Ok(view),
+            // A standby controller names the active one: ask it next.
+            Err(StatusError::Controller {
+                source: RpcError::Refused(AdminError::NotActive(Some(active))),
+                ..
+            }) => addresses.push_front(active.address),
             Err(e) => last = e,
         }
     }
@@ -141,7 +182,24 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
     }
     let rows = rows(&view, &hosted, args.topic.as_deref());
     if args.json {
-        match serde_json::to_string_pretty(&rows) {
+        let status = Status {
+            controller: view.controller.as_ref().map(|c| ControllerRow {
+                id: c.id,
+                epoch: c.epoch.0,
+                address: c.address.clone(),
+            }),
+            brokers: view
+                .brokers
+                .iter()
+                .map(|(&id, b)| BrokerRow {
+                    id,
+                    address: b.address.clone(),
+                    alive: b.alive,
+                })
+                .collect(),
+            partitions: rows,
+        };
+        match serde_json::to_string_pretty(&status) {
             Ok(json) => println!("{json}"),
             Err(e) => eprintln!("isr: cannot encode status: {e}"),
         }
@@ -216,6 +274,10 @@ fn opt(v: Option<u64>) -> String {
 }
 
 fn print_table(view: &ClusterView, rows: &[PartitionRow]) {
+    match &view.controller {
+        Some(c) => println!("controller {} epoch {} at {}", c.id, c.epoch.0, c.address),
+        None => println!("controller unknown"),
+    }
     for (id, b) in &view.brokers {
         let state = if b.alive { "alive" } else { "fenced" };
         println!("broker {} {} {state}", id.0, b.address);

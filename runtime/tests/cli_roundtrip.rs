@@ -3,44 +3,12 @@
 
 mod common;
 
-use common::{TestCluster, ISR};
-use std::io::Write;
-use std::process::{Command, Stdio};
+use common::{isr, isr_topic_create, TestCluster};
 use std::time::Duration;
-
-fn isr(args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new(ISR)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn isr");
-    if let Some(mut input) = child.stdin.take() {
-        input.write_all(stdin.as_bytes()).expect("stdin");
-    }
-    let out = child.wait_with_output().expect("isr output");
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
-}
 
 /// `isr topic create NAME` with replication factor 3 and `partitions`, plus `extra` flags.
 fn create_topic(bootstrap: &str, name: &str, partitions: u32, extra: &[&str]) {
-    let partitions = partitions.to_string();
-    let mut args = vec![
-        "topic",
-        "create",
-        name,
-        "--bootstrap",
-        bootstrap,
-        "--partitions",
-        &partitions,
-        "--replication-factor",
-        "3",
-    ];
-    args.extend_from_slice(extra);
-    let (ok, out) = isr(&args, "");
+    let (ok, out) = isr_topic_create(bootstrap, name, partitions, extra);
     assert!(ok, "{out}");
 }
 
@@ -155,4 +123,57 @@ fn a_consumer_group_resumes_from_its_committed_offset_through_another_broker() {
         assert!(ok, "{out}");
         assert_eq!(consumed(&out), expected(range), "{out}");
     }
+}
+
+/// A missing or unknown subcommand is answered with the valid ones.
+#[test]
+fn an_unknown_subcommand_is_answered_with_the_valid_ones() {
+    let (ok, text) = isr(&["group", "purge", "g"], "");
+    assert!(!ok);
+    assert!(
+        text.contains("valid subcommands: list, describe, delete"),
+        "{text}"
+    );
+    let (ok, text) = isr(&["topics"], "");
+    assert!(!ok);
+    assert!(
+        text.contains("valid subcommands: controller, broker, cluster"),
+        "{text}"
+    );
+}
+
+/// `isr consume --until-end` prints what a partition holds and exits, and `isr topic` and
+/// `isr group` describe what happened, on a real cluster.
+#[test]
+fn consume_until_end_and_describe_on_a_cluster() {
+    let cluster = TestCluster::start(3);
+    let b = cluster.address(1).expect("broker 1");
+    create_topic(&b, "finite", 1, &["--config", "retention.ms=86400000"]);
+    let (ok, text) = isr(&["produce", "finite", "--bootstrap", &b], "a\nb\nc\n");
+    assert!(ok, "{text}");
+    let (ok, text) = isr(
+        &[
+            "consume",
+            "finite",
+            "--bootstrap",
+            &b,
+            "--from-beginning",
+            "--until-end",
+            "--group",
+            "g",
+        ],
+        "",
+    );
+    assert!(ok, "{text}");
+    assert_eq!(text, "0 a\n1 b\n2 c\n");
+    let (ok, text) = isr(&["topic", "describe", "finite", "--bootstrap", &b], "");
+    assert!(
+        ok && text.contains("  retention.ms=86400000 (topic)\n"),
+        "{text}"
+    );
+    let (ok, text) = isr(&["group", "describe", "g", "--bootstrap", &b], "");
+    assert!(
+        ok && text.contains("  finite 0 offset=3 end=3 lag=0\n"),
+        "{text}"
+    );
 }

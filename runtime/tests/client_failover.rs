@@ -8,7 +8,7 @@
 //! restarted broker must rejoin the ISR.
 //!
 //! kcat and confluent-kafka are installed by runtime/kafka/tests/clients/install.sh (CI runs
-//! it); without them these tests say "SKIPPED" and pass.
+//! it); without them these tests say "SKIPPED" and pass (and fail under CI=true).
 
 mod common;
 

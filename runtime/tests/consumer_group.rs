@@ -3,7 +3,7 @@
 //! every member to it), the members share the partitions, the survivor takes over when one
 //! leaves, and a new member resumes from the group's commits. The script is
 //! runtime/kafka/tests/clients/confluent_group.py; without confluent-kafka the test says
-//! "SKIPPED" and passes (CI installs it).
+//! "SKIPPED" and passes (CI installs it, and under CI=true a missing client fails the test).
 
 mod common;
 

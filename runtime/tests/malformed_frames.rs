@@ -36,7 +36,7 @@ fn frame(version: u8, payload: &[u8]) -> Vec<u8> {
 fn malformed_internal_frames_close_only_their_connection() {
     let mut cluster = TestCluster::start(1);
     let broker = cluster.address(1).expect("broker 1");
-    let controller = cluster.controller.address.clone();
+    let controller = cluster.controller_list();
     let magic = b"ISR\x01".to_vec();
     // A Hello from an admin client, in the real encoding: variant 0 (Hello), Peer variant 1.
     let hello = frame(1, &[0, 1]);
@@ -74,7 +74,12 @@ fn malformed_internal_frames_close_only_their_connection() {
     // Not the magic, not Kafka either: the controller refuses it.
     assert!(closes_after(&controller, b"GET / HTTP/1.0\r\n\r\n"));
 
-    assert!(cluster.controller.is_running(), "controller died");
+    assert!(
+        cluster.controllers[0]
+            .as_mut()
+            .is_some_and(|c| c.is_running()),
+        "controller died"
+    );
     assert!(
         cluster.brokers[0].as_mut().is_some_and(|b| b.is_running()),
         "broker died"

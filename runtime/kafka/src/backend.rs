@@ -8,8 +8,10 @@
 //! Partitions are numbered within their topic (`u32`, Kafka's partition index); brokers, epochs
 //! and offsets use the core's newtypes so that they cannot be confused with one another.
 
+use crate::configs::{ConfigOp, ConfigResource};
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
+use std::collections::BTreeMap;
 use std::future::Future;
 
 /// A broker as clients should reach it.
@@ -33,6 +35,8 @@ pub struct PartitionInfo {
     pub isr: Vec<BrokerId>,
     /// Assigned replicas on brokers the controller has fenced (Metadata's `offline_replicas`).
     pub offline: Vec<BrokerId>,
+    /// Writes with acks=all need this many in-sync replicas (the topic's min.insync.replicas).
+    pub min_insync_replicas: usize,
 }
 
 /// A topic and all its partitions.
@@ -40,6 +44,9 @@ pub struct PartitionInfo {
 pub struct TopicInfo {
     pub name: String,
     pub partitions: Vec<PartitionInfo>,
+    /// The topic's config overrides (`max.message.bytes`, `retention.ms`, ...): what was set
+    /// at creation or since, without defaults. See [`crate::configs`].
+    pub configs: BTreeMap<String, String>,
 }
 
 /// The whole cluster as this broker knows it. The Kafka layer filters it per request, so
@@ -52,6 +59,9 @@ pub struct ClusterMetadata {
     pub controller: Option<BrokerId>,
     pub brokers: Vec<BrokerInfo>,
     pub topics: Vec<TopicInfo>,
+    /// Dynamic broker config overrides, by resource name: `""` for the cluster-wide default,
+    /// a broker id for one broker (which wins). Static settings are [`Backend::settings`].
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// A topic to create (CreateTopics).
@@ -60,8 +70,9 @@ pub struct NewTopic {
     pub name: String,
     pub partitions: u32,
     pub replication_factor: u16,
-    /// `None`: the broker's default.
-    pub min_insync_replicas: Option<u16>,
+    /// Config overrides (`min.insync.replicas` among them), already validated (see
+    /// [`crate::configs`]); the broker's values apply to the rest.
+    pub configs: BTreeMap<String, String>,
 }
 
 /// What a fetch returns: committed data only.
@@ -77,13 +88,72 @@ pub struct FetchedData {
     pub batches: Vec<Bytes>,
 }
 
-/// Which offset ListOffsets asks for.
+/// Which offset ListOffsets asks for. Only committed records (below the high watermark) are
+/// ever considered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OffsetSpec {
     /// The log start offset.
     Earliest,
     /// The high watermark: the offset the next committed record will take.
     Latest,
+    /// The committed record with the largest timestamp (KIP-734), the first of several.
+    MaxTimestamp,
+    /// The first committed record whose timestamp is at or after this one (milliseconds since
+    /// the Unix epoch): what `offsets_for_times` asks.
+    Timestamp(i64),
+}
+
+/// A ListOffsets answer for one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListedOffset {
+    pub offset: Offset,
+    /// The record's timestamp, or -1 for the earliest and latest offsets (Kafka answers so).
+    pub timestamp: i64,
+    /// The leader epoch of the record at `offset` (of the last record, for the latest offset),
+    /// if known: clients use it to detect truncation (KIP-320).
+    pub leader_epoch: Option<LeaderEpoch>,
+}
+
+/// A consumer group's committed offset in one partition of a topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupOffset {
+    pub topic: String,
+    pub partition: u32,
+    pub committed: CommittedOffset,
+}
+
+/// A broker's static settings: its command-line flags and built-in defaults, which Kafka
+/// calls static broker configs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerSettings {
+    /// `auto.create.topics.enable`: Metadata requests that allow it create unknown topics.
+    pub auto_create_topics: bool,
+    /// `num.partitions`: partitions of a topic created without a count.
+    pub num_partitions: u32,
+    /// `default.replication.factor`: replicas of a topic created without a factor.
+    pub default_replication_factor: u16,
+    /// `min.insync.replicas`: the floor of a topic created without one (at most its
+    /// replication factor).
+    pub min_insync_replicas: u16,
+    /// `message.max.bytes`: the largest record batch accepted, unless a dynamic broker config
+    /// or the topic's `max.message.bytes` says otherwise.
+    pub message_max_bytes: u32,
+    /// `log.segment.bytes`: where the log starts a new segment file.
+    pub segment_bytes: u64,
+}
+
+impl Default for BrokerSettings {
+    /// Kafka's defaults.
+    fn default() -> Self {
+        BrokerSettings {
+            auto_create_topics: true,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            min_insync_replicas: 1,
+            message_max_bytes: crate::configs::MESSAGE_MAX_BYTES,
+            segment_bytes: 1 << 30,
+        }
+    }
 }
 
 /// A consumer group's committed position in one partition.
@@ -121,12 +191,23 @@ pub enum BackendError {
     InvalidReplicationFactor(String),
     #[error("INVALID_CONFIG: {0}")]
     InvalidConfig(String),
+    #[error("INVALID_REPLICA_ASSIGNMENT: {0}")]
+    InvalidReplicaAssignment(String),
+    #[error("MESSAGE_TOO_LARGE: {0}")]
+    MessageTooLarge(String),
+    #[error("INVALID_REQUEST: {0}")]
+    InvalidRequest(String),
     #[error("REQUEST_TIMED_OUT: the request did not complete in time")]
     RequestTimedOut,
     #[error("CORRUPT_MESSAGE: {0}")]
     CorruptMessage(String),
     #[error("COORDINATOR_NOT_AVAILABLE: the group coordinator is not available")]
     CoordinatorNotAvailable,
+    /// A metadata change (a topic created) needs the active controller, and there is none that
+    /// can act: none elected, or its store unreachable. Kafka's NOT_CONTROLLER, which clients
+    /// retry after refreshing their metadata.
+    #[error("NOT_CONTROLLER: no controller can make this change now: {0}")]
+    ControllerUnavailable(String),
     #[error("KAFKA_STORAGE_ERROR: {0}")]
     Storage(String),
     #[error("UNKNOWN_SERVER_ERROR: {0}")]
@@ -134,6 +215,18 @@ pub enum BackendError {
 }
 
 impl BackendError {
+    /// What a response's error message says: the text without the code's name, which the
+    /// client shows from the code (`INVALID_CONFIG: INVALID_CONFIG: ...` otherwise).
+    pub fn detail(&self) -> String {
+        let full = self.to_string();
+        match full.split_once(": ") {
+            Some((name, rest)) if name.chars().all(|c| c.is_ascii_uppercase() || c == '_') => {
+                rest.to_owned()
+            }
+            _ => full,
+        }
+    }
+
     /// The Kafka protocol error code sent to the client.
     pub fn code(&self) -> i16 {
         match self {
@@ -145,6 +238,7 @@ impl BackendError {
             BackendError::NotLeaderOrFollower => 6,
             BackendError::RequestTimedOut => 7,
             BackendError::CoordinatorNotAvailable => 15,
+            BackendError::ControllerUnavailable(_) => 41,
             BackendError::InvalidTopic(_) => 17,
             BackendError::NotEnoughReplicas => 19,
             BackendError::NotEnoughReplicasAfterAppend => 20,
@@ -152,6 +246,9 @@ impl BackendError {
             BackendError::InvalidPartitions(_) => 37,
             BackendError::InvalidReplicationFactor(_) => 38,
             BackendError::InvalidConfig(_) => 40,
+            BackendError::MessageTooLarge(_) => 10,
+            BackendError::InvalidReplicaAssignment(_) => 39,
+            BackendError::InvalidRequest(_) => 42,
             BackendError::Storage(_) => 56,
         }
     }
@@ -170,6 +267,9 @@ pub trait Backend: Send + Sync + 'static {
     /// through [`Backend::commit_offset`]). A backend keeps one for its lifetime.
     fn coordinator(&self) -> &crate::Coordinator;
 
+    /// This broker's static settings (its flags and defaults).
+    fn settings(&self) -> &BrokerSettings;
+
     /// The cluster as this broker knows it.
     fn metadata(&self) -> impl Future<Output = Result<ClusterMetadata, BackendError>> + Send;
 
@@ -179,8 +279,33 @@ pub trait Backend: Send + Sync + 'static {
         topic: NewTopic,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
+    /// Deletes a topic and every partition of it, with the groups' offsets in them
+    /// (DeleteTopics); returns once the controller has.
+    fn delete_topic(&self, name: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Grows a topic to `total` partitions (CreatePartitions); the new ones start empty.
+    fn create_partitions(
+        &self,
+        topic: &str,
+        total: u32,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Changes a topic's or broker's config overrides: `replace` drops every override the
+    /// operations do not set (AlterConfigs), otherwise they are applied to the current ones
+    /// (IncrementalAlterConfigs). The operations are validated by the Kafka layer
+    /// ([`crate::configs`]); the backend checks what depends on its state (a topic's
+    /// `min.insync.replicas` against its replication factor).
+    fn alter_configs(
+        &self,
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
     /// Appends one v2 record batch (as received, already validated) to a partition this broker
-    /// leads, and returns the base offset assigned to it. Resolves according to `acks`:
+    /// leads, and returns the base offset assigned to it. A batch longer than the topic's
+    /// effective `max.message.bytes` ([`crate::configs::max_message_bytes`]) is refused with
+    /// `MessageTooLarge`. Resolves according to `acks`:
     /// `All` once the high watermark passes the batch, `Leader` once appended locally. With
     /// `None` the client expects no answer, but the Kafka layer still awaits the result (to
     /// keep a connection's writes in order) and discards it.
@@ -204,13 +329,14 @@ pub trait Backend: Send + Sync + 'static {
         max_bytes: u32,
     ) -> impl Future<Output = Result<FetchedData, BackendError>> + Send;
 
-    /// The earliest or latest offset of a partition (ListOffsets).
+    /// An offset of a partition this broker leads (ListOffsets); `None` when no committed
+    /// record matches (a timestamp after every record's, or an empty log for MaxTimestamp).
     fn list_offsets(
         &self,
         topic: &str,
         partition: u32,
         spec: OffsetSpec,
-    ) -> impl Future<Output = Result<Offset, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Option<ListedOffset>, BackendError>> + Send;
 
     /// Records a consumer group's position in a partition (OffsetCommit).
     fn commit_offset(
@@ -229,6 +355,23 @@ pub trait Backend: Send + Sync + 'static {
         topic: &str,
         partition: u32,
     ) -> impl Future<Output = Result<Option<CommittedOffset>, BackendError>> + Send;
+
+    /// Every committed offset of a group (OffsetFetch naming no topics).
+    fn group_offsets(
+        &self,
+        group: &str,
+    ) -> impl Future<Output = Result<Vec<GroupOffset>, BackendError>> + Send;
+
+    /// The groups that have committed offsets, in the whole cluster (ListGroups).
+    fn offset_groups(&self) -> impl Future<Output = Result<Vec<String>, BackendError>> + Send;
+
+    /// Deletes a group's committed offsets: those of the named partitions (OffsetDelete), or
+    /// all of them (`None`, DeleteGroups).
+    fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Option<Vec<(String, u32)>>,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
     /// A producer id unique in the cluster (InitProducerId), for idempotent producers. The
     /// producer stamps each batch with its id and sequence numbers, and a backend that
@@ -250,3 +393,18 @@ pub trait Backend: Send + Sync + 'static {
 
 /// How often a waiting fetch reads again when the backend does not signal commits.
 pub const POLL_INTERVAL: std::time::Duration = std::time::Duration::from_millis(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_message_leaves_the_code_name_to_the_code() {
+        let e = BackendError::InvalidConfig("retention.ms=soon: not a number".into());
+        assert_eq!(e.detail(), "retention.ms=soon: not a number");
+        assert_eq!(
+            BackendError::NotEnoughReplicas.detail(),
+            "the in-sync replicas are fewer than min.insync.replicas"
+        );
+    }
+}

@@ -9,6 +9,11 @@
 use bytes::{Bytes, BytesMut};
 use isr::{LeaderEpoch, Offset};
 
+/// The largest batch a broker stores, whatever its configs say: recovery takes a longer length
+/// field in a segment for corruption, and one such batch always fits an internal frame.
+/// (Kafka's default `message.max.bytes` is 1 MiB; topics may raise theirs up to this.)
+pub const MAX_BATCH: usize = 16 << 20;
+
 /// Bytes of the v2 batch header, up to and including the record count.
 pub const HEADER_LEN: usize = 61;
 /// Bytes before the batch-length field ends: the length counts everything after them.
@@ -20,12 +25,16 @@ const CRC_AT: usize = 17;
 const CRC_FROM: usize = 21;
 const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
+const BASE_TIMESTAMP_AT: usize = 27;
+const MAX_TIMESTAMP_AT: usize = 35;
 const PRODUCER_ID_AT: usize = 43;
 const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
 const RECORD_COUNT_AT: usize = 57;
 /// Attribute bits naming the compression codec; 0 is none.
 const COMPRESSION_MASK: i16 = 0x07;
+/// Attribute bit set when every record's timestamp is the broker's append time.
+const LOG_APPEND_TIME: i16 = 0x08;
 
 /// Why a batch was refused: every case is answered with CORRUPT_MESSAGE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -271,6 +280,67 @@ pub fn producer(batch: &[u8]) -> Option<ProducerStamp> {
     })
 }
 
+fn be_i64(b: &[u8], at: usize) -> Option<i64> {
+    Some(i64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// The largest record timestamp of a batch (a header field), what a time index keeps.
+pub fn max_timestamp(batch: &[u8]) -> Option<i64> {
+    be_i64(batch, MAX_TIMESTAMP_AT)
+}
+
+/// Each record's (offset, timestamp) in a stored batch, in order, read from the record
+/// headers. A compressed batch (the broker never decompresses) stands as one record at its
+/// base offset with its first timestamp, and its largest: a reader starting at the base offset
+/// misses none of its records. So does a log-append-time batch, whose records share one
+/// timestamp.
+fn record_times(batch: &[u8]) -> Vec<(i64, i64)> {
+    let (Some(base), Some(first), Some(max)) = (
+        base_offset(batch),
+        be_i64(batch, BASE_TIMESTAMP_AT),
+        max_timestamp(batch),
+    ) else {
+        return Vec::new();
+    };
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    if attributes & LOG_APPEND_TIME != 0 {
+        return vec![(base, max)];
+    }
+    if attributes & COMPRESSION_MASK != 0 {
+        return vec![(base, first), (base, max)];
+    }
+    let records = &batch[HEADER_LEN..];
+    let mut times = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let Some(len) = varint(records, &mut at).and_then(|l| usize::try_from(l).ok()) else {
+            break;
+        };
+        let end = at.saturating_add(len).min(records.len());
+        let mut field = at + 1; // attributes
+        let time = varint(&records[..end], &mut field);
+        let offset = varint(&records[..end], &mut field);
+        if let (Some(time), Some(offset)) = (time, offset) {
+            times.push((base.saturating_add(offset), first.saturating_add(time)));
+        }
+        at = end;
+    }
+    times
+}
+
+/// The first record of a stored batch whose timestamp is at or after `target`: (offset,
+/// timestamp). See `record_times` for compressed batches.
+pub fn first_at_or_after(batch: &[u8], target: i64) -> Option<(i64, i64)> {
+    record_times(batch).into_iter().find(|&(_, t)| t >= target)
+}
+
+/// The first record of a stored batch with the batch's largest timestamp: (offset,
+/// timestamp).
+pub fn latest_record(batch: &[u8]) -> Option<(i64, i64)> {
+    let max = max_timestamp(batch)?;
+    first_at_or_after(batch, max)
+}
+
 /// The base offset stamped in a stored batch (its first 8 bytes).
 pub fn base_offset(batch: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(batch.get(..8)?.try_into().ok()?))
@@ -279,7 +349,40 @@ pub fn base_offset(batch: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::records::{encode, Outgoing};
+    use crate::client::records::{encode, encode_timed, Outgoing};
+
+    /// One batch whose records carry these timestamps, stamped at `base`.
+    fn timed(base: u64, times: &[i64]) -> Bytes {
+        let record = Outgoing {
+            key: None,
+            value: Bytes::from_static(b"v"),
+        };
+        let batch = encode_timed(times.iter().map(|&t| (&record, t))).expect("encode");
+        stamp(&batch, Offset(base), LeaderEpoch(1))
+    }
+
+    #[test]
+    fn finds_records_by_timestamp() {
+        let b = timed(10, &[100, 300, 200, 300]);
+        assert!(validate(&b).is_ok());
+        assert_eq!(max_timestamp(&b), Some(300));
+        assert_eq!(first_at_or_after(&b, 0), Some((10, 100)));
+        assert_eq!(first_at_or_after(&b, 150), Some((11, 300)));
+        assert_eq!(first_at_or_after(&b, 300), Some((11, 300)));
+        assert_eq!(first_at_or_after(&b, 301), None);
+        assert_eq!(latest_record(&b), Some((11, 300)));
+    }
+
+    #[test]
+    fn a_compressed_batch_stands_as_its_base_offset() {
+        // The codec bits are all the broker looks at: it never decompresses.
+        let mut b = BytesMut::from(&timed(10, &[100, 300, 200])[..]);
+        b[ATTRIBUTES_AT + 1] |= 1;
+        assert_eq!(first_at_or_after(&b, 0), Some((10, 100)));
+        assert_eq!(first_at_or_after(&b, 250), Some((10, 300)));
+        assert_eq!(first_at_or_after(&b, 301), None);
+        assert_eq!(latest_record(&b), Some((10, 300)));
+    }
 
     fn batch(n: usize) -> Bytes {
         let records: Vec<Outgoing> = (0..n)

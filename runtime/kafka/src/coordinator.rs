@@ -10,6 +10,11 @@
 //! (REBALANCE_IN_PROGRESS) and join again; it ends when every member has, or at the longest
 //! rebalance timeout without the laggards.
 //!
+//! Static members (KIP-345: a `group.instance.id`) keep their place across restarts: a static
+//! member that rejoins under a new member id within its session timeout takes over its old
+//! identity and assignment, and a stable group does not rebalance. They leave only by session
+//! timeout or an explicit LeaveGroup naming their instance id.
+//!
 //! Membership lives in the memory of one broker per group ([`coordinator_of`] picks it from the
 //! live brokers). If that broker goes, the members find the next one and join it afresh, as
 //! after a Kafka coordinator failover; committed offsets are kept by the cluster, not here.
@@ -44,6 +49,12 @@ pub enum GroupError {
     InvalidSessionTimeout,
     #[error("REBALANCE_IN_PROGRESS: join the group again")]
     RebalanceInProgress,
+    #[error("NON_EMPTY_GROUP: the group still has members")]
+    NonEmptyGroup,
+    #[error("GROUP_ID_NOT_FOUND: no such group")]
+    GroupIdNotFound,
+    #[error("FENCED_INSTANCE_ID: another member has taken over this group.instance.id")]
+    FencedInstanceId,
 }
 
 impl GroupError {
@@ -55,6 +66,9 @@ impl GroupError {
             GroupError::UnknownMember => 25,
             GroupError::InvalidSessionTimeout => 26,
             GroupError::RebalanceInProgress => 27,
+            GroupError::NonEmptyGroup => 68,
+            GroupError::GroupIdNotFound => 69,
+            GroupError::FencedInstanceId => 82,
         }
     }
 }
@@ -63,8 +77,10 @@ impl GroupError {
 #[derive(Clone, Debug)]
 pub struct Join {
     pub group: String,
-    /// Empty for a new member, which is then given an id.
+    /// Empty for a new member (or a restarted static one), which is then given an id.
     pub member_id: String,
+    /// `group.instance.id`: set for a static member.
+    pub instance_id: Option<String>,
     pub client_id: String,
     pub protocol_type: String,
     /// Assignment protocols the member offers, in its order of preference, with its metadata
@@ -78,11 +94,55 @@ pub struct Join {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Joined {
     pub generation: i32,
+    pub protocol_type: String,
     pub protocol: String,
     pub leader: String,
     pub member_id: String,
-    /// For the leader only: every member with its metadata for the chosen protocol.
-    pub members: Vec<(String, Bytes)>,
+    /// For the leader only: every member with its instance id and its metadata for the chosen
+    /// protocol.
+    pub members: Vec<JoinedMember>,
+}
+
+/// One member as the group's leader sees it in a JoinGroup answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub metadata: Bytes,
+}
+
+/// A member's identity in a SyncGroup, Heartbeat or OffsetCommit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Caller<'a> {
+    pub member_id: &'a str,
+    /// `group.instance.id`, from the versions of the request that carry it.
+    pub instance_id: Option<&'a str>,
+    pub generation: i32,
+}
+
+/// A group as DescribeGroups and ListGroups report it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub group: String,
+    /// Kafka's name of the group's state: Empty, PreparingRebalance, CompletingRebalance or
+    /// Stable.
+    pub state: &'static str,
+    pub protocol_type: String,
+    /// The assignment protocol of the current generation (empty while none is chosen).
+    pub protocol: String,
+    pub generation: i32,
+    pub members: Vec<MemberDescription>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    /// The member's metadata for the current protocol (for consumers: its subscription).
+    pub metadata: Bytes,
+    /// What the leader assigned it in the current generation.
+    pub assignment: Bytes,
 }
 
 /// Which live broker coordinates `group`: a hash of its name over the brokers in id order, so
@@ -101,6 +161,8 @@ pub fn coordinator_of(group: &str, live: &[BrokerId]) -> Option<BrokerId> {
 
 #[derive(Debug)]
 struct Member {
+    instance_id: Option<String>,
+    client_id: String,
     protocols: Vec<(String, Bytes)>,
     session_timeout: Duration,
     rebalance_timeout: Duration,
@@ -115,13 +177,24 @@ enum Phase {
     /// No members.
     #[default]
     Empty,
-    /// Waiting for every member to join, until the deadline.
+    /// Waiting for every member to join, until the deadline (Kafka's PreparingRebalance).
     Joining {
         deadline: Instant,
     },
-    /// Joined: waiting for the leader's assignment.
+    /// Joined: waiting for the leader's assignment (Kafka's CompletingRebalance).
     Syncing,
     Stable,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Empty => "Empty",
+            Phase::Joining { .. } => "PreparingRebalance",
+            Phase::Syncing => "CompletingRebalance",
+            Phase::Stable => "Stable",
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -129,6 +202,8 @@ struct Group {
     generation: i32,
     phase: Phase,
     protocol_type: String,
+    /// The assignment protocol chosen for the current generation.
+    protocol: String,
     leader: Option<String>,
     members: BTreeMap<String, Member>,
     /// JoinGroup answers of the last completed rebalance, taken by the waiting members.
@@ -157,6 +232,7 @@ impl Group {
         if self.members.is_empty() {
             self.phase = Phase::Empty;
             self.leader = None;
+            self.protocol.clear();
         } else if !matches!(self.phase, Phase::Joining { .. }) {
             self.start_rebalance(now);
         } else {
@@ -179,6 +255,18 @@ impl Group {
         }
     }
 
+    /// Every member with its metadata for `protocol`, as the leader receives them.
+    fn member_list(&self, protocol: &str) -> Vec<JoinedMember> {
+        self.members
+            .iter()
+            .map(|(id, m)| JoinedMember {
+                member_id: id.clone(),
+                instance_id: m.instance_id.clone(),
+                metadata: metadata_for(m, protocol),
+            })
+            .collect()
+    }
+
     /// Ends the join phase once every member has joined, or at the deadline without those that
     /// have not: a new generation, a protocol, a leader, and an answer for each member.
     fn try_complete(&mut self, now: Instant) -> bool {
@@ -193,6 +281,7 @@ impl Group {
         if self.members.is_empty() {
             self.phase = Phase::Empty;
             self.leader = None;
+            self.protocol.clear();
             return true;
         }
         self.generation += 1;
@@ -201,22 +290,19 @@ impl Group {
             _ => self.members.keys().next().cloned().unwrap_or_default(),
         };
         let protocol = self.common_protocol(&leader).unwrap_or_default();
-        let metadata: Vec<(String, Bytes)> = self
-            .members
-            .iter()
-            .map(|(id, m)| (id.clone(), metadata_for(m, &protocol)))
-            .collect();
+        let members = self.member_list(&protocol);
         self.answers = self
             .members
             .keys()
             .map(|id| {
                 let joined = Joined {
                     generation: self.generation,
+                    protocol_type: self.protocol_type.clone(),
                     protocol: protocol.clone(),
                     leader: leader.clone(),
                     member_id: id.clone(),
                     members: if *id == leader {
-                        metadata.clone()
+                        members.clone()
                     } else {
                         Vec::new()
                     },
@@ -229,8 +315,34 @@ impl Group {
             m.last_seen = now;
         }
         self.leader = Some(leader);
+        self.protocol = protocol;
         self.phase = Phase::Syncing;
         true
+    }
+
+    /// The known member `caller` names, with the static member checks of KIP-345: a caller
+    /// naming an instance id must be that instance's current member.
+    fn member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), GroupError> {
+        if let Some(instance) = instance_id {
+            match self.instance_member(instance) {
+                Some(id) if id == member_id => {}
+                Some(_) => return Err(GroupError::FencedInstanceId),
+                None => return Err(GroupError::UnknownMember),
+            }
+        }
+        if self.members.contains_key(member_id) {
+            Ok(())
+        } else {
+            Err(GroupError::UnknownMember)
+        }
+    }
+
+    /// The member id a static member currently holds.
+    fn instance_member(&self, instance: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|(_, m)| m.instance_id.as_deref() == Some(instance))
+            .map(|(id, _)| id.as_str())
     }
 
     /// Whether a member may act in `generation`: not while members are joining, nor in a
@@ -245,6 +357,27 @@ impl Group {
         }
     }
 
+    /// Kafka's rule for a member's OffsetCommit: any phase but CompletingRebalance, in the
+    /// group's current generation. While a rebalance is being prepared the members still own
+    /// what they were assigned, and commit it before they rejoin (the commit a consumer makes
+    /// when its partitions are revoked): refusing it would make the next owner read again
+    /// what was already processed. Once the members have joined, the leader may be handing
+    /// their partitions to others, so commits wait for the new generation.
+    fn may_commit(&self, generation: i32) -> Result<(), GroupError> {
+        if generation != self.generation {
+            Err(GroupError::IllegalGeneration)
+        } else if self.phase == Phase::Syncing {
+            Err(GroupError::RebalanceInProgress)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The protocol the next generation would choose, with the current leader.
+    fn next_protocol(&self) -> Option<String> {
+        self.common_protocol(self.leader.as_deref()?)
+    }
+
     /// The first of the leader's protocols that every member offers.
     fn common_protocol(&self, leader: &str) -> Option<String> {
         let offered = &self.members.get(leader)?.protocols;
@@ -253,6 +386,82 @@ impl Group {
             .map(|(name, _)| name)
             .find(|name| self.members.values().all(|m| offers(m, name)))
             .cloned()
+    }
+
+    fn describe(&self, name: &str) -> GroupDescription {
+        GroupDescription {
+            group: name.to_owned(),
+            state: self.phase.name(),
+            protocol_type: self.protocol_type.clone(),
+            protocol: self.protocol.clone(),
+            generation: self.generation,
+            members: self
+                .members
+                .iter()
+                .map(|(id, m)| MemberDescription {
+                    member_id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    metadata: metadata_for(m, &self.protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A static member restarting under a new member id (KIP-345): it takes over its old
+    /// identity and assignment. A stable group whose protocol stays the same answers at once,
+    /// without a rebalance; otherwise the group rebalances. `None` when the caller must wait
+    /// for the rebalance like any joining member.
+    fn replace_static(
+        &mut self,
+        old: &str,
+        new: &str,
+        join: &Join,
+        now: Instant,
+    ) -> Option<Joined> {
+        let mut member = self.members.remove(old)?;
+        member.protocols = join.protocols.clone();
+        member.session_timeout = join.session_timeout;
+        member.rebalance_timeout = join.rebalance_timeout;
+        member.client_id = join.client_id.clone();
+        member.last_seen = now;
+        member.joined = true;
+        self.members.insert(new.to_owned(), member);
+        self.answers.remove(old);
+        // Kafka answers with the leader id from before the replacement, so that a restarted
+        // leader does not compute an assignment a stable group would never hand out.
+        let leader_before = self.leader.clone().unwrap_or_default();
+        if self.leader.as_deref() == Some(old) {
+            self.leader = Some(new.to_owned());
+        }
+        match self.phase {
+            Phase::Stable if self.next_protocol().as_deref() == Some(&self.protocol) => {
+                let is_leader = self.leader.as_deref() == Some(new);
+                Some(Joined {
+                    generation: self.generation,
+                    protocol_type: self.protocol_type.clone(),
+                    protocol: self.protocol.clone(),
+                    leader: leader_before,
+                    member_id: new.to_owned(),
+                    members: if is_leader {
+                        self.member_list(&self.protocol)
+                    } else {
+                        Vec::new()
+                    },
+                })
+            }
+            Phase::Joining { .. } => None,
+            _ => {
+                // The old id may already be in the leader's hands (CompletingRebalance), or
+                // the protocol changes: rebalance, with this member already in.
+                self.start_rebalance(now);
+                if let Some(m) = self.members.get_mut(new) {
+                    m.joined = true;
+                }
+                None
+            }
+        }
     }
 }
 
@@ -266,6 +475,14 @@ fn metadata_for(m: &Member, protocol: &str) -> Bytes {
         .find(|(name, _)| name == protocol)
         .map(|(_, meta)| meta.clone())
         .unwrap_or_default()
+}
+
+/// What entering a join led to.
+enum Entered {
+    /// Answered at once (a static member rejoining a stable group).
+    Answered(Joined),
+    /// Waits for the rebalance as this member id.
+    Waiting(String),
 }
 
 /// Every group this broker coordinates.
@@ -286,8 +503,12 @@ impl Coordinator {
         if !SESSION_TIMEOUTS.contains(&join.session_timeout) {
             return Err(GroupError::InvalidSessionTimeout);
         }
-        let member_id = self.enter(&join)?;
+        let entered = self.enter(&join);
         self.changed.notify_waiters();
+        let member_id = match entered? {
+            Entered::Answered(joined) => return Ok(joined),
+            Entered::Waiting(id) => id,
+        };
         loop {
             let notified = self.changed.notified();
             {
@@ -311,7 +532,7 @@ impl Coordinator {
     }
 
     /// Adds or updates the joining member and starts a rebalance if none is in progress.
-    fn enter(&self, join: &Join) -> Result<String, GroupError> {
+    fn enter(&self, join: &Join) -> Result<Entered, GroupError> {
         let mut groups = self.groups();
         let group = groups.entry(join.group.clone()).or_default();
         let now = Instant::now();
@@ -325,27 +546,47 @@ impl Coordinator {
         if join.protocols.is_empty() || !others_agree || !same_type {
             return Err(GroupError::InconsistentProtocol);
         }
-        let member_id = if join.member_id.is_empty() {
-            group.next_member += 1;
-            format!("{}-{}", join.client_id, group.next_member)
-        } else if group.members.contains_key(&join.member_id) {
-            join.member_id.clone()
-        } else {
-            return Err(GroupError::UnknownMember);
+        let holder = join
+            .instance_id
+            .as_deref()
+            .and_then(|i| group.instance_member(i))
+            .map(str::to_owned);
+        let member_id = match (join.member_id.as_str(), holder) {
+            ("", Some(old)) => {
+                let new = fresh_id(group, join);
+                return Ok(match group.replace_static(&old, &new, join, now) {
+                    Some(joined) => Entered::Answered(joined),
+                    None => {
+                        group.try_complete(now);
+                        Entered::Waiting(new)
+                    }
+                });
+            }
+            ("", None) => fresh_id(group, join),
+            (id, Some(old)) if id != old => return Err(GroupError::FencedInstanceId),
+            (id, _) if group.members.contains_key(id) => id.to_owned(),
+            _ => return Err(GroupError::UnknownMember),
         };
         group.protocol_type = join.protocol_type.clone();
         if !matches!(group.phase, Phase::Joining { .. }) {
             group.start_rebalance(now);
         }
+        let assignment = group
+            .members
+            .get(&member_id)
+            .map(|m| m.assignment.clone())
+            .unwrap_or_default();
         group.members.insert(
             member_id.clone(),
             Member {
+                instance_id: join.instance_id.clone(),
+                client_id: join.client_id.clone(),
                 protocols: join.protocols.clone(),
                 session_timeout: join.session_timeout,
                 rebalance_timeout: join.rebalance_timeout,
                 last_seen: now,
                 joined: true,
-                assignment: Bytes::new(),
+                assignment,
             },
         );
         if let Phase::Joining { deadline } = &mut group.phase {
@@ -353,16 +594,16 @@ impl Coordinator {
         }
         group.answers.remove(&member_id);
         group.try_complete(now);
-        Ok(member_id)
+        Ok(Entered::Waiting(member_id))
     }
 
     /// SyncGroup: the leader hands in the assignment; every member gets its own part once it
-    /// has.
+    /// has. `protocol`, when the request names one (v5), must be the group's.
     pub async fn sync(
         &self,
         group_id: &str,
-        generation: i32,
-        member_id: &str,
+        caller: Caller<'_>,
+        protocol: Option<(&str, &str)>,
         assignments: Vec<(String, Bytes)>,
     ) -> Result<Bytes, GroupError> {
         loop {
@@ -374,13 +615,17 @@ impl Coordinator {
                 if group.expire(now) {
                     self.changed.notify_waiters();
                 }
-                let is_leader = group.leader.as_deref() == Some(member_id);
-                let member = group
-                    .members
-                    .get_mut(member_id)
-                    .ok_or(GroupError::UnknownMember)?;
-                member.last_seen = now;
-                group.settled_in(generation)?;
+                group.member(caller.member_id, caller.instance_id)?;
+                if let Some((kind, name)) = protocol {
+                    if kind != group.protocol_type || name != group.protocol {
+                        return Err(GroupError::InconsistentProtocol);
+                    }
+                }
+                let is_leader = group.leader.as_deref() == Some(caller.member_id);
+                if let Some(member) = group.members.get_mut(caller.member_id) {
+                    member.last_seen = now;
+                }
+                group.settled_in(caller.generation)?;
                 if group.phase == Phase::Syncing && is_leader {
                     for (id, assignment) in &assignments {
                         if let Some(m) = group.members.get_mut(id) {
@@ -391,7 +636,7 @@ impl Coordinator {
                     self.changed.notify_waiters();
                 }
                 if group.phase == Phase::Stable {
-                    let member = group.members.get(member_id);
+                    let member = group.members.get(caller.member_id);
                     return Ok(member.map(|m| m.assignment.clone()).unwrap_or_default());
                 }
             }
@@ -399,70 +644,144 @@ impl Coordinator {
         }
     }
 
+    /// The group's protocol type and chosen protocol (SyncGroup v5 answers with them).
+    pub fn protocol(&self, group_id: &str) -> Option<(String, String)> {
+        let groups = self.groups();
+        let group = groups.get(group_id)?;
+        Some((group.protocol_type.clone(), group.protocol.clone()))
+    }
+
     /// Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS tells it to join again.
-    pub fn heartbeat(
-        &self,
-        group_id: &str,
-        generation: i32,
-        member_id: &str,
-    ) -> Result<(), GroupError> {
-        let result = self.with_member(group_id, member_id, |g| g.settled_in(generation));
+    pub fn heartbeat(&self, group_id: &str, caller: Caller<'_>) -> Result<(), GroupError> {
+        let result = self.with_member(group_id, caller, |g| g.settled_in(caller.generation));
         self.changed.notify_waiters();
         result
     }
 
-    /// LeaveGroup: the member goes at once, and the others rebalance without it.
-    pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), GroupError> {
+    /// LeaveGroup of one member, named by member id, instance id or both (v3 batches them):
+    /// it goes at once, and the others rebalance without it.
+    pub fn leave(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
         let mut groups = self.groups();
         let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
-        group
-            .members
-            .remove(member_id)
-            .ok_or(GroupError::UnknownMember)?;
-        group.answers.remove(member_id);
+        let id = match instance_id {
+            Some(instance) => {
+                let holder = group
+                    .instance_member(instance)
+                    .ok_or(GroupError::UnknownMember)?;
+                if !member_id.is_empty() && member_id != holder {
+                    return Err(GroupError::FencedInstanceId);
+                }
+                holder.to_owned()
+            }
+            None => member_id.to_owned(),
+        };
+        group.members.remove(&id).ok_or(GroupError::UnknownMember)?;
+        group.answers.remove(&id);
         group.membership_changed(Instant::now());
         drop(groups);
         self.changed.notify_waiters();
         Ok(())
     }
 
-    /// Whether an OffsetCommit may go ahead: always for a consumer outside group membership
-    /// (generation -1, no member id); for a member, only in the group's current, settled
-    /// generation, so that a consumer that lost its partitions cannot commit over their new
-    /// owner.
-    pub fn may_commit(
-        &self,
-        group_id: &str,
-        generation: i32,
-        member_id: &str,
-    ) -> Result<(), GroupError> {
-        if generation < 0 && member_id.is_empty() {
-            return Ok(());
+    /// Whether an OffsetCommit may go ahead, by Kafka's rules: a consumer outside group
+    /// membership (generation -1, no member id) commits to a group without members; a member
+    /// commits in the group's current generation, in any phase but CompletingRebalance (see
+    /// `Group::may_commit`), so that a consumer that lost its partitions cannot commit over
+    /// their new owner while the one whose partitions are being revoked can still save its
+    /// position.
+    pub fn may_commit(&self, group_id: &str, caller: Caller<'_>) -> Result<(), GroupError> {
+        let member =
+            caller.generation >= 0 || !caller.member_id.is_empty() || caller.instance_id.is_some();
+        let mut groups = self.groups();
+        let Some(group) = groups.get_mut(group_id) else {
+            return if member {
+                Err(GroupError::IllegalGeneration)
+            } else {
+                Ok(())
+            };
+        };
+        let now = Instant::now();
+        if group.expire(now) {
+            self.changed.notify_waiters();
         }
-        if !self.groups().contains_key(group_id) {
-            return Err(GroupError::IllegalGeneration);
+        if !member {
+            return if group.members.is_empty() {
+                Ok(())
+            } else {
+                Err(GroupError::UnknownMember)
+            };
         }
-        self.with_member(group_id, member_id, |g| g.settled_in(generation))
+        group.member(caller.member_id, caller.instance_id)?;
+        if let Some(m) = group.members.get_mut(caller.member_id) {
+            m.last_seen = now;
+        }
+        group.may_commit(caller.generation)
     }
 
     /// Runs `check` for a known member, after expiring sessions and noting that it is alive.
     fn with_member(
         &self,
         group_id: &str,
-        member_id: &str,
+        caller: Caller<'_>,
         check: impl FnOnce(&Group) -> Result<(), GroupError>,
     ) -> Result<(), GroupError> {
         let mut groups = self.groups();
         let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
         let now = Instant::now();
         group.expire(now);
-        let member = group
-            .members
-            .get_mut(member_id)
-            .ok_or(GroupError::UnknownMember)?;
-        member.last_seen = now;
+        group.member(caller.member_id, caller.instance_id)?;
+        if let Some(member) = group.members.get_mut(caller.member_id) {
+            member.last_seen = now;
+        }
         check(group)
     }
+
+    /// Every group this coordinator knows, described (members expired first).
+    pub fn list(&self) -> Vec<GroupDescription> {
+        let mut groups = self.groups();
+        let now = Instant::now();
+        groups
+            .iter_mut()
+            .map(|(name, g)| {
+                g.expire(now);
+                g.describe(name)
+            })
+            .collect()
+    }
+
+    /// One group, described; `None` when this coordinator does not know it.
+    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
+        let mut groups = self.groups();
+        let group = groups.get_mut(group_id)?;
+        group.expire(Instant::now());
+        Some(group.describe(group_id))
+    }
+
+    /// Forgets a group without members (DeleteGroups); its committed offsets are the
+    /// caller's to delete. NON_EMPTY_GROUP while it has members.
+    pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
+        let mut groups = self.groups();
+        if let Some(group) = groups.get_mut(group_id) {
+            group.expire(Instant::now());
+            if !group.members.is_empty() {
+                return Err(GroupError::NonEmptyGroup);
+            }
+            groups.remove(group_id);
+        }
+        Ok(())
+    }
+}
+
+/// A new member id: the client id (or the instance id of a static member) and a counter.
+fn fresh_id(group: &mut Group, join: &Join) -> String {
+    group.next_member += 1;
+    let prefix = join.instance_id.as_deref().unwrap_or(&join.client_id);
+    format!("{prefix}-{}", group.next_member)
 }
 
 #[cfg(test)]
@@ -474,6 +793,7 @@ mod tests {
         Join {
             group: "g".into(),
             member_id: member_id.into(),
+            instance_id: None,
             client_id: client.into(),
             protocol_type: "consumer".into(),
             protocols: vec![
@@ -482,6 +802,22 @@ mod tests {
             ],
             session_timeout: Duration::from_secs(1),
             rebalance_timeout: Duration::from_secs(2),
+        }
+    }
+
+    fn static_join(member_id: &str, instance: &str) -> Join {
+        Join {
+            instance_id: Some(instance.into()),
+            session_timeout: Duration::from_secs(5),
+            ..join(member_id, instance)
+        }
+    }
+
+    fn at(member_id: &str, generation: i32) -> Caller<'_> {
+        Caller {
+            member_id,
+            instance_id: None,
+            generation,
         }
     }
 
@@ -513,14 +849,14 @@ mod tests {
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
-            c.heartbeat("g", 1, &a.member_id),
+            c.heartbeat("g", at(&a.member_id, 1)),
             Err(GroupError::RebalanceInProgress)
         );
         let a2 = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
         let b = b_join.await.expect("task").expect("b joins");
         assert_eq!((a2.generation, b.generation), (2, 2));
         assert_eq!(a2.leader, a.member_id, "the leader stays");
-        let ids: Vec<&str> = a2.members.iter().map(|(id, _)| id.as_str()).collect();
+        let ids: Vec<&str> = a2.members.iter().map(|m| m.member_id.as_str()).collect();
         assert_eq!(ids.len(), 2);
         assert!(ids.contains(&b.member_id.as_str()));
         assert!(b.members.is_empty(), "only the leader sees the members");
@@ -528,33 +864,47 @@ mod tests {
         // b's sync waits for the leader's assignment.
         let b_sync = tokio::spawn({
             let (c, id) = (c.clone(), b.member_id.clone());
-            async move { c.sync("g", 2, &id, Vec::new()).await }
+            async move { c.sync("g", at(&id, 2), None, Vec::new()).await }
         });
         let plan = vec![
             (a.member_id.clone(), Bytes::from_static(b"p0")),
             (b.member_id.clone(), Bytes::from_static(b"p1")),
         ];
         assert_eq!(
-            c.sync("g", 2, &a.member_id, plan).await,
+            c.sync("g", at(&a.member_id, 2), Some(("consumer", "range")), plan)
+                .await,
             Ok(Bytes::from_static(b"p0"))
         );
         assert_eq!(b_sync.await.expect("task"), Ok(Bytes::from_static(b"p1")));
-        assert_eq!(c.heartbeat("g", 2, &b.member_id), Ok(()));
+        assert_eq!(c.heartbeat("g", at(&b.member_id, 2)), Ok(()));
         assert_eq!(
-            c.heartbeat("g", 1, &b.member_id),
+            c.heartbeat("g", at(&b.member_id, 1)),
             Err(GroupError::IllegalGeneration)
         );
-        assert_eq!(c.may_commit("g", 2, &b.member_id), Ok(()));
+        assert_eq!(c.may_commit("g", at(&b.member_id, 2)), Ok(()));
         assert_eq!(
-            c.may_commit("g", 1, &b.member_id),
+            c.may_commit("g", at(&b.member_id, 1)),
             Err(GroupError::IllegalGeneration)
         );
-        assert_eq!(c.may_commit("other", -1, ""), Ok(()), "manual assignment");
+        assert_eq!(
+            c.may_commit("g", at("", -1)),
+            Err(GroupError::UnknownMember),
+            "outsiders commit only to a group without members"
+        );
+        assert_eq!(
+            c.may_commit("other", at("", -1)),
+            Ok(()),
+            "manual assignment"
+        );
+        let described = c.describe("g").expect("known");
+        assert_eq!((described.state, described.generation), ("Stable", 2));
+        assert_eq!(described.members.len(), 2);
+        assert_eq!(c.delete("g"), Err(GroupError::NonEmptyGroup));
 
         // a leaves: b rebalances alone and leads.
-        assert_eq!(c.leave("g", &a.member_id), Ok(()));
+        assert_eq!(c.leave("g", &a.member_id, None), Ok(()));
         assert_eq!(
-            c.heartbeat("g", 2, &b.member_id),
+            c.heartbeat("g", at(&b.member_id, 2)),
             Err(GroupError::RebalanceInProgress)
         );
         let b3 = c.join(join(&b.member_id, "b")).await.expect("b rejoins");
@@ -563,9 +913,127 @@ mod tests {
             (3, b.member_id.as_str())
         );
         assert_eq!(
-            c.heartbeat("g", 3, &a.member_id),
+            c.heartbeat("g", at(&a.member_id, 3)),
             Err(GroupError::UnknownMember)
         );
+        assert_eq!(c.leave("g", &b.member_id, None), Ok(()));
+        assert_eq!(c.describe("g").map(|d| d.state), Some("Empty"));
+        assert_eq!(c.delete("g"), Ok(()));
+        assert_eq!(c.describe("g"), None);
+    }
+
+    /// Kafka accepts a member's commits while the group prepares a rebalance (the member
+    /// still owns its partitions and commits them before it rejoins) and refuses them only
+    /// once everyone has joined and the leader is assigning.
+    #[tokio::test]
+    async fn members_commit_while_a_rebalance_is_prepared_but_not_while_it_completes() {
+        let c = Arc::new(Coordinator::default());
+        let a = c.join(join("", "a")).await.expect("a");
+        c.sync("g", at(&a.member_id, 1), None, vec![])
+            .await
+            .expect("a syncs");
+        let b_join = tokio::spawn({
+            let c = c.clone();
+            async move { c.join(join("", "b")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(c.describe("g").map(|d| d.state), Some("PreparingRebalance"));
+        assert_eq!(
+            c.may_commit("g", at(&a.member_id, 1)),
+            Ok(()),
+            "the revoking member saves its position"
+        );
+        let a2 = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let b = b_join.await.expect("task").expect("b");
+        assert_eq!(
+            c.describe("g").map(|d| d.state),
+            Some("CompletingRebalance")
+        );
+        assert_eq!(
+            c.may_commit("g", at(&a.member_id, 2)),
+            Err(GroupError::RebalanceInProgress)
+        );
+        assert_eq!(
+            c.may_commit("g", at(&a.member_id, 1)),
+            Err(GroupError::IllegalGeneration)
+        );
+        c.sync("g", at(&a2.member_id, 2), None, vec![])
+            .await
+            .expect("leader syncs");
+        assert_eq!(c.may_commit("g", at(&b.member_id, 2)), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_restarted_static_member_takes_its_place_without_a_rebalance() {
+        let c = Arc::new(Coordinator::default());
+        let a = c.join(static_join("", "ia")).await.expect("a");
+        let b_join = tokio::spawn({
+            let c = c.clone();
+            async move { c.join(static_join("", "ib")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let a = c
+            .join(static_join(&a.member_id, "ia"))
+            .await
+            .expect("a rejoins");
+        let b = b_join.await.expect("task").expect("b");
+        assert_eq!(a.generation, 2);
+        let ids: Vec<Option<&str>> = a.members.iter().map(|m| m.instance_id.as_deref()).collect();
+        assert_eq!(
+            ids,
+            [Some("ia"), Some("ib")],
+            "the leader sees instance ids"
+        );
+        let plan = vec![
+            (a.member_id.clone(), Bytes::from_static(b"pa")),
+            (b.member_id.clone(), Bytes::from_static(b"pb")),
+        ];
+        c.sync("g", at(&a.member_id, 2), None, plan)
+            .await
+            .expect("a");
+        c.sync("g", at(&b.member_id, 2), None, vec![])
+            .await
+            .expect("b");
+
+        // b restarts (a static member sends no LeaveGroup) and rejoins with no member id: it
+        // gets a new id at once, in the same generation, and its old assignment.
+        let b2 = c.join(static_join("", "ib")).await.expect("b restarts");
+        assert_ne!(b2.member_id, b.member_id);
+        assert_eq!(b2.generation, 2, "no rebalance");
+        assert_eq!(b2.leader, a.member_id);
+        assert_eq!(
+            c.heartbeat("g", at(&a.member_id, 2)),
+            Ok(()),
+            "a notices nothing"
+        );
+        let caller = Caller {
+            member_id: &b2.member_id,
+            instance_id: Some("ib"),
+            generation: 2,
+        };
+        assert_eq!(
+            c.sync("g", caller, None, vec![]).await,
+            Ok(Bytes::from_static(b"pb"))
+        );
+        // The old incarnation is fenced.
+        let old = Caller {
+            member_id: &b.member_id,
+            instance_id: Some("ib"),
+            generation: 2,
+        };
+        assert_eq!(c.heartbeat("g", old), Err(GroupError::FencedInstanceId));
+        assert_eq!(c.may_commit("g", old), Err(GroupError::FencedInstanceId));
+        assert_eq!(
+            c.join(static_join(&b.member_id, "ib")).await,
+            Err(GroupError::FencedInstanceId)
+        );
+        // Removing a static member by its instance id (what admin tools do) rebalances.
+        assert_eq!(c.leave("g", "", Some("ib")), Ok(()));
+        assert_eq!(
+            c.heartbeat("g", at(&a.member_id, 2)),
+            Err(GroupError::RebalanceInProgress)
+        );
+        assert_eq!(c.leave("g", "", Some("ib")), Err(GroupError::UnknownMember));
     }
 
     #[tokio::test]
@@ -579,7 +1047,7 @@ mod tests {
         assert_eq!(b.generation, 2);
         assert_eq!(b.leader, b.member_id);
         assert_eq!(
-            c.heartbeat("g", 2, &a.member_id),
+            c.heartbeat("g", at(&a.member_id, 2)),
             Err(GroupError::UnknownMember)
         );
     }

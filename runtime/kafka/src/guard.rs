@@ -194,6 +194,55 @@ const LEAVE_GROUP: &[F] = &[
     since(3, Structs(&[all(Str), all(Str), since(5, Str)])),
 ];
 
+const DELETE_TOPICS: &[F] = &[
+    since(6, Structs(&[all(Str), all(Uuid)])),
+    until(5, Strs),
+    all(I32),
+];
+
+const CREATE_PARTITIONS: &[F] = &[
+    all(Structs(&[all(Str), all(I32), all(Structs(&[all(I32s)]))])),
+    all(I32),
+    all(I8),
+];
+
+const DESCRIBE_CONFIGS: &[F] = &[
+    all(Structs(&[all(I8), all(Str), all(Strs)])),
+    all(I8),
+    since(3, I8),
+];
+
+const ALTER_CONFIGS: &[F] = &[
+    all(Structs(&[
+        all(I8),
+        all(Str),
+        all(Structs(&[all(Str), all(Str)])),
+    ])),
+    all(I8),
+];
+
+const INCREMENTAL_ALTER_CONFIGS: &[F] = &[
+    all(Structs(&[
+        all(I8),
+        all(Str),
+        all(Structs(&[all(Str), all(I8), all(Str)])),
+    ])),
+    all(I8),
+];
+
+const DESCRIBE_CLUSTER: &[F] = &[all(I8), since(1, I8), since(2, I8)];
+
+const LIST_GROUPS: &[F] = &[since(4, Strs), since(5, Strs)];
+
+const DESCRIBE_GROUPS: &[F] = &[all(Strs), since(3, I8)];
+
+const DELETE_GROUPS: &[F] = &[all(Strs)];
+
+const OFFSET_DELETE: &[F] = &[
+    all(Str),
+    all(Structs(&[all(Str), all(Structs(&[all(I32)]))])),
+];
+
 const API_VERSIONS_RESPONSE: &[F] = &[
     all(I16),
     all(Structs(&[all(I16), all(I16), all(I16)])),
@@ -380,6 +429,96 @@ const LEAVE_GROUP_RESPONSE: &[F] = &[
     since(3, Structs(&[all(Str), all(Str), all(I16)])),
 ];
 
+const DELETE_TOPICS_RESPONSE: &[F] = &[
+    since(1, I32),
+    all(Structs(&[
+        all(Str),
+        since(6, Uuid),
+        all(I16),
+        since(5, Str),
+    ])),
+];
+
+const CREATE_PARTITIONS_RESPONSE: &[F] = &[all(I32), all(Structs(&[all(Str), all(I16), all(Str)]))];
+
+const DESCRIBE_CONFIGS_RESPONSE: &[F] = &[
+    all(I32),
+    all(Structs(&[
+        all(I16),
+        all(Str),
+        all(I8),
+        all(Str),
+        all(Structs(&[
+            all(Str),
+            all(Str),
+            all(I8),
+            all(I8),
+            all(I8),
+            all(Structs(&[all(Str), all(Str), all(I8)])),
+            since(3, I8),
+            since(3, Str),
+        ])),
+    ])),
+];
+
+/// AlterConfigs and IncrementalAlterConfigs answer alike.
+const ALTER_CONFIGS_RESPONSE: &[F] = &[
+    all(I32),
+    all(Structs(&[all(I16), all(Str), all(I8), all(Str)])),
+];
+
+const DESCRIBE_CLUSTER_RESPONSE: &[F] = &[
+    all(I32),
+    all(I16),
+    all(Str),
+    since(1, I8),
+    all(Str),
+    all(I32),
+    all(Structs(&[
+        all(I32),
+        all(Str),
+        all(I32),
+        all(Str),
+        since(2, I8),
+    ])),
+    all(I32),
+];
+
+const LIST_GROUPS_RESPONSE: &[F] = &[
+    since(1, I32),
+    all(I16),
+    all(Structs(&[all(Str), all(Str), since(4, Str), since(5, Str)])),
+];
+
+const DESCRIBE_GROUPS_RESPONSE: &[F] = &[
+    since(1, I32),
+    all(Structs(&[
+        all(I16),
+        since(6, Str),
+        all(Str),
+        all(Str),
+        all(Str),
+        all(Str),
+        all(Structs(&[
+            all(Str),
+            since(4, Str),
+            all(Str),
+            all(Str),
+            all(Bytes),
+            all(Bytes),
+        ])),
+        since(3, I32),
+    ])),
+];
+
+const DELETE_GROUPS_RESPONSE: &[F] = &[all(I32), all(Structs(&[all(Str), all(I16)]))];
+
+const OFFSET_DELETE_RESPONSE: &[F] = &[
+    all(I16),
+    all(I32),
+    all(Structs(&[all(Str), all(Structs(&[all(I32), all(I16)]))])),
+];
+
 fn response_shape(api: ApiKey) -> Option<&'static [F]> {
     Some(match api {
         ApiKey::Produce => PRODUCE_RESPONSE,
@@ -396,6 +535,15 @@ fn response_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::SyncGroup => SYNC_GROUP_RESPONSE,
         ApiKey::Heartbeat => HEARTBEAT_RESPONSE,
         ApiKey::LeaveGroup => LEAVE_GROUP_RESPONSE,
+        ApiKey::DeleteTopics => DELETE_TOPICS_RESPONSE,
+        ApiKey::CreatePartitions => CREATE_PARTITIONS_RESPONSE,
+        ApiKey::DescribeConfigs => DESCRIBE_CONFIGS_RESPONSE,
+        ApiKey::AlterConfigs | ApiKey::IncrementalAlterConfigs => ALTER_CONFIGS_RESPONSE,
+        ApiKey::DescribeCluster => DESCRIBE_CLUSTER_RESPONSE,
+        ApiKey::ListGroups => LIST_GROUPS_RESPONSE,
+        ApiKey::DescribeGroups => DESCRIBE_GROUPS_RESPONSE,
+        ApiKey::DeleteGroups => DELETE_GROUPS_RESPONSE,
+        ApiKey::OffsetDelete => OFFSET_DELETE_RESPONSE,
         _ => return None,
     })
 }
@@ -416,6 +564,16 @@ fn request_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::SyncGroup => SYNC_GROUP,
         ApiKey::Heartbeat => HEARTBEAT,
         ApiKey::LeaveGroup => LEAVE_GROUP,
+        ApiKey::DeleteTopics => DELETE_TOPICS,
+        ApiKey::CreatePartitions => CREATE_PARTITIONS,
+        ApiKey::DescribeConfigs => DESCRIBE_CONFIGS,
+        ApiKey::AlterConfigs => ALTER_CONFIGS,
+        ApiKey::IncrementalAlterConfigs => INCREMENTAL_ALTER_CONFIGS,
+        ApiKey::DescribeCluster => DESCRIBE_CLUSTER,
+        ApiKey::ListGroups => LIST_GROUPS,
+        ApiKey::DescribeGroups => DESCRIBE_GROUPS,
+        ApiKey::DeleteGroups => DELETE_GROUPS,
+        ApiKey::OffsetDelete => OFFSET_DELETE,
         _ => return None,
     })
 }
@@ -658,7 +816,7 @@ mod tests {
         assert!(check_request(ApiKey::Produce, 3, &[0, 0]).is_err());
         assert!(check_response(ApiKey::Fetch, 4, &huge).is_err());
         assert_eq!(
-            check_request(ApiKey::DeleteTopics, 0, &[]),
+            check_request(ApiKey::ElectLeaders, 0, &[]),
             Err(GuardError::UnknownShape)
         );
     }

@@ -26,6 +26,7 @@
 //! #[derive(clap::Subcommand)]
 //! enum Command {
 //!     Topic(client::topic::TopicArgs),
+//!     Group(client::group::GroupArgs),
 //!     Produce(client::produce::ProduceArgs),
 //!     Consume(client::consume::ConsumeArgs),
 //!     Perf(client::perf::PerfArgs),
@@ -34,6 +35,7 @@
 //! async fn run(command: Command) -> std::process::ExitCode {
 //!     let result = match command {
 //!         Command::Topic(a) => client::topic::run(a).await,
+//!         Command::Group(a) => client::group::run(a).await,
 //!         Command::Produce(a) => client::produce::run(a).await,
 //!         Command::Consume(a) => client::consume::run(a).await,
 //!         Command::Perf(a) => client::perf::run(a).await,
@@ -51,15 +53,19 @@
 pub mod backend;
 pub mod batch;
 pub mod client;
+pub mod configs;
+pub mod consumer_protocol;
 pub mod coordinator;
 pub mod error;
 mod guard;
+pub mod names;
 mod server;
 pub mod versions;
 
 pub use backend::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
-    OffsetSpec, PartitionInfo, TopicInfo, POLL_INTERVAL,
+    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
+    POLL_INTERVAL,
 };
 pub use coordinator::Coordinator;
 pub use error::KafkaError;

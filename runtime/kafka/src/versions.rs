@@ -16,13 +16,14 @@ const UNSUPPORTED_VERSION: i16 = 35;
 ///
 /// Lower bounds: Produce 3 and Fetch 4 are the first versions carrying v2 record batches,
 /// which are all this broker stores. Upper bounds stop before topic-id based Fetch (v13) and
-/// before batched OffsetFetch (v8), which this broker does not implement, and before the group
-/// membership versions that add static members (group.instance.id) or KIP-394's
-/// MEMBER_ID_REQUIRED round trip.
+/// before batched OffsetFetch (v8), which this broker does not implement. The group membership
+/// APIs go up to the versions that carry static members (group.instance.id, KIP-345); from
+/// JoinGroup v4 a broker may ask new members for a MEMBER_ID_REQUIRED round trip (KIP-394),
+/// which this one does not: clients accept a join answered at once.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),
-    (ApiKey::ListOffsets, 1, 7),
+    (ApiKey::ListOffsets, 1, 9),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::OffsetCommit, 2, 8),
     (ApiKey::OffsetFetch, 1, 7),
@@ -30,10 +31,20 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::InitProducerId, 0, 4),
-    (ApiKey::JoinGroup, 0, 3),
-    (ApiKey::SyncGroup, 0, 2),
-    (ApiKey::Heartbeat, 0, 2),
-    (ApiKey::LeaveGroup, 0, 2),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 /// Whether `version` of `api` is served.

@@ -6,6 +6,7 @@ use clap::Parser;
 use common::TestServer;
 use isr::Acks;
 use isr_kafka::client::consume::{self, ConsumeArgs};
+use isr_kafka::client::group::{self, GroupArgs, GroupCommand};
 use isr_kafka::client::produce::{self, ProduceArgs};
 use isr_kafka::client::topic::{self, CreateArgs, ListArgs, TopicArgs, TopicCommand};
 use isr_kafka::BackendError;
@@ -21,9 +22,10 @@ async fn create(
         command: TopicCommand::Create(CreateArgs {
             bootstrap: server.bootstrap(),
             name: name.into(),
-            partitions,
-            replication_factor: rf,
+            partitions: Some(partitions),
+            replication_factor: Some(rf),
             min_insync_replicas: Some(1),
+            configs: Vec::new(),
         }),
     };
     topic::run_with(args, &mut out)
@@ -59,6 +61,7 @@ fn consume_args(server: &TestServer, topic: &str) -> ConsumeArgs {
         offset: None,
         group: None,
         max: None,
+        until_end: false,
     }
 }
 
@@ -81,6 +84,7 @@ async fn create_list_produce_consume() {
     let list = TopicArgs {
         command: TopicCommand::List(ListArgs {
             bootstrap: server.bootstrap(),
+            json: false,
         }),
     };
     topic::run_with(list, &mut listed).await.expect("list");
@@ -218,6 +222,7 @@ async fn errors_are_one_clear_line() {
     assert!(!missing.contains('\n'), "{missing}");
     let nowhere = ListArgs {
         bootstrap: "127.0.0.1:1".into(),
+        json: false,
     };
     let e = topic::run_with(
         TopicArgs {
@@ -239,6 +244,7 @@ enum Cli {
     Produce(ProduceArgs),
     Consume(ConsumeArgs),
     Topic(TopicArgs),
+    Group(GroupArgs),
 }
 
 #[test]
@@ -324,6 +330,288 @@ fn command_lines_parse() {
         "2",
     ]);
     assert!(matches!(t, Ok(Cli::Topic(_))));
+    let alter = Cli::try_parse_from([
+        "isr",
+        "topic",
+        "alter",
+        "n",
+        "--bootstrap",
+        "h:1",
+        "--set",
+        "retention.ms=5",
+        "--delete",
+        "segment.ms",
+    ]);
+    let Ok(Cli::Topic(TopicArgs {
+        command: TopicCommand::Alter(a),
+    })) = alter
+    else {
+        panic!("topic alter parses: {alter:?}", alter = alter.err());
+    };
+    assert_eq!(a.set, [("retention.ms".to_owned(), "5".to_owned())]);
+    assert_eq!(a.delete, ["segment.ms"]);
+    // A malformed setting names the configs there are.
+    let bad = Cli::try_parse_from([
+        "isr",
+        "topic",
+        "alter",
+        "n",
+        "--bootstrap",
+        "h",
+        "--set",
+        "x",
+    ])
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(
+        bad.contains("KEY=VALUE") && bad.contains("retention.ms"),
+        "{bad}"
+    );
+    // An unknown subcommand names the valid ones.
+    let unknown = Cli::try_parse_from(["isr", "group", "purge", "g", "--bootstrap", "h"])
+        .err()
+        .map(|e| e.render().to_string())
+        .unwrap_or_default();
+    assert!(unknown.contains("purge"), "{unknown}");
+    for command in [
+        &[
+            "isr",
+            "topic",
+            "describe",
+            "n",
+            "--bootstrap",
+            "h",
+            "--json",
+        ][..],
+        &["isr", "topic", "delete", "n", "--bootstrap", "h"],
+        &[
+            "isr",
+            "topic",
+            "add-partitions",
+            "n",
+            "--bootstrap",
+            "h",
+            "--partitions",
+            "4",
+        ],
+        &[
+            "isr",
+            "topic",
+            "create",
+            "n",
+            "--bootstrap",
+            "h",
+            "--config",
+            "retention.ms=1",
+        ],
+        &["isr", "topic", "list", "--bootstrap", "h", "--json"],
+        &["isr", "group", "list", "--bootstrap", "h", "--json"],
+        &[
+            "isr",
+            "group",
+            "describe",
+            "g",
+            "--bootstrap",
+            "h",
+            "--json",
+        ],
+        &["isr", "group", "delete", "g", "--bootstrap", "h"],
+        &["isr", "consume", "t", "--bootstrap", "h", "--until-end"],
+    ] {
+        assert!(Cli::try_parse_from(command).is_ok(), "{command:?}");
+    }
+}
+
+/// Runs a topic command: its output, or its error as one line.
+async fn topic_command(command: TopicCommand) -> Result<String, String> {
+    let mut out = Vec::new();
+    topic::run_with(TopicArgs { command }, &mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Runs a group command: its output, or its error as one line.
+async fn group_command(command: GroupCommand) -> Result<String, String> {
+    let mut out = Vec::new();
+    group::run_with(GroupArgs { command }, &mut out)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+#[tokio::test]
+async fn topics_are_described_altered_grown_and_deleted() {
+    use isr_kafka::client::topic::{AddPartitionsArgs, AlterArgs, DeleteArgs, NamedArgs};
+    let server = TestServer::start().await;
+    let b = server.bootstrap();
+    create(&server, "orders", 1, 1).await.expect("create");
+    let described = |json| {
+        topic_command(TopicCommand::Describe(NamedArgs {
+            bootstrap: b.clone(),
+            name: "orders".into(),
+            json,
+        }))
+    };
+    let text = described(false).await.expect("describe");
+    assert!(
+        text.starts_with("orders partitions=1 replication-factor=1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  max.message.bytes=1048588 (default)\n"),
+        "{text}"
+    );
+    assert!(text.contains("  min.insync.replicas=1 (topic)\n"), "{text}");
+    let alter = |set: Vec<(String, String)>, delete: Vec<String>| {
+        topic_command(TopicCommand::Alter(AlterArgs {
+            bootstrap: b.clone(),
+            name: "orders".into(),
+            set,
+            delete,
+        }))
+    };
+    let set = vec![("retention.ms".to_owned(), "5000".to_owned())];
+    assert_eq!(
+        alter(set, vec!["min.insync.replicas".into()])
+            .await
+            .as_deref(),
+        Ok("altered topic orders: retention.ms=5000, min.insync.replicas reset\n")
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&described(true).await.expect("json")).expect("valid JSON");
+    let retention = json["configs"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "retention.ms"))
+        .expect("retention.ms");
+    assert_eq!(
+        (&retention["value"], &retention["source"]),
+        (&"5000".into(), &"topic".into())
+    );
+    assert_eq!(json["partitions"][0]["leader"], 1);
+    let unknown = alter(vec![("retention.hours".into(), "1".into())], vec![])
+        .await
+        .expect_err("unknown config");
+    assert!(
+        unknown.starts_with("INVALID_CONFIG: unknown topic config retention.hours; known: "),
+        "{unknown}"
+    );
+    let grown = topic_command(TopicCommand::AddPartitions(AddPartitionsArgs {
+        bootstrap: b.clone(),
+        name: "orders".into(),
+        partitions: 3,
+    }))
+    .await;
+    assert_eq!(
+        grown.as_deref(),
+        Ok("topic orders now has 3 partitions (was 1)\n")
+    );
+    let delete = |name: &str| {
+        topic_command(TopicCommand::Delete(DeleteArgs {
+            bootstrap: b.clone(),
+            name: name.into(),
+        }))
+    };
+    assert_eq!(
+        delete("orders").await.as_deref(),
+        Ok("deleted topic orders\n")
+    );
+    let gone = delete("orders").await.expect_err("deleted already");
+    assert_eq!(gone, "no topic orders; topics: none");
+    let listed = topic_command(TopicCommand::List(ListArgs {
+        bootstrap: b.clone(),
+        json: true,
+    }))
+    .await;
+    assert_eq!(listed.as_deref(), Ok("[]\n"));
+}
+
+#[tokio::test]
+async fn groups_are_listed_described_and_deleted() {
+    use isr_kafka::client::group::{DeleteArgs, ListArgs, NamedArgs};
+    let server = TestServer::start().await;
+    let b = server.bootstrap();
+    create(&server, "events", 1, 1).await.expect("create");
+    produce(produce_args(&server, "events"), "a\nb\nc\n")
+        .await
+        .expect("produce");
+    // A consumer group reads two of three records and commits.
+    let read = ConsumeArgs {
+        group: Some("readers".into()),
+        max: Some(2),
+        ..consume_args(&server, "events")
+    };
+    consume(read).await.expect("consume");
+    let listed = group_command(GroupCommand::List(ListArgs {
+        bootstrap: b.clone(),
+        json: false,
+    }))
+    .await;
+    assert_eq!(
+        listed.as_deref(),
+        Ok("readers state=Empty protocol-type=-\n")
+    );
+    let describe = |group: &str, json| {
+        group_command(GroupCommand::Describe(NamedArgs {
+            bootstrap: b.clone(),
+            name: group.into(),
+            json,
+        }))
+    };
+    assert_eq!(
+        describe("readers", false).await.as_deref(),
+        Ok("group readers state=Empty protocol-type=- protocol=- members=0\n  events 0 offset=2 end=3 lag=1\n")
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&describe("readers", true).await.expect("json")).expect("JSON");
+    assert_eq!(json["offsets"][0]["lag"], 1);
+    assert_eq!(
+        describe("writers", false).await.expect_err("unknown"),
+        "no group writers; groups: readers"
+    );
+    let delete = |group: &str| {
+        group_command(GroupCommand::Delete(DeleteArgs {
+            bootstrap: b.clone(),
+            name: group.into(),
+        }))
+    };
+    assert_eq!(
+        delete("readers").await.as_deref(),
+        Ok("deleted group readers\n")
+    );
+    assert_eq!(
+        delete("readers").await.expect_err("gone"),
+        "no group readers; groups: none"
+    );
+}
+
+#[tokio::test]
+async fn consume_until_end_stops_at_the_high_watermark() {
+    let server = TestServer::start().await;
+    create(&server, "finite", 1, 1).await.expect("create");
+    let to_end = ConsumeArgs {
+        until_end: true,
+        ..consume_args(&server, "finite")
+    };
+    assert_eq!(
+        consume(to_end.clone()).await.as_deref(),
+        Ok(""),
+        "empty: stops at once"
+    );
+    produce(produce_args(&server, "finite"), "a\nb\nc\n")
+        .await
+        .expect("produce");
+    assert_eq!(
+        consume(to_end.clone()).await.as_deref(),
+        Ok("0 a\n1 b\n2 c\n")
+    );
+    let from_one = ConsumeArgs {
+        offset: Some(1),
+        from_beginning: false,
+        ..to_end
+    };
+    assert_eq!(consume(from_one).await.as_deref(), Ok("1 b\n2 c\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

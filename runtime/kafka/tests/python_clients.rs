@@ -7,21 +7,13 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use tokio::process::Command;
 
-/// Whether `python3` can import `module`; if not, says why the test is skipped. The clients
-/// are installed by tests/clients/install.sh, which CI runs.
+/// Whether `python3` can import `module` (see `client_present`).
 fn importable(module: &str) -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "SKIPPED: python3 cannot import {module} (run runtime/kafka/tests/clients/install.sh)"
-        );
-    }
-    ok
+    common::client_present(
+        "python3",
+        &["-c", &format!("import {module}")],
+        &format!("python3 cannot import {module}"),
+    )
 }
 
 async fn run_script(script: &str, topic: &str) {
@@ -67,5 +59,32 @@ async fn confluent_kafka_roundtrip() {
 async fn confluent_kafka_consumer_group() {
     if importable("confluent_kafka") {
         run_script("confluent_group.py", "grouped").await;
+    }
+}
+
+/// A static member (group.instance.id) restarts and takes its partitions back without a
+/// rebalance of the others (KIP-345).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_kafka_static_member_restarts_without_a_rebalance() {
+    if importable("confluent_kafka") {
+        run_script("confluent_static_member.py", "statics").await;
+    }
+}
+
+/// Automatic topic creation, offsets by time, commit metadata, whole-group offsets, the admin
+/// APIs, a size limit that takes effect and transactions refused at once, as confluent-kafka's
+/// Producer, Consumer and AdminClient use them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confluent_kafka_admin_and_compatibility() {
+    if importable("confluent_kafka") {
+        run_script("confluent_admin.py", "compat").await;
+    }
+}
+
+/// The same as kafka-python's KafkaProducer, KafkaConsumer and KafkaAdminClient use them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_python_admin_and_compatibility() {
+    if importable("kafka") {
+        run_script("kafka_python_admin.py", "compat").await;
     }
 }

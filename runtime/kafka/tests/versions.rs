@@ -9,13 +9,21 @@ use common::TestServer;
 use isr_kafka::client::records::{encode, Outgoing};
 use isr_kafka::client::Connection;
 use isr_kafka::versions::SUPPORTED;
+use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -52,6 +60,18 @@ async fn join(conn: &mut Connection, g: &str, v: i16) -> (StrBytes, i32) {
     assert_eq!(a.members.len(), 1, "v{v}");
     assert_eq!(a.members[0].metadata, Bytes::from_static(b"meta"), "v{v}");
     (a.member_id, a.generation_id)
+}
+
+/// Creates a topic (CreateTopics v2) for a sweep case.
+async fn create(conn: &mut Connection, topic: &str, partitions: i32) {
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)])
+        .with_timeout_ms(5000);
+    let a = conn.exchange(&request, 2).await.expect("answer");
+    assert_eq!(a.topics[0].error_code, 0, "create {topic}");
 }
 
 async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
@@ -147,6 +167,20 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
             let a = conn.exchange(&request, v).await.expect("answer");
             let p = &a.topics[0].partitions[0];
             assert_eq!((p.error_code, p.offset), (0, 0), "v{v}");
+            // By timestamp: every record in "t" was produced after the Unix epoch, none in
+            // the year 2500.
+            for (timestamp, offset) in [(0, 0), (16_725_225_600_000, -1)] {
+                let request = ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![ListOffsetsTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(timestamp)])]);
+                let a = conn.exchange(&request, v).await.expect("answer");
+                let p = &a.topics[0].partitions[0];
+                assert_eq!((p.error_code, p.offset), (0, offset), "v{v} at {timestamp}");
+            }
         }
         ApiKey::FindCoordinator => {
             let key = StrBytes::from_static_str("g");
@@ -198,14 +232,26 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
             let assignment = SyncGroupRequestAssignment::default()
                 .with_member_id(member.clone())
                 .with_assignment(Bytes::from_static(b"plan"));
-            let request = SyncGroupRequest::default()
+            let mut request = SyncGroupRequest::default()
                 .with_group_id(GroupId(StrBytes::from_string(g)))
                 .with_generation_id(generation)
                 .with_member_id(member)
                 .with_assignments(vec![assignment]);
+            if v >= 5 {
+                request = request
+                    .with_protocol_type(Some(StrBytes::from_static_str("consumer")))
+                    .with_protocol_name(Some(StrBytes::from_static_str("range")));
+            }
             let a = conn.exchange(&request, v).await.expect("answer");
             assert_eq!(a.error_code, 0, "v{v}");
             assert_eq!(a.assignment, Bytes::from_static(b"plan"), "v{v}");
+            if v >= 5 {
+                assert_eq!(
+                    a.protocol_name.as_ref().map(|p| p.as_str()),
+                    Some("range"),
+                    "v{v}"
+                );
+            }
         }
         ApiKey::Heartbeat => {
             let g = format!("beat{v}");
@@ -220,13 +266,171 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection) {
         ApiKey::LeaveGroup => {
             let g = format!("leave{v}");
             let (member, _) = join(conn, &g, 0).await;
-            let request = LeaveGroupRequest::default()
-                .with_group_id(GroupId(StrBytes::from_string(g)))
-                .with_member_id(member.clone());
+            let request =
+                LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_string(g)));
+            let request = if v >= 3 {
+                request.with_members(vec![MemberIdentity::default().with_member_id(member)])
+            } else {
+                request.with_member_id(member)
+            };
+            // v3 on answers per member.
+            let code =
+                |a: &LeaveGroupResponse| a.members.first().map_or(a.error_code, |m| m.error_code);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!((a.error_code, code(&a)), (0, 0), "v{v}");
+            let again = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(code(&again), 25, "v{v}: UNKNOWN_MEMBER_ID once gone");
+        }
+        ApiKey::DeleteTopics => {
+            let doomed = format!("doomed{v}");
+            create(conn, &doomed, 1).await;
+            let mut request = DeleteTopicsRequest::default().with_timeout_ms(5000);
+            request = if v >= 6 {
+                request.with_topics(vec![
+                    DeleteTopicState::default().with_name(Some(name(&doomed)))
+                ])
+            } else {
+                request.with_topic_names(vec![name(&doomed)])
+            };
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.responses[0].error_code, 0, "v{v}");
+            let again = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(again.responses[0].error_code, 3, "v{v}: gone");
+        }
+        ApiKey::CreatePartitions => {
+            let growing = format!("growing{v}");
+            create(conn, &growing, 1).await;
+            let request = CreatePartitionsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![CreatePartitionsTopic::default()
+                    .with_name(name(&growing))
+                    .with_count(3)]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.results[0].error_code, 0, "v{v}");
+            let again = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(again.results[0].error_code, 37, "v{v}: INVALID_PARTITIONS");
+        }
+        ApiKey::DescribeConfigs => {
+            let request = DescribeConfigsRequest::default()
+                .with_include_synonyms(true)
+                .with_resources(vec![
+                    DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("t"))
+                        .with_configuration_keys(None),
+                    DescribeConfigsResource::default()
+                        .with_resource_type(4)
+                        .with_resource_name(StrBytes::from_static_str("1"))
+                        .with_configuration_keys(Some(vec![StrBytes::from_static_str(
+                            "message.max.bytes",
+                        )])),
+                ]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            let (topic, broker) = (&a.results[0], &a.results[1]);
+            assert_eq!((topic.error_code, broker.error_code), (0, 0), "v{v}");
+            let max = topic
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == "max.message.bytes")
+                .expect("max.message.bytes");
+            assert_eq!(
+                max.value.as_ref().map(|s| s.as_str()),
+                Some("1048588"),
+                "v{v}"
+            );
+            assert!(!max.synonyms.is_empty(), "v{v}");
+            if v >= 3 {
+                assert_eq!(max.config_type, 3, "v{v}: INT");
+            }
+            assert_eq!(broker.configs.len(), 1, "v{v}: only the key asked");
+        }
+        ApiKey::AlterConfigs => {
+            let request =
+                AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default(
+                )
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("t"))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_value(Some(StrBytes::from_string(format!("{}", 1000 + v))))])]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.responses[0].error_code, 0, "v{v}");
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            use kafka_protocol::messages::incremental_alter_configs_request as inc;
+            let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                inc::AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("t"))
+                    .with_configs(vec![inc::AlterableConfig::default()
+                        .with_name(StrBytes::from_static_str("retention.ms"))
+                        .with_config_operation(0)
+                        .with_value(Some(StrBytes::from_static_str("5000")))]),
+            ]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.responses[0].error_code, 0, "v{v}");
+        }
+        ApiKey::DescribeCluster => {
+            let mut request = DescribeClusterRequest::default();
+            if v >= 1 {
+                request = request.with_endpoint_type(1);
+            }
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!((a.error_code, a.brokers.len()), (0, 1), "v{v}");
+            assert_eq!(a.controller_id, BrokerId(1), "v{v}");
+        }
+        ApiKey::ListGroups => {
+            let a = conn
+                .exchange(&ListGroupsRequest::default(), v)
+                .await
+                .expect("answer");
+            assert_eq!(a.error_code, 0, "v{v}");
+            let g = a
+                .groups
+                .iter()
+                .find(|g| g.group_id.0.as_str() == "g")
+                .expect("the offsets-only group g");
+            if v >= 4 {
+                assert_eq!(g.group_state.as_str(), "Empty", "v{v}");
+            }
+        }
+        ApiKey::DescribeGroups => {
+            let request = DescribeGroupsRequest::default()
+                .with_groups(vec![GroupId(StrBytes::from_static_str("join0"))]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            let g = &a.groups[0];
+            assert_eq!((g.error_code, g.members.len()), (0, 1), "v{v}");
+            assert_eq!(g.protocol_type.as_str(), "consumer", "v{v}");
+        }
+        ApiKey::DeleteGroups => {
+            let g = format!("deleted{v}");
+            let commit = OffsetCommitRequest::default()
+                .with_group_id(GroupId(StrBytes::from_string(g.clone())))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(1)])]);
+            conn.exchange(&commit, 2).await.expect("commit");
+            let request = DeleteGroupsRequest::default()
+                .with_groups_names(vec![GroupId(StrBytes::from_string(g))]);
+            let a = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(a.results[0].error_code, 0, "v{v}");
+            let again = conn.exchange(&request, v).await.expect("answer");
+            assert_eq!(again.results[0].error_code, 69, "v{v}: GROUP_ID_NOT_FOUND");
+        }
+        ApiKey::OffsetDelete => {
+            let request = OffsetDeleteRequest::default()
+                .with_group_id(group)
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(1)
+                    ])]);
             let a = conn.exchange(&request, v).await.expect("answer");
             assert_eq!(a.error_code, 0, "v{v}");
-            let again = conn.exchange(&request, v).await.expect("answer");
-            assert_eq!(again.error_code, 25, "v{v}: UNKNOWN_MEMBER_ID once gone");
+            assert_eq!(a.topics[0].partitions[0].error_code, 0, "v{v}");
         }
         other => panic!("{other:?} is advertised but has no sweep case here"),
     }

@@ -1,26 +1,25 @@
 //! The broker as the Kafka layer sees it: [`isr_kafka::Backend`] over the replica thread (for
-//! data) and the controller (for metadata, topics and group offsets).
+//! data) and the controller (for metadata, topics, configs and group offsets).
 
 use super::host::{Command, HostError};
 use super::network::Net;
-use crate::storage::batch::MAX_BATCH;
 use crate::timing;
 use crate::wire::admin::{AdminError, ClusterView, Request, Response, TopicSpec};
 use crate::wire::rpc::RpcError;
 use bytes::Bytes;
 use isr::{Acks, BrokerId, Offset, PartitionId, ReadError, WriteError};
+use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, Coordinator, FetchedData,
-    NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
+    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
+    TopicInfo,
 };
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::{oneshot, Notify};
 
 pub struct BrokerBackend {
     net: Arc<Net>,
-    /// The last metadata seen: topic → partition ids never change once created, so lookups use
-    /// it and refresh only on a miss.
-    view: Mutex<ClusterView>,
+    settings: BrokerSettings,
     /// Rung by the replica thread whenever a high watermark moves.
     commits: Arc<Notify>,
     /// Membership of the consumer groups this broker coordinates.
@@ -28,56 +27,71 @@ pub struct BrokerBackend {
 }
 
 impl BrokerBackend {
-    pub fn new(net: Arc<Net>, commits: Arc<Notify>) -> BrokerBackend {
+    pub fn new(net: Arc<Net>, commits: Arc<Notify>, settings: BrokerSettings) -> BrokerBackend {
         BrokerBackend {
             net,
-            view: Mutex::default(),
+            settings,
             commits,
             groups: Coordinator::default(),
         }
     }
 
+    /// Asks the active controller. Without one (none elected, or its store unreachable) the
+    /// error is [`BackendError::ControllerUnavailable`], saying why.
     async fn ask(&self, request: Request) -> Result<Response, BackendError> {
-        let link = self
-            .net
-            .outbox
-            .controller()
-            .ok_or(BackendError::CoordinatorNotAvailable)?;
+        let link = self.net.outbox.controller().ok_or_else(|| {
+            BackendError::ControllerUnavailable("no session with an active controller".into())
+        })?;
         self.net
             .rpc
             .call(&link, request, timing::ADMIN_TIMEOUT)
             .await
             .map_err(|e| match e {
-                RpcError::NotConnected => BackendError::CoordinatorNotAvailable,
+                RpcError::NotConnected => BackendError::ControllerUnavailable(
+                    "the session with the controller closed".into(),
+                ),
                 RpcError::TimedOut(_) => BackendError::RequestTimedOut,
                 RpcError::Refused(e) => admin_error(e),
             })
     }
 
-    async fn refresh(&self) -> Result<ClusterView, BackendError> {
-        match self.ask(Request::Metadata).await? {
-            Response::Metadata(view) => {
-                *self.view.lock().unwrap_or_else(|p| p.into_inner()) = view.clone();
-                Ok(view)
-            }
-            other => Err(unexpected(other)),
+    /// [`BackendError::ControllerUnavailable`] as a group or producer-id coordinator's error:
+    /// clients look for the coordinator again.
+    async fn ask_coordinator(&self, request: Request) -> Result<Response, BackendError> {
+        self.ask(request).await.map_err(|e| match e {
+            BackendError::ControllerUnavailable(_) => BackendError::CoordinatorNotAvailable,
+            other => other,
+        })
+    }
+
+    /// Asks the controller for an admin change expecting `Done`. The controller pushes the
+    /// metadata it changed to every broker before it answers, on the same session, so this
+    /// broker's next request sees the change.
+    async fn change(&self, request: Request) -> Result<(), BackendError> {
+        done(self.ask(request).await?)
+    }
+
+    /// The partition behind a topic's partition index, with the metadata it was found in: the
+    /// metadata the controller pushed, or, for a topic it does not know yet (just created),
+    /// the controller's.
+    async fn locate(
+        &self,
+        topic: &str,
+        index: u32,
+    ) -> Result<(PartitionId, ClusterView), BackendError> {
+        let cached = self.net.cluster_view().await.map_err(admin_error)?;
+        if let Some(id) = cached.partition_id(topic, index) {
+            return Ok((id, cached));
         }
+        let fresh = self.net.ask_metadata().await.map_err(admin_error)?;
+        let id = fresh
+            .partition_id(topic, index)
+            .ok_or(BackendError::UnknownTopicOrPartition)?;
+        Ok((id, fresh))
     }
 
     async fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, BackendError> {
-        let cached = self
-            .view
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .partition_id(topic, index);
-        match cached {
-            Some(id) => Ok(id),
-            None => self
-                .refresh()
-                .await?
-                .partition_id(topic, index)
-                .ok_or(BackendError::UnknownTopicOrPartition),
-        }
+        Ok(self.locate(topic, index).await?.0)
     }
 
     async fn host<T>(
@@ -103,6 +117,13 @@ fn unexpected(response: Response) -> BackendError {
     ))
 }
 
+fn done(response: Response) -> Result<(), BackendError> {
+    match response {
+        Response::Done => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
 fn admin_error(e: AdminError) -> BackendError {
     match e {
         AdminError::UnknownTopicOrPartition => BackendError::UnknownTopicOrPartition,
@@ -113,7 +134,9 @@ fn admin_error(e: AdminError) -> BackendError {
         AdminError::InvalidConfig(s) => BackendError::InvalidConfig(s),
         AdminError::Storage(s) => BackendError::Storage(s),
         AdminError::Unsupported(s) => BackendError::Internal(s),
-        AdminError::Unavailable(_) => BackendError::CoordinatorNotAvailable,
+        e @ (AdminError::Unavailable(_) | AdminError::NotActive(_)) => {
+            BackendError::ControllerUnavailable(e.to_string())
+        }
         AdminError::NotYours(s) => BackendError::Internal(s),
     }
 }
@@ -138,8 +161,12 @@ fn host_port(address: &str) -> (String, u16) {
     }
 }
 
+/// The cluster for the Kafka layer. isr's controller is not a broker, and every broker forwards
+/// admin requests to it; Metadata still names one broker as the controller, for clients that
+/// send admin requests there. It names the lowest live broker id, so that every broker names
+/// the same one.
 fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
-    let brokers = view
+    let brokers: Vec<BrokerInfo> = view
         .brokers
         .iter()
         .filter(|(_, b)| b.alive)
@@ -148,6 +175,7 @@ fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
             BrokerInfo { id, host, port }
         })
         .collect();
+    let controller = brokers.iter().map(|b| b.id).min();
     let topics = view
         .topics
         .iter()
@@ -170,16 +198,19 @@ fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
                             .copied()
                             .filter(|b| !view.brokers.get(b).is_some_and(|b| b.alive))
                             .collect(),
+                        min_insync_replicas: state.min_insync_replicas,
                     })
                 })
                 .collect(),
+            configs: view.topic_configs.get(name).cloned().unwrap_or_default(),
         })
         .collect();
     ClusterMetadata {
         this_broker: me,
-        controller: Some(me),
+        controller,
         brokers,
         topics,
+        broker_configs: view.broker_configs.clone(),
     }
 }
 
@@ -188,21 +219,51 @@ impl Backend for BrokerBackend {
         &self.groups
     }
 
+    fn settings(&self) -> &BrokerSettings {
+        &self.settings
+    }
+
+    /// Answered from the metadata the controller pushed: clients find current leaders even
+    /// while no controller is reachable.
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
-        Ok(to_kafka(self.net.me, &self.refresh().await?))
+        let view = self.net.cluster_view().await.map_err(admin_error)?;
+        Ok(to_kafka(self.net.me, &view))
     }
 
     async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
-        let spec = TopicSpec {
+        self.change(Request::CreateTopic(TopicSpec {
             name: topic.name,
             partitions: topic.partitions,
             replication_factor: topic.replication_factor,
-            min_insync_replicas: topic.min_insync_replicas,
-        };
-        match self.ask(Request::CreateTopic(spec)).await? {
-            Response::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+            configs: topic.configs,
+        }))
+        .await
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<(), BackendError> {
+        self.change(Request::DeleteTopic(name.to_owned())).await
+    }
+
+    async fn create_partitions(&self, topic: &str, total: u32) -> Result<(), BackendError> {
+        self.change(Request::CreatePartitions {
+            topic: topic.to_owned(),
+            total,
+        })
+        .await
+    }
+
+    async fn alter_configs(
+        &self,
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+    ) -> Result<(), BackendError> {
+        self.change(Request::AlterConfigs {
+            resource,
+            ops,
+            replace,
+        })
+        .await
     }
 
     async fn produce(
@@ -212,14 +273,16 @@ impl Backend for BrokerBackend {
         acks: Acks,
         batch: Bytes,
     ) -> Result<Offset, BackendError> {
-        if batch.len() > MAX_BATCH {
-            // Recovery would take a longer batch for a corrupt length field and cut it off.
-            return Err(BackendError::CorruptMessage(format!(
-                "a batch of {} bytes exceeds the limit of {MAX_BATCH}",
-                batch.len()
-            )));
+        let (partition, view) = self.locate(topic, partition).await?;
+        {
+            let broker = BrokerConfigs {
+                id: self.net.me,
+                settings: &self.settings,
+                dynamic: &view.broker_configs,
+            };
+            let overrides = view.topic_configs.get(topic).cloned().unwrap_or_default();
+            configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
         }
-        let partition = self.partition_id(topic, partition).await?;
         // The Kafka layer validated the batch; checking again here keeps anything malformed out
         // of the log whoever the caller is.
         let batches = isr_kafka::batch::split(batch)
@@ -264,15 +327,14 @@ impl Backend for BrokerBackend {
         topic: &str,
         partition: u32,
         spec: OffsetSpec,
-    ) -> Result<Offset, BackendError> {
+    ) -> Result<Option<ListedOffset>, BackendError> {
         let partition = self.partition_id(topic, partition).await?;
-        let (start, hw) = self
-            .host(|reply| Command::Bounds { partition, reply })
-            .await?;
-        Ok(match spec {
-            OffsetSpec::Earliest => start,
-            OffsetSpec::Latest => hw,
+        self.host(|reply| Command::ListOffsets {
+            partition,
+            spec,
+            reply,
         })
+        .await
     }
 
     async fn commit_offset(
@@ -282,20 +344,18 @@ impl Backend for BrokerBackend {
         partition: u32,
         committed: CommittedOffset,
     ) -> Result<(), BackendError> {
-        let request = Request::CommitOffset {
-            group: group.to_string(),
-            topic: topic.to_string(),
-            partition,
-            offset: committed.offset,
-        };
-        match self.ask(request).await? {
-            Response::Done => Ok(()),
-            other => Err(unexpected(other)),
-        }
+        done(
+            self.ask_coordinator(Request::CommitOffset {
+                group: group.to_string(),
+                topic: topic.to_string(),
+                partition,
+                offset: committed.offset,
+                metadata: committed.metadata,
+            })
+            .await?,
+        )
     }
 
-    /// The client's metadata string is not kept (the core stores offsets only): it comes back
-    /// empty.
     async fn fetch_offset(
         &self,
         group: &str,
@@ -307,17 +367,54 @@ impl Backend for BrokerBackend {
             topic: topic.to_string(),
             partition,
         };
-        match self.ask(request).await? {
-            Response::Offset(offset) => Ok(offset.map(|offset| CommittedOffset {
-                offset,
-                metadata: String::new(),
-            })),
+        match self.ask_coordinator(request).await? {
+            Response::Offset(committed) => {
+                Ok(committed.map(|(offset, metadata)| CommittedOffset { offset, metadata }))
+            }
             other => Err(unexpected(other)),
         }
     }
 
+    async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, BackendError> {
+        let request = Request::GroupOffsets {
+            group: group.to_string(),
+        };
+        match self.ask_coordinator(request).await? {
+            Response::GroupOffsets(offsets) => Ok(offsets
+                .into_iter()
+                .map(|(topic, partition, offset, metadata)| GroupOffset {
+                    topic,
+                    partition,
+                    committed: CommittedOffset { offset, metadata },
+                })
+                .collect()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn offset_groups(&self) -> Result<Vec<String>, BackendError> {
+        match self.ask_coordinator(Request::OffsetGroups).await? {
+            Response::Groups(groups) => Ok(groups),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Option<Vec<(String, u32)>>,
+    ) -> Result<(), BackendError> {
+        done(
+            self.ask_coordinator(Request::DeleteOffsets {
+                group: group.to_string(),
+                partitions,
+            })
+            .await?,
+        )
+    }
+
     async fn allocate_producer_id(&self) -> Result<i64, BackendError> {
-        match self.ask(Request::AllocateProducerId).await? {
+        match self.ask_coordinator(Request::AllocateProducerId).await? {
             Response::ProducerId(id) => Ok(id),
             other => Err(unexpected(other)),
         }
@@ -337,7 +434,7 @@ mod tests {
     #[test]
     fn metadata_lists_live_brokers_and_reports_replicas_on_fenced_ones_offline() {
         let mut view = ClusterView::default();
-        for (id, alive) in [(1, true), (2, false)] {
+        for (id, alive) in [(1, true), (2, false), (4, true)] {
             let address = format!("127.0.0.1:909{id}");
             view.brokers
                 .insert(BrokerId(id), BrokerView { address, alive });
@@ -357,7 +454,13 @@ mod tests {
         );
         let meta = to_kafka(BrokerId(1), &view);
         let live: Vec<BrokerId> = meta.brokers.iter().map(|b| b.id).collect();
-        assert_eq!(live, vec![BrokerId(1)]);
+        assert_eq!(live, vec![BrokerId(1), BrokerId(4)]);
+        assert_eq!(meta.controller, Some(BrokerId(1)), "the lowest live broker");
+        assert_eq!(
+            to_kafka(BrokerId(4), &view).controller,
+            Some(BrokerId(1)),
+            "everywhere"
+        );
         let p = &meta.topics[0].partitions[0];
         // Broker 3 was never registered: as offline as a fenced one.
         assert_eq!(p.offline, vec![BrokerId(2), BrokerId(3)]);

@@ -162,4 +162,24 @@ impl Hosted {
     pub fn log_start_offset(&self) -> Offset {
         self.replica.log().log_start_offset()
     }
+
+    /// Removes the partition's directory, log and checkpoints (its topic was deleted), after
+    /// answering waiting producers that it is not hosted here any more.
+    pub fn remove(self) -> std::io::Result<()> {
+        let Hosted {
+            replica,
+            dir,
+            waiting,
+            held_acks,
+            ..
+        } = self;
+        let replies = waiting
+            .into_values()
+            .chain(held_acks.into_iter().map(|(r, _)| r));
+        for reply in replies {
+            let _ = reply.send(Err(HostError::NotHosted));
+        }
+        drop(replica);
+        dir.remove()
+    }
 }

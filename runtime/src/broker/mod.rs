@@ -12,6 +12,7 @@ mod outbox;
 
 use crate::storage::{checkpoint, sync_dir};
 use crate::timing;
+use crate::wire::link;
 use backend::BrokerBackend;
 use host::{Command, Host};
 use isr::{BrokerId, FlushPolicy};
@@ -19,7 +20,6 @@ use network::Net;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{info, warn};
@@ -42,14 +42,66 @@ pub struct BrokerArgs {
     /// Address for Kafka clients and other brokers (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:9092")]
     pub listen: String,
-    /// The controller's address.
-    #[arg(long, default_value = "127.0.0.1:9090")]
+    /// The controllers' addresses, comma-separated: the broker finds the active one among them
+    /// (a standby names it), and looks again after a controller failover.
+    #[arg(
+        long,
+        value_name = "HOST:PORT[,HOST:PORT...]",
+        default_value = "127.0.0.1:9090"
+    )]
     pub controller: String,
     /// Directory for this broker's partitions.
     #[arg(long)]
     pub dir: PathBuf,
     #[arg(long, value_enum, default_value = "always")]
     pub flush: Flush,
+    #[command(flatten)]
+    pub topics: TopicDefaults,
+}
+
+/// How this broker treats topics: Kafka's static broker configs of the same names.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TopicDefaults {
+    /// auto.create.topics.enable: a Metadata request that allows it creates unknown topics.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "true|false")]
+    pub auto_create_topics: bool,
+    /// num.partitions: partitions of a topic created without a count (and automatically).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub num_partitions: u32,
+    /// default.replication.factor: replicas of a topic created without a factor.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub default_replication_factor: u16,
+    /// message.max.bytes: the largest record batch a producer may write (MESSAGE_TOO_LARGE
+    /// above), unless a topic's max.message.bytes or a dynamic broker config says otherwise.
+    #[arg(long, default_value_t = isr_kafka::configs::MESSAGE_MAX_BYTES,
+        value_parser = clap::value_parser!(u32).range(0..=crate::storage::batch::MAX_BATCH as i64))]
+    pub message_max_bytes: u32,
+}
+
+impl TopicDefaults {
+    /// The flags as `isr broker` arguments (for `isr cluster`).
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            format!("--auto-create-topics={}", self.auto_create_topics),
+            format!("--num-partitions={}", self.num_partitions),
+            format!(
+                "--default-replication-factor={}",
+                self.default_replication_factor
+            ),
+            format!("--message-max-bytes={}", self.message_max_bytes),
+        ]
+    }
+
+    fn settings(&self, cfg: &isr::Config) -> isr_kafka::BrokerSettings {
+        isr_kafka::BrokerSettings {
+            auto_create_topics: self.auto_create_topics,
+            num_partitions: self.num_partitions,
+            default_replication_factor: self.default_replication_factor,
+            min_insync_replicas: u16::try_from(cfg.min_insync_replicas).unwrap_or(u16::MAX),
+            message_max_bytes: self.message_max_bytes,
+            segment_bytes: crate::storage::DEFAULT_SEGMENT_BYTES,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,32 +127,33 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     };
     std::fs::create_dir_all(&args.dir).map_err(dir_error)?;
     let clean_shutdown = take_marker(&args.dir).map_err(dir_error)?;
-    let listener = TcpListener::bind(&args.listen)
-        .await
-        .map_err(|source| BrokerError::Listen {
-            address: args.listen.clone(),
-            source,
-        })?;
-    let address = listener
-        .local_addr()
-        .map_or(args.listen.clone(), |a| a.to_string());
+    let (listener, address) =
+        link::listen(&args.listen)
+            .await
+            .map_err(|source| BrokerError::Listen {
+                address: args.listen.clone(),
+                source,
+            })?;
     let flush = match args.flush {
         Flush::Always => FlushPolicy::Always,
         Flush::PageCache => FlushPolicy::PageCache,
     };
     let (commands, inbox) = mpsc::unbounded_channel();
-    let net = Arc::new(Net::new(
-        me,
-        address.clone(),
-        args.controller.clone(),
-        commands.clone(),
-    ));
+    let controllers = args
+        .controller
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect();
+    let net = Arc::new(Net::new(me, address.clone(), controllers, commands.clone()));
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
+    let cfg = timing::config(flush);
     let host = Host::open(
         me,
-        timing::config(flush),
+        cfg,
         args.dir.clone(),
         net.outbox.clone(),
         commits.clone(),
@@ -117,7 +170,11 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     info!(broker = %me, %address, clean_shutdown, check_invariants = host::checks_invariants(),
         "broker started");
 
-    let backend = Arc::new(BrokerBackend::new(net.clone(), commits));
+    let backend = Arc::new(BrokerBackend::new(
+        net.clone(),
+        commits,
+        args.topics.settings(&cfg),
+    ));
     tokio::spawn(net.clone().accept_loop(listener, backend));
     tokio::spawn(net.clone().controller_session(clean_shutdown));
     tokio::spawn(ticks(commands.clone()));
@@ -142,11 +199,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         Err(why) => warn!(%why, "controlled shutdown not confirmed; stopping anyway"),
     }
     if commands.send(Command::Shutdown).is_ok() && matches!(replicas_done.await, Ok(Ok(()))) {
-        checkpoint::write(
-            &args.dir.join(CLEAN_SHUTDOWN_MARKER),
-            &true,
-            checkpoint::Encoding::Json,
-        )?;
+        checkpoint::write(&args.dir.join(CLEAN_SHUTDOWN_MARKER), &true)?;
     }
     Ok(())
 }

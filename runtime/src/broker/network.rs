@@ -1,14 +1,18 @@
-//! A broker's connections: its session with the controller, one connection per peer broker,
-//! and the listener that tells Kafka clients from internal peers.
+//! A broker's connections: its session with the active controller, one connection per peer
+//! broker, and the listener that tells Kafka clients from internal peers.
 //!
 //! Of two brokers, the one with the smaller id dials the other, so each pair shares exactly one
 //! connection, which carries the replication of all their partitions in both directions.
+//!
+//! The broker keeps the cluster metadata the active controller pushes (a [`ClusterView`]): it
+//! learns its peers' addresses from it, and answers Kafka clients' Metadata from it, so current
+//! leaders stay reachable while no controller is.
 
 use super::backend::BrokerBackend;
 use super::host::Command;
 use super::outbox::Outbox;
 use crate::timing;
-use crate::wire::admin::{AdminError, Request, Response};
+use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
 use crate::wire::link::{self, Link, Opening};
 use crate::wire::rpc::{Rpc, RpcError};
 use crate::wire::{codec, Frame, Peer};
@@ -21,18 +25,22 @@ use std::time::Instant;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 pub struct Net {
     pub me: BrokerId,
     /// Where this broker listens, as told to the controller.
     pub address: String,
-    pub controller_address: String,
+    /// The controllers to look for the active one among, in order.
+    pub controllers: Vec<String>,
     pub host: mpsc::UnboundedSender<Command>,
     pub outbox: Outbox,
     /// Requests to the controller (metadata, topics, group offsets).
     pub rpc: Rpc,
     book: Mutex<BTreeMap<BrokerId, String>>,
+    /// The metadata the active controller last pushed.
+    metadata: Mutex<Option<ClusterView>>,
     dialing: Mutex<BTreeSet<BrokerId>>,
     /// Set by a controlled shutdown: from then on this broker neither heartbeats nor registers,
     /// since that would make the controller take it back before it stops.
@@ -43,17 +51,18 @@ impl Net {
     pub fn new(
         me: BrokerId,
         address: String,
-        controller_address: String,
+        controllers: Vec<String>,
         host: mpsc::UnboundedSender<Command>,
     ) -> Net {
         Net {
             me,
             address,
-            controller_address,
+            controllers,
             host,
             outbox: Outbox::default(),
             rpc: Rpc::default(),
             book: Mutex::default(),
+            metadata: Mutex::default(),
             dialing: Mutex::default(),
             stopping: AtomicBool::new(false),
         }
@@ -87,31 +96,66 @@ impl Net {
         }
     }
 
-    /// Keeps a session with the controller: connect, register, heartbeat, and on loss start
-    /// over. Only the first registration reports how the last run ended; later ones come from a
-    /// process whose log never stopped, so they report clean. The core hands the new
-    /// incarnation's broker epoch to the replicas in the LeaderAndIsr that follows.
+    /// Keeps a session with the active controller: find it, open the session, heartbeat, and
+    /// on loss start over. The process registers once, in its first session, saying how its last
+    /// run ended; later sessions (after a controller failover, or a broken connection) resume
+    /// with a heartbeat, since the broker is still the incarnation the controllers know, and
+    /// register again only when the controller answers Reregister (it fenced this broker). The
+    /// core hands a new incarnation's broker epoch to the replicas in the LeaderAndIsr that
+    /// follows its registration.
     pub async fn controller_session(self: Arc<Self>, clean_shutdown: bool) {
         let mut clean = clean_shutdown;
+        let mut registered = false;
         while !self.stopping() {
-            match link::dial(&self.controller_address, self.me_as_peer()).await {
-                Ok((reader, link)) => {
-                    self.outbox.set_controller(Some(link.clone()));
+            if let Some((reader, link, active)) = self.find_controller().await {
+                info!(controller = active.id, address = %active.address, epoch = %active.epoch,
+                    "session with the active controller");
+                self.outbox.set_controller(Some(link.clone()));
+                let registered_at = if registered {
+                    self.heartbeat(&link);
+                    None
+                } else {
                     self.register(&link, clean);
+                    registered = true;
                     clean = true;
-                    tokio::spawn(self.clone().heartbeats(link.clone()));
-                    self.read_controller(reader, &link).await;
-                    self.outbox.set_controller(None);
-                    warn!("lost the controller; reconnecting");
-                }
-                Err(e) => debug!(error = %e, "controller unreachable"),
+                    Some(Instant::now())
+                };
+                tokio::spawn(self.clone().heartbeats(link.clone()));
+                self.read_controller(reader, &link, registered_at).await;
+                self.outbox.set_controller(None);
+                warn!("lost the session with the controller; looking for the active one");
             }
             tokio::time::sleep(timing::HEARTBEAT_INTERVAL).await;
         }
     }
 
+    /// Dials every controller at once and takes the first that welcomes this broker as the
+    /// active controller; a standby's answer names the active one, which is dialed too. At
+    /// once, because a paused controller accepts connections and then says nothing: trying the
+    /// controllers in turn would spend the session waiting on it.
+    async fn find_controller(&self) -> Option<(OwnedReadHalf, Link, ControllerInfo)> {
+        let mut dials = JoinSet::new();
+        let mut tried = BTreeSet::new();
+        let me = self.me_as_peer();
+        for address in &self.controllers {
+            if tried.insert(address.clone()) {
+                dials.spawn(hello(address.clone(), me.clone()));
+            }
+        }
+        while let Some(answer) = dials.join_next().await {
+            match answer {
+                Ok(Answer::Welcome(session)) => return Some(session),
+                Ok(Answer::Standby(Some(active))) if tried.insert(active.address.clone()) => {
+                    dials.spawn(hello(active.address, me.clone()));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
     fn register(&self, link: &Link, clean_shutdown: bool) {
-        info!(controller = %self.controller_address, clean_shutdown, "registering");
+        info!(clean_shutdown, "registering");
         link.send(Frame::Envelope(Envelope {
             from: Node::Broker(self.me),
             to: Node::Controller,
@@ -122,31 +166,95 @@ impl Net {
         }));
     }
 
-    async fn read_controller(self: &Arc<Self>, mut reader: OwnedReadHalf, link: &Link) {
-        let mut registered_at = Instant::now();
+    /// Follows the controller's session until it ends. `registered_at`: when this session
+    /// registered, if it did.
+    async fn read_controller(
+        self: &Arc<Self>,
+        mut reader: OwnedReadHalf,
+        link: &Link,
+        mut registered_at: Option<Instant>,
+    ) {
         loop {
-            let frame = match codec::read(&mut reader).await {
-                Ok(Some(frame)) => frame,
-                Ok(None) => return,
-                Err(e) => {
+            let frame = match tokio::time::timeout(timing::SESSION, codec::read(&mut reader)).await
+            {
+                Ok(Ok(Some(frame))) => frame,
+                Ok(Ok(None)) => return,
+                Ok(Err(e)) => {
                     warn!(error = %e, "bad frame from the controller");
+                    return;
+                }
+                Err(_) => {
+                    warn!("the controller answers no heartbeat");
                     return;
                 }
             };
             match frame {
                 Frame::Envelope(env) if env.from == Node::Controller => self.deliver(env),
-                Frame::Brokers(book) => self.on_address_book(book),
+                Frame::Metadata(view) => self.on_metadata(view),
                 Frame::Response { id, result } => self.rpc.complete(id, result),
+                Frame::HeartbeatAck => {}
+                // The controller lost its role: find the next one.
+                Frame::NotActive(_) => return,
                 // Heartbeats sent before our registration reached the controller are answered
                 // with Reregister too; only one per session is genuine.
                 Frame::Reregister
-                    if registered_at.elapsed() >= timing::SESSION && !self.stopping() =>
+                    if registered_at.is_none_or(|at| at.elapsed() >= timing::SESSION)
+                        && !self.stopping() =>
                 {
                     self.register(link, true);
-                    registered_at = Instant::now();
+                    registered_at = Some(Instant::now());
                 }
                 other => debug!(frame = ?other, "ignoring frame from the controller"),
             }
+        }
+    }
+
+    /// The metadata the active controller pushed: kept for clients, and the address book.
+    fn on_metadata(self: &Arc<Self>, view: ClusterView) {
+        let book = view
+            .brokers
+            .iter()
+            .map(|(&id, b)| (id, b.address.clone()))
+            .collect();
+        self.keep(view);
+        self.on_address_book(book);
+    }
+
+    /// Keeps `view` as this broker's metadata, and has the replica thread drop the partitions
+    /// it says were deleted.
+    fn keep(&self, view: ClusterView) {
+        let _ = self.host.send(Command::Retire {
+            next_partition: view.next_partition,
+            live: view.partitions.keys().copied().collect(),
+        });
+        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+    }
+
+    /// The cluster's metadata as this broker knows it: the controller's last push, or, before
+    /// the first one, asked of the controller.
+    pub async fn cluster_view(&self) -> Result<ClusterView, AdminError> {
+        let cached = self
+            .metadata
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match cached {
+            Some(view) => Ok(view),
+            None => self.ask_metadata().await,
+        }
+    }
+
+    /// The controller's current metadata, asked over this broker's session (fresher than the
+    /// last push when a topic was just created); it replaces the cached copy.
+    pub async fn ask_metadata(&self) -> Result<ClusterView, AdminError> {
+        match self.controller_metadata().await? {
+            Response::Metadata(view) => {
+                self.keep(view.clone());
+                Ok(view)
+            }
+            other => Err(AdminError::Unavailable(format!(
+                "unexpected answer from the controller: {other:?}"
+            ))),
         }
     }
 
@@ -287,7 +395,7 @@ impl Net {
                                 AdminError::Unsupported("status while stopping".into())
                             })
                         }
-                        Request::Metadata => self.controller_metadata().await,
+                        Request::Metadata => self.cluster_view().await.map(Response::Metadata),
                         other => Err(AdminError::Unsupported(format!("{other:?}"))),
                     };
                     link.send(Frame::Response { id, result });
@@ -303,7 +411,39 @@ impl Net {
     }
 }
 
+/// What dialing a controller found.
+enum Answer {
+    Welcome((OwnedReadHalf, Link, ControllerInfo)),
+    /// A standby, naming the active controller if it knows it.
+    Standby(Option<ControllerInfo>),
+    Nothing,
+}
+
+/// Dials one controller and reads its first word.
+async fn hello(address: String, me: Peer) -> Answer {
+    let Ok((mut reader, link)) = link::dial(&address, me).await else {
+        debug!(%address, "controller unreachable");
+        return Answer::Nothing;
+    };
+    match tokio::time::timeout(timing::SESSION, codec::read(&mut reader)).await {
+        Ok(Ok(Some(Frame::Welcome(active)))) => Answer::Welcome((reader, link, active)),
+        Ok(Ok(Some(Frame::NotActive(active)))) => Answer::Standby(active),
+        _ => {
+            debug!(%address, "no welcome from a controller");
+            Answer::Nothing
+        }
+    }
+}
+
 impl Net {
+    fn heartbeat(&self, link: &Link) -> bool {
+        link.send(Frame::Envelope(Envelope {
+            from: Node::Broker(self.me),
+            to: Node::Controller,
+            message: Message::BrokerHeartbeat { broker: self.me },
+        }))
+    }
+
     async fn heartbeats(self: Arc<Self>, link: Link) {
         let mut interval = tokio::time::interval(timing::HEARTBEAT_INTERVAL);
         // After a stall (a paused process, an overloaded machine) send one heartbeat, not a
@@ -311,12 +451,10 @@ impl Net {
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             interval.tick().await;
-            let beat = Frame::Envelope(Envelope {
-                from: Node::Broker(self.me),
-                to: Node::Controller,
-                message: Message::BrokerHeartbeat { broker: self.me },
-            });
-            if self.stopping() || !link.send(beat) {
+            // A session that ended (the controller lost its role, or a newer session replaced
+            // it) gets no more heartbeats; its connection closes with the last handle.
+            let current = self.outbox.controller().is_some_and(|l| l.same(&link));
+            if self.stopping() || !current || !self.heartbeat(&link) {
                 return;
             }
         }

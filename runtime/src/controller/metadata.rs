@@ -1,52 +1,43 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids), saved atomically after every change that matters.
+//! names, broker addresses, producer ids, configs, commit metadata). The controller commits it
+//! to its store ([`super::store`]) after every step that changes it, before the step's messages
+//! leave.
 
-use crate::storage::checkpoint::{self, CheckpointError, Encoding};
-use crate::wire::admin::{AdminError, BrokerView, ClusterView, TopicSpec};
-use isr::{BrokerId, Config, Controller, Effects, PartitionId, Tick};
+use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
+use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId};
+use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 
-/// Binary: the core controller keys group offsets by (group, partition), which JSON cannot.
-const FILE: &str = "metadata.bin";
-/// Kafka's limit on topic names.
-const MAX_TOPIC_NAME: usize = 249;
+/// The most partitions a topic may have.
+const MAX_PARTITIONS: u32 = 10_000;
+const MIN_INSYNC: &str = "min.insync.replicas";
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// Config overrides by name.
+pub type Overrides = BTreeMap<String, String>;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
     pub controller: Controller,
     pub topics: BTreeMap<String, Vec<PartitionId>>,
     pub addresses: BTreeMap<BrokerId, String>,
-    /// The controller's clock, kept so that heartbeat ages stay meaningful across a restart.
-    pub now: Tick,
     pub next_partition: u32,
     pub next_producer_id: i64,
-}
-
-pub struct Store {
-    path: PathBuf,
-}
-
-impl Store {
-    pub fn new(dir: &Path) -> Store {
-        Store {
-            path: dir.join(FILE),
-        }
-    }
-
-    pub fn load(&self) -> Result<Metadata, CheckpointError> {
-        Ok(checkpoint::read(&self.path, Encoding::Binary)?.unwrap_or_default())
-    }
-
-    pub fn save(&self, metadata: &Metadata) -> Result<(), CheckpointError> {
-        checkpoint::write(&self.path, metadata, Encoding::Binary)
-    }
+    /// Each topic's config overrides (`min.insync.replicas` among them, which the core
+    /// partitions also hold: this records that it was set, for DescribeConfigs).
+    pub topic_configs: BTreeMap<String, Overrides>,
+    /// Dynamic broker config overrides: `""` cluster-wide, else by broker id.
+    pub broker_configs: BTreeMap<String, Overrides>,
+    /// The metadata string of each committed offset that has one (the offsets themselves are
+    /// the core controller's).
+    pub commit_metadata: BTreeMap<(String, PartitionId), String>,
 }
 
 impl Metadata {
-    pub fn view(&self) -> ClusterView {
+    /// The cluster as clients and brokers see it, made by the controller `by`.
+    pub fn view(&self, by: Option<ControllerInfo>) -> ClusterView {
         ClusterView {
+            controller: by,
             brokers: self
                 .addresses
                 .iter()
@@ -63,7 +54,27 @@ impl Metadata {
                 .collect(),
             topics: self.topics.clone(),
             partitions: self.controller.partitions().clone(),
+            topic_configs: self.topic_configs.clone(),
+            broker_configs: self.broker_configs.clone(),
+            next_partition: self.next_partition,
         }
+    }
+
+    /// The core partition of a topic's partition index.
+    pub fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, AdminError> {
+        self.topics
+            .get(topic)
+            .and_then(|ids| ids.get(index as usize))
+            .copied()
+            .ok_or(AdminError::UnknownTopicOrPartition)
+    }
+
+    /// The topic and index of a core partition.
+    fn locate(&self, id: PartitionId) -> Option<(&str, u32)> {
+        self.topics.iter().find_map(|(name, ids)| {
+            let index = ids.iter().position(|&p| p == id)?;
+            Some((name.as_str(), u32::try_from(index).ok()?))
+        })
     }
 
     /// Creates a topic: partition `i` is assigned to `replication_factor` live brokers starting
@@ -73,35 +84,56 @@ impl Metadata {
         cfg: &Config,
         spec: &TopicSpec,
     ) -> Result<Effects<bytes::Bytes>, AdminError> {
-        validate_name(&spec.name)?;
+        isr_kafka::names::check_topic(&spec.name)
+            .map_err(|e| AdminError::InvalidTopic(e.to_string()))?;
         if self.topics.contains_key(&spec.name) {
             return Err(AdminError::TopicExists(spec.name.clone()));
         }
-        if spec.partitions == 0 || spec.partitions > 10_000 {
+        for (name, value) in &spec.configs {
+            configs::check_topic_config(name, value)
+                .map_err(|e| AdminError::InvalidConfig(e.to_string()))?;
+        }
+        let factor = usize::from(spec.replication_factor);
+        let min_isr = match spec.configs.get(MIN_INSYNC) {
+            Some(v) => parse_min_isr(v)?,
+            None => cfg.min_insync_replicas.min(factor),
+        };
+        let (ids, effects) = self.add_partitions(spec.partitions, factor, min_isr)?;
+        self.topics.insert(spec.name.clone(), ids);
+        if !spec.configs.is_empty() {
+            self.topic_configs
+                .insert(spec.name.clone(), spec.configs.clone());
+        }
+        Ok(effects)
+    }
+
+    /// Creates `count` partitions of `factor` replicas each, over the live brokers.
+    fn add_partitions(
+        &mut self,
+        count: u32,
+        factor: usize,
+        min_isr: usize,
+    ) -> Result<(Vec<PartitionId>, Effects<bytes::Bytes>), AdminError> {
+        if count == 0 || count > MAX_PARTITIONS {
             return Err(AdminError::InvalidPartitions(format!(
-                "{} is not between 1 and 10000",
-                spec.partitions
+                "{count} is not between 1 and {MAX_PARTITIONS}"
             )));
         }
         let alive = self.controller.alive_brokers();
-        let factor = usize::from(spec.replication_factor);
         if factor == 0 || factor > alive.len() {
             return Err(AdminError::InvalidReplicationFactor(format!(
                 "{factor} needs as many live brokers; {} are alive",
                 alive.len()
             )));
         }
-        let min_isr = spec
-            .min_insync_replicas
-            .map_or(cfg.min_insync_replicas.min(factor), usize::from);
         if min_isr == 0 || min_isr > factor {
             return Err(AdminError::InvalidConfig(format!(
-                "{min_isr} is not between 1 and the replication factor {factor}"
+                "{MIN_INSYNC}={min_isr} is not between 1 and the replication factor {factor}"
             )));
         }
         let mut ids = Vec::new();
         let mut effects = Vec::new();
-        for _ in 0..spec.partitions {
+        for _ in 0..count {
             let id = PartitionId(self.next_partition);
             let start = (self.next_partition as usize) % alive.len();
             let assigned = (0..factor)
@@ -115,69 +147,368 @@ impl Metadata {
             self.next_partition += 1;
             ids.push(id);
         }
-        self.topics.insert(spec.name.clone(), ids);
+        Ok((ids, effects))
+    }
+
+    /// Grows a topic to `total` partitions, with the replication factor and floor of its first.
+    pub fn create_partitions(
+        &mut self,
+        topic: &str,
+        total: u32,
+    ) -> Result<Effects<bytes::Bytes>, AdminError> {
+        let ids = self
+            .topics
+            .get(topic)
+            .ok_or(AdminError::UnknownTopicOrPartition)?;
+        let have = ids.len() as u32;
+        if total <= have {
+            return Err(AdminError::InvalidPartitions(format!(
+                "topic {topic} has {have} partitions; asked for {total} in all"
+            )));
+        }
+        let first = ids
+            .first()
+            .and_then(|id| self.controller.partition(*id))
+            .ok_or(AdminError::UnknownTopicOrPartition)?;
+        let (factor, min_isr) = (first.assigned.len(), first.min_insync_replicas);
+        let (added, effects) = self.add_partitions(total - have, factor, min_isr)?;
+        if let Some(ids) = self.topics.get_mut(topic) {
+            ids.extend(added);
+        }
         Ok(effects)
     }
-}
 
-/// Kafka's rule: 1 to 249 characters of ASCII letters, digits, '.', '_' and '-', not "." or "..".
-fn validate_name(name: &str) -> Result<(), AdminError> {
-    let legal = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
-    if name.is_empty() || name.len() > MAX_TOPIC_NAME || !legal || name == "." || name == ".." {
-        return Err(AdminError::InvalidTopic(format!(
-            "`{name}`: use 1 to {MAX_TOPIC_NAME} of [a-zA-Z0-9._-]"
-        )));
+    /// Deletes a topic: its partitions leave the core controller (with their groups' offsets),
+    /// and brokers drop their replicas once the metadata no longer lists them.
+    pub fn delete_topic(&mut self, topic: &str) -> Result<(), AdminError> {
+        let ids = self
+            .topics
+            .remove(topic)
+            .ok_or(AdminError::UnknownTopicOrPartition)?;
+        for id in &ids {
+            // A partition the core does not know is as deleted as can be.
+            let _ = self.controller.delete_partition(*id);
+        }
+        self.topic_configs.remove(topic);
+        self.commit_metadata.retain(|(_, p), _| !ids.contains(p));
+        Ok(())
     }
-    Ok(())
+
+    /// Changes a topic's or broker's config overrides. A topic's `min.insync.replicas` goes to
+    /// every partition in the core (checked against the replication factor first, so that a
+    /// refused change changes nothing); without an override the controller's default applies.
+    pub fn alter_configs(
+        &mut self,
+        cfg: &Config,
+        resource: &ConfigResource,
+        ops: &[ConfigOp],
+        replace: bool,
+    ) -> Result<Effects<bytes::Bytes>, AdminError> {
+        configs::check_change(resource, ops).map_err(|e| match e.code() {
+            17 => AdminError::InvalidTopic(e.to_string()),
+            _ => AdminError::InvalidConfig(e.to_string()),
+        })?;
+        let topic = match resource {
+            ConfigResource::Broker(name) => {
+                let overrides = self.broker_configs.entry(name.clone()).or_default();
+                configs::apply(overrides, ops, replace);
+                self.broker_configs.retain(|_, o| !o.is_empty());
+                return Ok(Vec::new());
+            }
+            ConfigResource::Topic(topic) => topic,
+        };
+        let ids = self
+            .topics
+            .get(topic)
+            .ok_or(AdminError::UnknownTopicOrPartition)?
+            .clone();
+        let mut overrides = self.topic_configs.get(topic).cloned().unwrap_or_default();
+        configs::apply(&mut overrides, ops, replace);
+        let partitions: Vec<_> = ids
+            .iter()
+            .filter_map(|id| Some((*id, self.controller.partition(*id)?.assigned.len())))
+            .collect();
+        let floor = |factor: usize| match overrides.get(MIN_INSYNC) {
+            Some(v) => parse_min_isr(v),
+            None => Ok(cfg.min_insync_replicas.min(factor)),
+        };
+        for &(_, factor) in &partitions {
+            let min_isr = floor(factor)?;
+            if min_isr > factor {
+                return Err(AdminError::InvalidConfig(format!(
+                    "{MIN_INSYNC}={min_isr} exceeds the replication factor {factor}"
+                )));
+            }
+        }
+        let mut effects = Vec::new();
+        for (id, factor) in partitions {
+            let changed = self
+                .controller
+                .set_min_insync_replicas(id, floor(factor)?)
+                .map_err(|e| AdminError::InvalidConfig(e.to_string()))?;
+            effects.extend(changed);
+        }
+        if overrides.is_empty() {
+            self.topic_configs.remove(topic);
+        } else {
+            self.topic_configs.insert(topic.clone(), overrides);
+        }
+        Ok(effects)
+    }
+
+    /// Records a group's committed offset and its metadata string.
+    pub fn commit_offset(
+        &mut self,
+        group: &str,
+        topic: &str,
+        index: u32,
+        offset: Offset,
+        metadata: String,
+    ) -> Result<(), AdminError> {
+        let id = self.partition_id(topic, index)?;
+        self.controller.commit_offset(group, id, offset);
+        let key = (group.to_owned(), id);
+        if metadata.is_empty() {
+            self.commit_metadata.remove(&key);
+        } else {
+            self.commit_metadata.insert(key, metadata);
+        }
+        Ok(())
+    }
+
+    /// A group's committed offset in one partition, with its metadata.
+    pub fn committed(
+        &self,
+        group: &str,
+        topic: &str,
+        index: u32,
+    ) -> Result<Option<(Offset, String)>, AdminError> {
+        let id = self.partition_id(topic, index)?;
+        Ok(self
+            .controller
+            .committed_offset(group, id)
+            .map(|o| (o, self.metadata_of(group, id))))
+    }
+
+    fn metadata_of(&self, group: &str, id: PartitionId) -> String {
+        self.commit_metadata
+            .get(&(group.to_owned(), id))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Every committed offset of a group: (topic, partition, offset, metadata).
+    pub fn group_offsets(&self, group: &str) -> Vec<(String, u32, Offset, String)> {
+        self.controller
+            .group_offsets(group)
+            .into_iter()
+            .filter_map(|(id, offset)| {
+                let (topic, index) = self.locate(id)?;
+                Some((topic.to_owned(), index, offset, self.metadata_of(group, id)))
+            })
+            .collect()
+    }
+
+    /// Deletes a group's offsets in the named partitions, or all of them.
+    pub fn delete_offsets(&mut self, group: &str, partitions: Option<&[(String, u32)]>) {
+        let ids: Vec<PartitionId> = match partitions {
+            Some(named) => named
+                .iter()
+                .filter_map(|(topic, index)| self.partition_id(topic, *index).ok())
+                .collect(),
+            None => self
+                .controller
+                .group_offsets(group)
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect(),
+        };
+        for id in ids {
+            self.controller.delete_offset(group, id);
+            self.commit_metadata.remove(&(group.to_owned(), id));
+        }
+    }
 }
 
+fn parse_min_isr(value: &str) -> Result<usize, AdminError> {
+    value.trim().parse().ok().filter(|&n| n > 0).ok_or_else(|| {
+        AdminError::InvalidConfig(format!("{MIN_INSYNC}={value}: a positive integer"))
+    })
+}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use isr::Offset;
+    use isr::Tick;
 
-    #[test]
-    fn metadata_with_topics_and_group_offsets_survives_a_restart() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::new(dir.path());
+    fn three_brokers() -> (Config, Metadata) {
         let cfg = Config::default();
-        let mut meta = store.load().expect("empty");
+        let mut meta = Metadata::default();
         for b in 1..=3 {
             let _: Effects<bytes::Bytes> =
                 meta.controller
                     .on_broker_registration(&cfg, Tick(0), BrokerId(b), true);
         }
-        let spec = TopicSpec {
-            name: "t".into(),
-            partitions: 2,
-            replication_factor: 3,
-            min_insync_replicas: Some(2),
-        };
-        meta.create_topic(&cfg, &spec).expect("create");
-        meta.controller
-            .commit_offset("group", PartitionId(1), Offset(42));
-        store.save(&meta).expect("save");
+        (cfg, meta)
+    }
 
-        let back = store.load().expect("load");
-        assert_eq!(back.topics, meta.topics);
-        assert_eq!(back.controller, meta.controller);
+    fn spec(name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicSpec {
+        TopicSpec {
+            name: name.into(),
+            partitions,
+            replication_factor: 3,
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    fn min_isr(meta: &Metadata, topic: &str) -> Vec<usize> {
+        meta.topics[topic]
+            .iter()
+            .map(|id| {
+                meta.controller
+                    .partition(*id)
+                    .expect("p")
+                    .min_insync_replicas
+            })
+            .collect()
+    }
+
+    #[test]
+    fn topics_are_created_with_their_configs_over_live_brokers_once() {
+        let (cfg, mut meta) = three_brokers();
+        let t = spec(
+            "t",
+            2,
+            &[("min.insync.replicas", "2"), ("retention.ms", "1000")],
+        );
+        meta.create_topic(&cfg, &t).expect("create");
+        meta.commit_offset("group", "t", 1, Offset(42), "meta".into())
+            .expect("commit");
+        let back = meta.clone();
+        assert_eq!(back.topics["t"], vec![PartitionId(0), PartitionId(1)]);
+        assert_eq!(back.view(None).partition_id("t", 1), Some(PartitionId(1)));
+        assert_eq!(back.topic_configs["t"]["retention.ms"], "1000");
         assert_eq!(
-            back.controller.committed_offset("group", PartitionId(1)),
-            Some(Offset(42))
+            back.committed("group", "t", 1),
+            Ok(Some((Offset(42), "meta".into())))
         );
         assert!(matches!(
-            back.clone().create_topic(&cfg, &spec),
+            back.clone().create_topic(&cfg, &t),
             Err(AdminError::TopicExists(_))
         ));
-        let bad = TopicSpec {
-            name: "no/slashes".into(),
-            ..spec
-        };
         assert!(matches!(
-            back.clone().create_topic(&cfg, &bad),
+            back.clone().create_topic(&cfg, &spec("no/slashes", 1, &[])),
             Err(AdminError::InvalidTopic(_))
+        ));
+        assert!(matches!(
+            back.clone()
+                .create_topic(&cfg, &spec("c", 1, &[("cleanup.policy", "compact")])),
+            Err(AdminError::InvalidConfig(_))
+        ));
+    }
+
+    #[test]
+    fn a_group_lists_and_deletes_its_offsets_with_their_metadata() {
+        let (cfg, mut meta) = three_brokers();
+        meta.create_topic(&cfg, &spec("a", 2, &[])).expect("a");
+        meta.create_topic(&cfg, &spec("b", 1, &[])).expect("b");
+        meta.commit_offset("g", "a", 1, Offset(5), "x".into())
+            .expect("a1");
+        meta.commit_offset("g", "b", 0, Offset(7), String::new())
+            .expect("b0");
+        meta.commit_offset("h", "a", 0, Offset(1), String::new())
+            .expect("h");
+        assert_eq!(
+            meta.commit_offset("g", "a", 2, Offset(1), String::new()),
+            Err(AdminError::UnknownTopicOrPartition)
+        );
+        assert_eq!(
+            meta.group_offsets("g"),
+            vec![
+                ("a".into(), 1, Offset(5), "x".into()),
+                ("b".into(), 0, Offset(7), String::new())
+            ]
+        );
+        meta.delete_offsets("g", Some(&[("a".into(), 1)]));
+        assert_eq!(meta.committed("g", "a", 1), Ok(None));
+        assert!(meta.commit_metadata.is_empty());
+        meta.delete_offsets("g", None);
+        assert!(meta.group_offsets("g").is_empty());
+        assert_eq!(meta.group_offsets("h").len(), 1, "other groups keep theirs");
+    }
+
+    #[test]
+    fn topics_grow_and_go() {
+        let (cfg, mut meta) = three_brokers();
+        meta.create_topic(&cfg, &spec("t", 1, &[("min.insync.replicas", "3")]))
+            .expect("t");
+        meta.commit_offset("g", "t", 0, Offset(3), "m".into())
+            .expect("commit");
+        assert!(matches!(
+            meta.create_partitions("t", 1),
+            Err(AdminError::InvalidPartitions(_))
+        ));
+        assert!(!meta.create_partitions("t", 3).expect("grow").is_empty());
+        assert_eq!(meta.topics["t"].len(), 3);
+        assert_eq!(
+            min_isr(&meta, "t"),
+            [3, 3, 3],
+            "new partitions keep the floor"
+        );
+        let ids = meta.topics["t"].clone();
+        meta.delete_topic("t").expect("delete");
+        let view = meta.view(None);
+        assert!(ids
+            .iter()
+            .all(|id| id.0 < view.next_partition && !view.partitions.contains_key(id)));
+        assert!(meta.topic_configs.is_empty() && meta.commit_metadata.is_empty());
+        assert_eq!(
+            meta.delete_topic("t"),
+            Err(AdminError::UnknownTopicOrPartition)
+        );
+        // A new topic of the same name gets new partitions.
+        meta.create_topic(&cfg, &spec("t", 1, &[])).expect("again");
+        assert!(!ids.contains(&meta.topics["t"][0]));
+        assert_eq!(meta.committed("g", "t", 0), Ok(None));
+    }
+
+    #[test]
+    fn a_min_isr_change_reaches_the_core_and_a_refused_one_changes_nothing() {
+        let (cfg, mut meta) = three_brokers();
+        meta.create_topic(&cfg, &spec("t", 2, &[])).expect("t");
+        assert_eq!(min_isr(&meta, "t"), [2, 2], "the controller's default");
+        let topic = ConfigResource::Topic("t".into());
+        let set = |v: &str| vec![ConfigOp::Set("min.insync.replicas".into(), v.into())];
+        let effects = meta
+            .alter_configs(&cfg, &topic, &set("3"), false)
+            .expect("3");
+        assert!(!effects.is_empty(), "the brokers are told");
+        assert_eq!(min_isr(&meta, "t"), [3, 3]);
+        assert!(matches!(
+            meta.alter_configs(&cfg, &topic, &set("4"), false),
+            Err(AdminError::InvalidConfig(_))
+        ));
+        assert_eq!(min_isr(&meta, "t"), [3, 3]);
+        assert_eq!(meta.topic_configs["t"]["min.insync.replicas"], "3");
+        // AlterConfigs replaces every override: back to the default.
+        let retention = vec![ConfigOp::Set("retention.ms".into(), "5".into())];
+        meta.alter_configs(&cfg, &topic, &retention, true)
+            .expect("replace");
+        assert_eq!(min_isr(&meta, "t"), [2, 2]);
+        assert_eq!(meta.topic_configs["t"].len(), 1);
+        let broker = ConfigResource::Broker(String::new());
+        let max = vec![ConfigOp::Set("message.max.bytes".into(), "2000".into())];
+        meta.alter_configs(&cfg, &broker, &max, false)
+            .expect("broker");
+        assert_eq!(
+            meta.view(None).broker_configs[""]["message.max.bytes"],
+            "2000"
+        );
+        assert!(matches!(
+            meta.alter_configs(&cfg, &ConfigResource::Topic("nope".into()), &max, false),
+            Err(AdminError::InvalidConfig(_))
         ));
     }
 }

@@ -5,17 +5,13 @@
 //! walk a segment file: the length prefix, and how many batches fit a read budget.
 
 pub use isr_kafka::batch::{
-    base_offset, leader_epoch, producer, stamp, validate, width, BatchError, ProducerStamp,
-    HEADER_LEN,
+    base_offset, first_at_or_after, latest_record, leader_epoch, max_timestamp, producer, stamp,
+    validate, width, BatchError, ProducerStamp, HEADER_LEN, MAX_BATCH,
 };
 use thiserror::Error;
 
 /// baseOffset (8) + batchLength (4): what precedes the length-counted part of a batch.
 pub const LENGTH_PREFIX: usize = 12;
-/// The largest batch a broker accepts from a producer and recovery accepts from a segment: a
-/// length field above it is corruption, not a batch. (Kafka's default message.max.bytes is
-/// 1 MiB; this leaves room, and one such batch always fits an internal frame.)
-pub const MAX_BATCH: usize = 16 << 20;
 
 /// A length prefix that cannot start a batch.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -38,16 +34,16 @@ pub fn total_len(prefix: &[u8; LENGTH_PREFIX]) -> Result<usize, BadLength> {
         .ok_or(BadLength { declared })
 }
 
-/// How many of `batches`, taken in order, fit in `budget` bytes: always at least one, so that a
-/// batch larger than the budget cannot stall a reader (Kafka's rule for fetches).
-pub fn fitting<'a>(batches: impl IntoIterator<Item = &'a bytes::Bytes>, budget: usize) -> usize {
-    let mut size = 0;
-    batches
+/// How many batches of these `sizes`, taken in order, fit in `budget` bytes: always at least
+/// one, so that a batch larger than the budget cannot stall a reader (Kafka's rule for fetches).
+pub fn fitting(sizes: impl IntoIterator<Item = usize>, budget: usize) -> usize {
+    let mut total = 0usize;
+    let mut first = true;
+    sizes
         .into_iter()
-        .take_while(|b| {
-            let first = size == 0;
-            size += b.len();
-            first || size <= budget
+        .take_while(|&size| {
+            total = total.saturating_add(size);
+            std::mem::take(&mut first) || total <= budget
         })
         .count()
 }
@@ -61,6 +57,11 @@ pub mod tests {
 
     /// A valid v2 batch of `values`, as a producer would send it.
     pub fn batch_of(values: &[&str]) -> Bytes {
+        batch_at(0, values)
+    }
+
+    /// A valid v2 batch of `values`, every record at `timestamp`.
+    pub fn batch_at(timestamp: i64, values: &[&str]) -> Bytes {
         let records: Vec<Outgoing> = values
             .iter()
             .map(|v| Outgoing {
@@ -68,7 +69,7 @@ pub mod tests {
                 value: Bytes::copy_from_slice(v.as_bytes()),
             })
             .collect();
-        encode(&records, 0).expect("encodable")
+        encode(&records, timestamp).expect("encodable")
     }
 
     #[test]
@@ -87,13 +88,10 @@ pub mod tests {
 
     #[test]
     fn fitting_keeps_at_least_one_batch_and_stays_within_the_budget() {
-        let batches: Vec<Bytes> = [10, 20, 30]
-            .iter()
-            .map(|&n| Bytes::from(vec![0; n]))
-            .collect();
-        assert_eq!(fitting(&batches, 5), 1);
-        assert_eq!(fitting(&batches, 30), 2);
-        assert_eq!(fitting(&batches, 60), 3);
-        assert_eq!(fitting(&[], 60), 0);
+        let batches = [10, 20, 30];
+        assert_eq!(fitting(batches, 5), 1);
+        assert_eq!(fitting(batches, 30), 2);
+        assert_eq!(fitting(batches, 60), 3);
+        assert_eq!(fitting([], 60), 0);
     }
 }

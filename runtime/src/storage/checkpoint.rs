@@ -20,73 +20,40 @@ pub enum CheckpointError {
     Corrupt { path: PathBuf, reason: String },
 }
 
-/// How a checkpoint is encoded.
-#[derive(Clone, Copy, Debug)]
-pub enum Encoding {
-    /// Readable by operators; for values whose map keys are strings or numbers.
-    Json,
-    /// postcard: for values JSON cannot hold (maps keyed by tuples, as the core controller's
-    /// group offsets are).
-    Binary,
+/// Replaces `path` with `value` as JSON (readable by operators), atomically and durably.
+pub fn write<T: Serialize>(path: &Path, value: &T) -> Result<(), CheckpointError> {
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    write_bytes(path, &bytes)
 }
 
-impl Encoding {
-    fn encode<T: Serialize>(self, value: &T) -> Result<Vec<u8>, String> {
-        match self {
-            Encoding::Json => serde_json::to_vec_pretty(value).map_err(|e| e.to_string()),
-            Encoding::Binary => postcard::to_allocvec(value).map_err(|e| e.to_string()),
-        }
-    }
-
-    fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, String> {
-        match self {
-            Encoding::Json => serde_json::from_slice(bytes).map_err(|e| e.to_string()),
-            Encoding::Binary => match postcard::take_from_bytes(bytes) {
-                Ok((value, [])) => Ok(value),
-                Ok((_, rest)) => Err(format!("{} bytes after the value", rest.len())),
-                Err(e) => Err(e.to_string()),
-            },
-        }
-    }
-}
-
-/// Replaces `path` with `value`, atomically and durably.
-pub fn write<T: Serialize>(
-    path: &Path,
-    value: &T,
-    encoding: Encoding,
-) -> Result<(), CheckpointError> {
+/// Replaces `path` with `bytes`, atomically and durably.
+pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
     let io_err = |source| CheckpointError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let bytes = encoding
-        .encode(value)
-        .map_err(|reason| CheckpointError::Corrupt {
-            path: path.to_path_buf(),
-            reason,
-        })?;
     let tmp = path.with_extension("tmp");
     let mut file = fs::File::create(&tmp).map_err(io_err)?;
-    file.write_all(&bytes).map_err(io_err)?;
+    file.write_all(bytes).map_err(io_err)?;
     file.sync_all().map_err(io_err)?;
     fs::rename(&tmp, path).map_err(io_err)?;
     sync_dir(path.parent().unwrap_or(Path::new("."))).map_err(io_err)
 }
 
 /// Reads a checkpoint written by [`write`]; `None` if there is none yet.
-pub fn read<T: DeserializeOwned>(
-    path: &Path,
-    encoding: Encoding,
-) -> Result<Option<T>, CheckpointError> {
+pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, CheckpointError> {
     match fs::read(path) {
-        Ok(bytes) => encoding
-            .decode(&bytes)
-            .map(Some)
-            .map_err(|reason| CheckpointError::Corrupt {
-                path: path.to_path_buf(),
-                reason,
-            }),
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| CheckpointError::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: e.to_string(),
+                })
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(CheckpointError::Io {
             path: path.to_path_buf(),
@@ -103,28 +70,13 @@ mod tests {
     fn round_trip_and_garbage_is_a_typed_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("hw");
-        for encoding in [Encoding::Json, Encoding::Binary] {
-            assert!(matches!(read::<u64>(&path, encoding), Ok(None)));
-            write(&path, &42u64, encoding).expect("write");
-            assert!(matches!(read::<u64>(&path, encoding), Ok(Some(42))));
-            fs::write(&path, b"{{nope").expect("garble");
-            assert!(matches!(
-                read::<u64>(&path, encoding),
-                Err(CheckpointError::Corrupt { .. })
-            ));
-            fs::remove_file(&path).expect("remove");
-        }
-    }
-
-    #[test]
-    fn what_json_cannot_hold_the_binary_encoding_can() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("meta");
-        let tuple_keys = std::collections::BTreeMap::from([(("g".to_string(), 1u32), 7u64)]);
-        assert!(write(&path, &tuple_keys, Encoding::Json).is_err());
-        write(&path, &tuple_keys, Encoding::Binary).expect("binary");
-        let back: Option<std::collections::BTreeMap<(String, u32), u64>> =
-            read(&path, Encoding::Binary).expect("read");
-        assert_eq!(back, Some(tuple_keys));
+        assert!(matches!(read::<u64>(&path), Ok(None)));
+        write(&path, &42u64).expect("write");
+        assert!(matches!(read::<u64>(&path), Ok(Some(42))));
+        fs::write(&path, b"{{nope").expect("garble");
+        assert!(matches!(
+            read::<u64>(&path),
+            Err(CheckpointError::Corrupt { .. })
+        ));
     }
 }

@@ -153,6 +153,47 @@ impl DiskLog {
         self.producers.find(&batch::producer(batch)?)
     }
 
+    /// How many entries from the one holding `from` (and below `until`) fit in `max_bytes`:
+    /// always at least one if there is any, as for [`batch::fitting`]. Answered from the index,
+    /// so that a reader can ask the log for exactly what it will send instead of reading
+    /// entries from disk only to drop them.
+    pub fn entries_within(&self, from: Offset, until: Offset, max_bytes: usize) -> usize {
+        let Some(first) = self.find(from) else {
+            return 0;
+        };
+        let sizes = self.index[first..]
+            .iter()
+            .take_while(|e| e.at.base < until.0)
+            .map(|e| e.at.len as usize);
+        batch::fitting(sizes, max_bytes)
+    }
+
+    /// The first record at or after `target` (milliseconds) below `until`: its offset and
+    /// timestamp. The segments' time indexes find its batch; the batch's record headers give
+    /// the record (see [`batch::first_at_or_after`] for compressed batches).
+    pub fn offset_for_time(&self, target: i64, until: Offset) -> Option<(Offset, i64)> {
+        let base = self
+            .segments
+            .iter()
+            .find_map(|s| s.times.first_at_or_after(target, until.0))?;
+        let entry = self.load(self.find(Offset(base))?)?;
+        let (offset, timestamp) = batch::first_at_or_after(&entry.record, target)?;
+        Some((Offset(u64::try_from(offset).ok()?), timestamp))
+    }
+
+    /// The first record with the largest timestamp below `until` (ListOffsets' max-timestamp).
+    pub fn max_timestamp_record(&self, until: Offset) -> Option<(Offset, i64)> {
+        let (_, base) = self
+            .segments
+            .iter()
+            .filter_map(|s| s.times.max_below(until.0))
+            // The largest timestamp; of equals, the earliest batch.
+            .min_by_key(|&(t, base)| (std::cmp::Reverse(t), base))?;
+        let entry = self.load(self.find(Offset(base))?)?;
+        let (offset, timestamp) = batch::latest_record(&entry.record)?;
+        Some((Offset(u64::try_from(offset).ok()?), timestamp))
+    }
+
     /// Whether a deferred flush is waiting for [`DiskLog::sync_now`].
     pub fn sync_owed(&self) -> bool {
         self.sync_owed
@@ -194,6 +235,8 @@ impl DiskLog {
         let stamped = batch::stamp(&entry.record, Offset(base), entry.epoch);
         let n = self.segments.len() - 1;
         let position = self.segments[n].append(&stamped)?;
+        let max_timestamp = batch::max_timestamp(&stamped).unwrap_or(-1);
+        self.segments[n].times.note(max_timestamp, base);
         let at = BatchPosition {
             base,
             width: batch::width(&stamped),
@@ -211,8 +254,8 @@ impl DiskLog {
     }
 
     fn truncate_index(&mut self, i: usize) -> io::Result<()> {
-        let (segment, position) = match self.index.get(i) {
-            Some(e) => (e.segment, e.at.position),
+        let (segment, position, offset) = match self.index.get(i) {
+            Some(e) => (e.segment, e.at.position, e.at.base),
             None => return Ok(()),
         };
         self.index.truncate(i);
@@ -227,6 +270,7 @@ impl DiskLog {
             fs::remove_file(&seg.path)?;
         }
         if keep > segment {
+            self.segments[segment].times.cut(offset);
             self.segments[segment].truncate(position)?;
         }
         sync_dir(&self.dir)
@@ -319,7 +363,7 @@ impl Log for DiskLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::batch::tests::batch_of;
+    use crate::storage::batch::tests::{batch_at, batch_of};
     use isr::LeaderEpoch;
     use std::fs::OpenOptions;
 
@@ -349,6 +393,26 @@ mod tests {
         assert_eq!(log.entry(Offset(4)).map(|e| e.epoch), Some(LeaderEpoch(2)));
         assert_eq!(log.read(Offset(1), Offset(3), 10).len(), 2);
         assert_eq!(log.read(Offset(1), Offset(7), 1).len(), 1);
+        let sizes: Vec<usize> = log.index.iter().map(|e| e.at.len as usize).collect();
+        assert_eq!(
+            log.entries_within(Offset(1), Offset(7), 0),
+            1,
+            "at least one"
+        );
+        assert_eq!(
+            log.entries_within(Offset(1), Offset(7), sizes[0] + sizes[1]),
+            2
+        );
+        assert_eq!(
+            log.entries_within(Offset(1), Offset(3), usize::MAX),
+            2,
+            "up to until"
+        );
+        assert_eq!(
+            log.entries_within(Offset(7), Offset(9), usize::MAX),
+            0,
+            "past the end"
+        );
         log.flush();
         assert_eq!(log.flushed_offset(), Offset(7));
 
@@ -361,6 +425,57 @@ mod tests {
         assert_eq!(values(&log), vec![(1, 0), (1, 2), (4, 3)]);
         assert_eq!(log.log_end_offset(), Offset(4));
         assert!(log.failure().is_none());
+    }
+
+    fn timed(epoch: u32, timestamp: i64, values: &[&str]) -> Entry<Bytes> {
+        Entry {
+            epoch: LeaderEpoch(epoch),
+            record: batch_at(timestamp, values),
+        }
+    }
+
+    #[test]
+    fn the_time_indexes_find_offsets_by_time_across_segments_and_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 150).expect("open");
+        // Offsets 0-1 at t=100, 2 at t=50, 3-4 at t=300, 5 at t=200: several small segments.
+        log.append(&[
+            timed(1, 100, &["a", "b"]),
+            timed(1, 50, &["c"]),
+            timed(1, 300, &["d", "e"]),
+            timed(2, 200, &["f"]),
+        ]);
+        assert!(log.segments.len() > 1);
+        let end = log.log_end_offset();
+        let at = |log: &DiskLog, t: i64, until: Offset| log.offset_for_time(t, until);
+        assert_eq!(at(&log, 0, end), Some((Offset(0), 100)));
+        assert_eq!(at(&log, 60, end), Some((Offset(0), 100)));
+        assert_eq!(at(&log, 101, end), Some((Offset(3), 300)));
+        assert_eq!(
+            at(&log, 150, end),
+            Some((Offset(3), 300)),
+            "not offset 5 at 200"
+        );
+        assert_eq!(at(&log, 301, end), None);
+        assert_eq!(at(&log, 101, Offset(3)), None, "only below until");
+        assert_eq!(log.max_timestamp_record(end), Some((Offset(3), 300)));
+        assert_eq!(log.max_timestamp_record(Offset(3)), Some((Offset(0), 100)));
+        assert_eq!(log.max_timestamp_record(Offset(0)), None);
+        drop(log);
+
+        let mut log = DiskLog::open(dir.path(), 150).expect("reopen");
+        assert_eq!(
+            at(&log, 150, end),
+            Some((Offset(3), 300)),
+            "rebuilt by recovery"
+        );
+        log.truncate_to(Offset(3));
+        log.append(&[timed(3, 120, &["g"])]);
+        assert_eq!(at(&log, 101, log.log_end_offset()), Some((Offset(3), 120)));
+        assert_eq!(
+            log.max_timestamp_record(log.log_end_offset()),
+            Some((Offset(3), 120))
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! One partition's directory on a broker: its segments, high watermark checkpoint and leader
 //! epoch checkpoint.
 
-use super::checkpoint::{self, CheckpointError, Encoding};
+use super::checkpoint::{self, CheckpointError};
 use super::disk_log::DiskLog;
 use isr::{EpochCache, Offset, PartitionId};
 use std::io;
@@ -52,7 +52,7 @@ impl PartitionDir {
         })?;
         // A missing or unreadable checkpoint costs nothing but time: zero is always a safe high
         // watermark (the leader's fetch answers raise it), so it never stops a broker.
-        let hw = match checkpoint::read(&self.path.join(HIGH_WATERMARK), Encoding::Json) {
+        let hw = match checkpoint::read(&self.path.join(HIGH_WATERMARK)) {
             Ok(hw) => hw.unwrap_or_default(),
             Err(e) => {
                 warn!(error = %e, "ignoring the high watermark checkpoint; starting from 0");
@@ -62,17 +62,25 @@ impl PartitionDir {
         Ok((log, hw))
     }
 
+    /// Removes the directory and everything in it (the partition was deleted).
+    pub fn remove(&self) -> io::Result<()> {
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => self.path.parent().map_or(Ok(()), super::sync_dir),
+        }
+    }
+
     pub fn save_high_watermark(&self, hw: Offset) -> Result<(), CheckpointError> {
-        checkpoint::write(&self.path.join(HIGH_WATERMARK), &hw, Encoding::Json)
+        checkpoint::write(&self.path.join(HIGH_WATERMARK), &hw)
     }
 
     /// The epoch cache as last checkpointed. The log is the truth (the core rebuilds the cache
     /// from it); the checkpoint lets recovery notice when the two disagree.
     pub fn load_epochs(&self) -> Result<Option<EpochCache>, CheckpointError> {
-        checkpoint::read(&self.path.join(LEADER_EPOCHS), Encoding::Json)
+        checkpoint::read(&self.path.join(LEADER_EPOCHS))
     }
 
     pub fn save_epochs(&self, epochs: &EpochCache) -> Result<(), CheckpointError> {
-        checkpoint::write(&self.path.join(LEADER_EPOCHS), epochs, Encoding::Json)
+        checkpoint::write(&self.path.join(LEADER_EPOCHS), epochs)
     }
 }

@@ -1,4 +1,5 @@
-//! One segment file: an append-only run of stamped record batches, named after its base offset.
+//! One segment file: an append-only run of stamped record batches, named after its base offset,
+//! with its time index.
 
 use super::batch::{self, ProducerStamp};
 use isr::LeaderEpoch;
@@ -21,6 +22,48 @@ pub struct BatchPosition {
     pub producer: Option<ProducerStamp>,
 }
 
+/// A segment's time index, as Kafka keeps one per segment: (timestamp, base offset) of each
+/// batch that raised the segment's largest timestamp so far, so timestamps grow along it. The
+/// first batch whose largest timestamp reaches some time is the first entry at or after it;
+/// and the segment's largest timestamp (which retention by time looks at) is the last entry.
+/// Rebuilt by the recovery scan, like the offset index.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TimeIndex {
+    entries: Vec<(i64, u64)>,
+}
+
+impl TimeIndex {
+    /// Notes a batch appended at `base` whose largest timestamp is `max_timestamp`.
+    pub fn note(&mut self, max_timestamp: i64, base: u64) {
+        if self.entries.last().is_none_or(|&(t, _)| max_timestamp > t) {
+            self.entries.push((max_timestamp, base));
+        }
+    }
+
+    /// Forgets batches at or above `offset` (truncation).
+    pub fn cut(&mut self, offset: u64) {
+        let keep = self.entries.partition_point(|&(_, base)| base < offset);
+        self.entries.truncate(keep);
+    }
+
+    /// The base offset of the first batch below `until` whose largest timestamp is at or after
+    /// `target`.
+    pub fn first_at_or_after(&self, target: i64, until: u64) -> Option<u64> {
+        let i = self.entries.partition_point(|&(t, _)| t < target);
+        self.entries
+            .get(i)
+            .map(|&(_, base)| base)
+            .filter(|&base| base < until)
+    }
+
+    /// The largest timestamp of the batches below `until`, and the base offset of the first
+    /// batch that has it.
+    pub fn max_below(&self, until: u64) -> Option<(i64, u64)> {
+        let n = self.entries.partition_point(|&(_, base)| base < until);
+        n.checked_sub(1).map(|i| self.entries[i])
+    }
+}
+
 /// How a recovery scan ended.
 #[derive(Debug)]
 pub struct Scan {
@@ -37,6 +80,7 @@ pub struct Segment {
     size: u64,
     /// Appended to (or created) since the last fsync.
     dirty: bool,
+    pub times: TimeIndex,
 }
 
 /// The file name of the segment starting at `base`, sortable as text.
@@ -65,13 +109,14 @@ impl Segment {
             file,
             size,
             dirty: true,
+            times: TimeIndex::default(),
         })
     }
 
     /// Opens an existing segment and scans it from the start, validating every batch (length,
     /// magic, CRC-32C, contiguous offsets) until the first that fails.
     pub fn open_and_scan(dir: &Path, base: u64) -> io::Result<(Segment, Scan)> {
-        let segment = Segment::create(dir, base)?;
+        let mut segment = Segment::create(dir, base)?;
         let mut reader = BufReader::with_capacity(1 << 20, segment.file.try_clone()?);
         let mut batches = Vec::new();
         let mut position = 0u64;
@@ -102,6 +147,8 @@ impl Segment {
                 break Some((position, format!("batch does not start at offset {next}")));
             }
             let width = batch::width(&buf);
+            let max_timestamp = batch::max_timestamp(&buf).unwrap_or(-1);
+            segment.times.note(max_timestamp, next);
             batches.push(BatchPosition {
                 base: next,
                 width,
@@ -135,7 +182,7 @@ impl Segment {
         Ok(buf)
     }
 
-    /// Cuts the file at `len` bytes.
+    /// Cuts the file at `len` bytes (the caller cuts the time index).
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.file.set_len(len)?;
         self.size = len;
@@ -149,5 +196,31 @@ impl Segment {
             self.dirty = false;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_index_finds_the_first_batch_reaching_a_time() {
+        let mut t = TimeIndex::default();
+        // Batches at 0, 3, 5, 9 with largest timestamps 100, 90, 300, 200.
+        for (ts, base) in [(100, 0), (90, 3), (300, 5), (200, 9)] {
+            t.note(ts, base);
+        }
+        assert_eq!(t.first_at_or_after(50, 20), Some(0));
+        assert_eq!(t.first_at_or_after(100, 20), Some(0));
+        assert_eq!(t.first_at_or_after(101, 20), Some(5));
+        assert_eq!(t.first_at_or_after(101, 5), None, "not below until");
+        assert_eq!(t.first_at_or_after(301, 20), None);
+        assert_eq!(t.max_below(20), Some((300, 5)));
+        assert_eq!(t.max_below(5), Some((100, 0)));
+        assert_eq!(t.max_below(0), None);
+        t.cut(5);
+        assert_eq!(t.max_below(20), Some((100, 0)));
+        t.note(150, 5);
+        assert_eq!(t.first_at_or_after(101, 20), Some(5));
     }
 }

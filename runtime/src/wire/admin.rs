@@ -1,7 +1,8 @@
 //! Admin requests: what a broker asks the controller on behalf of Kafka clients, and what
 //! `isr status` asks of everyone. The replication protocol itself never travels here.
 
-use isr::{BrokerId, LeaderEpoch, Offset, PartitionId, PartitionState};
+use isr::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionId, PartitionState};
+use isr_kafka::configs::{ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -11,16 +12,42 @@ pub enum Request {
     /// The cluster as the controller knows it.
     Metadata,
     CreateTopic(TopicSpec),
+    DeleteTopic(String),
+    /// Grows a topic to `total` partitions.
+    CreatePartitions {
+        topic: String,
+        total: u32,
+    },
+    /// Changes a topic's or broker's config overrides (`replace`: AlterConfigs, which drops
+    /// every override not set).
+    AlterConfigs {
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+    },
     CommitOffset {
         group: String,
         topic: String,
         partition: u32,
         offset: Offset,
+        /// The client's opaque metadata string, returned as stored.
+        metadata: String,
     },
     FetchOffset {
         group: String,
         topic: String,
         partition: u32,
+    },
+    /// Every committed offset of a group.
+    GroupOffsets {
+        group: String,
+    },
+    /// The groups with committed offsets.
+    OffsetGroups,
+    /// Deletes a group's offsets: of the named (topic, partition) pairs, or all (`None`).
+    DeleteOffsets {
+        group: String,
+        partitions: Option<Vec<(String, u32)>>,
     },
     /// A producer id unique in the cluster.
     AllocateProducerId,
@@ -37,7 +64,11 @@ pub enum Request {
 pub enum Response {
     Metadata(ClusterView),
     Done,
-    Offset(Option<Offset>),
+    /// A committed offset with its metadata string.
+    Offset(Option<(Offset, String)>),
+    /// A group's committed offsets: (topic, partition, offset, metadata).
+    GroupOffsets(Vec<(String, u32, Offset, String)>),
+    Groups(Vec<String>),
     ProducerId(i64),
     Replicas(Vec<ReplicaView>),
 }
@@ -47,7 +78,9 @@ pub struct TopicSpec {
     pub name: String,
     pub partitions: u32,
     pub replication_factor: u16,
-    pub min_insync_replicas: Option<u16>,
+    /// Config overrides, `min.insync.replicas` among them (the controller's default applies
+    /// without it).
+    pub configs: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
@@ -62,7 +95,7 @@ pub enum AdminError {
     InvalidPartitions(String),
     #[error("invalid replication factor: {0}")]
     InvalidReplicationFactor(String),
-    #[error("invalid min.insync.replicas: {0}")]
+    #[error("invalid config: {0}")]
     InvalidConfig(String),
     #[error("cannot persist cluster metadata: {0}")]
     Storage(String),
@@ -71,9 +104,24 @@ pub enum AdminError {
     /// Only a broker's own session may ask for its controlled shutdown.
     #[error("{0} may only be asked for by that broker")]
     NotYours(String),
-    /// A broker could not reach the controller to answer for it.
+    /// A broker could not reach the controller to answer for it, or the controller could not
+    /// reach its store.
     #[error("controller unavailable: {0}")]
     Unavailable(String),
+    /// Asked of a standby controller: the active one is elsewhere (or not elected yet).
+    #[error("this controller is a standby; {}", match .0 {
+        Some(active) => format!("the active controller is {} at {} (epoch {})", active.id, active.address, active.epoch.0),
+        None => "no controller is active at the moment".to_string(),
+    })]
+    NotActive(Option<ControllerInfo>),
+}
+
+/// The active controller: its id, where it listens, and the controller epoch it acts in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerInfo {
+    pub id: u32,
+    pub address: String,
+    pub epoch: ControllerEpoch,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,13 +130,24 @@ pub struct BrokerView {
     pub alive: bool,
 }
 
-/// The controller's metadata, as clients and status see it.
+/// The controller's metadata, as clients and status see it. The active controller pushes it
+/// to every broker whenever it changes; brokers answer Metadata requests from their copy, so
+/// clients find the current leaders while no controller is reachable.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterView {
+    /// The controller that made this view.
+    pub controller: Option<ControllerInfo>,
     pub brokers: BTreeMap<BrokerId, BrokerView>,
     /// Each topic's partitions, in partition-index order.
     pub topics: BTreeMap<String, Vec<PartitionId>>,
     pub partitions: BTreeMap<PartitionId, PartitionState>,
+    /// Each topic's config overrides.
+    pub topic_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Dynamic broker config overrides: `""` cluster-wide, or by broker id.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Every partition id below this was created at some point: one a broker hosts that is
+    /// below it and missing from `partitions` was deleted (ids are never reused).
+    pub next_partition: u32,
 }
 
 impl ClusterView {

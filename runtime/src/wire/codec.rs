@@ -7,7 +7,7 @@ use std::io;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 3;
 /// A frame above this is refused: a Fetch answer holds at most `fetch_max_entries` batches of at
 /// most a few MiB, and a wrong length must not make a process allocate gigabytes.
 pub const MAX_FRAME: usize = 64 << 20;

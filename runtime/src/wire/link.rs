@@ -10,7 +10,7 @@ use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tracing::debug;
 
@@ -77,6 +77,15 @@ pub async fn classify(stream: &mut TcpStream) -> io::Result<Opening> {
     } else {
         Opening::Kafka(bytes::Bytes::copy_from_slice(&head))
     })
+}
+
+/// Listens on `address` (port 0: any free port); the listener and the address it got.
+pub async fn listen(address: &str) -> io::Result<(TcpListener, String)> {
+    let listener = TcpListener::bind(address).await?;
+    let bound = listener
+        .local_addr()
+        .map_or(address.to_string(), |a| a.to_string());
+    Ok((listener, bound))
 }
 
 /// Opens an internal connection to `address` and introduces ourselves.

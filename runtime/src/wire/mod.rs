@@ -11,11 +11,10 @@ pub mod codec;
 pub mod link;
 pub mod rpc;
 
-use admin::{AdminError, Request, Response};
+use admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
 use bytes::Bytes;
 use isr::{BrokerId, Envelope};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// The first bytes of every internal connection; the last byte is the protocol generation.
 pub const MAGIC: [u8; 4] = *b"ISR\x01";
@@ -35,11 +34,21 @@ pub enum Frame {
     Hello(Peer),
     /// A message of the replication protocol.
     Envelope(Envelope<Bytes>),
-    /// The controller's address book: where each registered broker listens.
-    Brokers(BTreeMap<BrokerId, String>),
+    /// The active controller's answer to a broker's Hello: the session is open.
+    Welcome(ControllerInfo),
+    /// A standby controller's answer to anyone: it does not act; here is the active one, if
+    /// it knows it.
+    NotActive(Option<ControllerInfo>),
+    /// The cluster's metadata, pushed by the active controller to every broker when it changes:
+    /// where each broker listens, the topics, each partition's state.
+    Metadata(ClusterView),
     /// The controller fenced the broker (its session expired) while it still runs: the broker
     /// must register again to be part of the cluster.
     Reregister,
+    /// The active controller's answer to a heartbeat it took: a broker that hears nothing from
+    /// its controller for a session's length looks for the active one again (a paused
+    /// controller's connection stays open, and silent).
+    HeartbeatAck,
     Request {
         id: u64,
         request: Request,

@@ -1,6 +1,6 @@
 //! Real Kafka clients (kcat, python3 with confluent-kafka) as child processes of a test.
 //! runtime/kafka/tests/clients/install.sh installs them, and CI runs it; a test whose client is
-//! missing says "SKIPPED" and passes.
+//! missing says "SKIPPED" and passes, except under CI=true, where it fails.
 
 use super::TestCluster;
 use std::io::{BufReader, Read};
@@ -72,19 +72,9 @@ impl Drop for Client {
     }
 }
 
-/// Whether `program ARGS` runs and succeeds; if not, says that the test is skipped and why.
-pub fn client_present(program: &str, args: &[&str], missing: &str) -> bool {
-    let ok = Command::new(program)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: {missing} (run runtime/kafka/tests/clients/install.sh)");
-    }
-    ok
-}
+#[path = "../../kafka/tests/common/present.rs"]
+mod present;
+pub use present::client_present;
 
 /// Whether python3 can import confluent_kafka (else the test is skipped).
 pub fn confluent_kafka_present() -> bool {

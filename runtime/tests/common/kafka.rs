@@ -1,14 +1,16 @@
 //! A minimal blocking Kafka client for tests, independent of the code under test: CreateTopics
-//! v4, Produce v7 and Fetch v11 (all non-flexible), encoded with kafka-protocol.
+//! v4, Metadata v8, Produce v7 and Fetch v11 (all non-flexible), encoded with kafka-protocol.
 
 use bytes::{Bytes, BytesMut};
 use isr_kafka::client::records::{encode, Outgoing};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse, ProduceRequest,
-    ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
+    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
@@ -17,6 +19,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+pub const MESSAGE_TOO_LARGE: i16 = 10;
 
 fn call<Req: Encodable, Resp: Decodable>(
     address: &str,
@@ -54,19 +57,59 @@ fn topic_name(topic: &str) -> TopicName {
 }
 
 pub fn create_topic(address: &str, topic: &str, partitions: i32, rf: i16, min_isr: u32) -> i16 {
-    let config = CreatableTopicConfig::default()
-        .with_name(StrBytes::from_static_str("min.insync.replicas"))
-        .with_value(Some(StrBytes::from_string(min_isr.to_string())));
+    let min_isr = min_isr.to_string();
+    create_topic_with(
+        address,
+        topic,
+        partitions,
+        rf,
+        &[("min.insync.replicas", &min_isr)],
+    )
+}
+
+/// CreateTopics with these config overrides: the error code.
+pub fn create_topic_with(
+    address: &str,
+    topic: &str,
+    partitions: i32,
+    rf: i16,
+    configs: &[(&str, &str)],
+) -> i16 {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect();
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![CreatableTopic::default()
             .with_name(topic_name(topic))
             .with_num_partitions(partitions)
             .with_replication_factor(rf)
-            .with_configs(vec![config])]);
+            .with_configs(configs)]);
     let response: CreateTopicsResponse =
         call(address, ApiKey::CreateTopics, 4, &request).expect("CreateTopics");
     response.topics.first().map_or(-1, |t| t.error_code)
+}
+
+/// Metadata of one topic, allowing the broker to create it: its partition count, or the
+/// Kafka error code.
+pub fn partitions_of(address: &str, topic: &str) -> Result<usize, i16> {
+    let request = MetadataRequest::default()
+        .with_allow_auto_topic_creation(true)
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic_name(topic)))
+        ]));
+    let response: MetadataResponse =
+        call(address, ApiKey::Metadata, 8, &request).map_err(|_| -1i16)?;
+    let t = response.topics.first().ok_or(-1i16)?;
+    match t.error_code {
+        0 => Ok(t.partitions.len()),
+        code => Err(code),
+    }
 }
 
 /// One batch of `values`, as a producer sends it.

@@ -5,10 +5,12 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod clients;
+pub mod etcd;
 pub mod kafka;
+pub mod load;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -65,43 +67,134 @@ impl Drop for Proc {
     }
 }
 
-/// A controller and brokers 1..=n, each with its own directory under a temporary one.
+/// Controllers and brokers 1..=n, each with its own directory under a temporary one.
 pub struct TestCluster {
     pub dir: tempfile::TempDir,
-    pub controller: Proc,
+    /// Controller c at index c - 1 (`None`: killed).
+    pub controllers: Vec<Option<Proc>>,
+    /// Where each controller listens, kept across kills: a restart listens there again.
+    controller_addresses: Vec<String>,
+    /// The controllers' shared store (`etcd://...`), or `None` for the file store.
+    store: Option<String>,
     pub brokers: Vec<Option<Proc>>,
 }
 
 impl TestCluster {
+    /// One controller on the file store, and `n` brokers.
     pub fn start(n: u32) -> TestCluster {
+        Self::start_with(n, 1, None)
+    }
+
+    /// `controllers` controllers on `store` (`etcd://...`; `None`: the file store, one
+    /// controller), and `n` brokers given them all.
+    pub fn start_with(n: u32, controllers: u32, store: Option<String>) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let cdir = dir.path().join("controller");
-        let controller = Proc::start(
-            &[
-                "controller",
-                "--listen",
-                "127.0.0.1:0",
-                "--dir",
-                &cdir.to_string_lossy(),
-            ],
-            &dir.path().join("controller.log"),
-        );
         let mut cluster = TestCluster {
             dir,
-            controller,
+            controllers: Vec::new(),
+            controller_addresses: Vec::new(),
+            store,
             brokers: Vec::new(),
         };
+        for c in 1..=controllers {
+            let controller = cluster.spawn_controller(c, "127.0.0.1:0");
+            cluster
+                .controller_addresses
+                .push(controller.address.clone());
+            cluster.controllers.push(Some(controller));
+        }
         for id in 1..=n {
             let broker = cluster.spawn_broker(id);
             cluster.brokers.push(Some(broker));
         }
-        cluster.wait_for(Duration::from_secs(10), "all brokers alive", |s| {
+        cluster.wait_for(Duration::from_secs(20), "all brokers alive", |s| {
             let alive = s["brokers"]
                 .as_object()
                 .map_or(0, |b| b.values().filter(|b| b["alive"] == true).count());
             alive == n as usize
         });
         cluster
+    }
+
+    /// Every controller's address, comma-separated, as brokers and `status` take them.
+    pub fn controller_list(&self) -> String {
+        self.controller_addresses.join(",")
+    }
+
+    fn spawn_controller(&self, c: u32, listen: &str) -> Proc {
+        let id = c.to_string();
+        let dir = self.dir.path().join(match c {
+            1 => "controller".to_string(),
+            c => format!("controller-{c}"),
+        });
+        let dir = dir.to_string_lossy().to_string();
+        let mut args = vec!["controller", "--id", &id, "--listen", listen];
+        match &self.store {
+            Some(store) => args.extend(["--store", store.as_str()]),
+            None => args.extend(["--dir", dir.as_str()]),
+        }
+        let log = next_free(&self.dir.path().join(format!("controller-{c}.log")));
+        Proc::start(&args, &log)
+    }
+
+    /// SIGKILL of controller `c`.
+    pub fn kill_controller(&mut self, c: u32) {
+        self.controllers[c as usize - 1] = None;
+    }
+
+    /// Starts controller `c` again, on its old address.
+    pub fn restart_controller(&mut self, c: u32) {
+        let address = self.controller_addresses[c as usize - 1].clone();
+        let controller = self.spawn_controller(c, &address);
+        self.controllers[c as usize - 1] = Some(controller);
+    }
+
+    /// Sends `signal` (SIGSTOP, SIGCONT) to controller `c`.
+    pub fn signal_controller(&self, c: u32, signal: i32) {
+        let pid = self.controllers[c as usize - 1]
+            .as_ref()
+            .expect("controller running")
+            .pid();
+        // SAFETY: kill(2) on our own child; no memory involved.
+        unsafe {
+            libc::kill(pid as libc::pid_t, signal);
+        }
+    }
+
+    /// Waits until every running broker has a session with the controller of `epoch`: each
+    /// answers status (from the metadata that controller pushed it) with that epoch.
+    pub fn wait_for_sessions(&self, epoch: u64, timeout: Duration) {
+        let start = Instant::now();
+        for id in 1..=self.brokers.len() as u32 {
+            let Some(address) = self.address(id) else {
+                continue;
+            };
+            loop {
+                let out = Command::new(ISR)
+                    .args(["status", "--json", "--bootstrap", &address])
+                    .output()
+                    .expect("isr status");
+                let status: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+                if status["controller"]["epoch"].as_u64() == Some(epoch) {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < timeout,
+                    "broker {id} has no session with the controller of epoch {epoch}: {status}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// The active controller's id and epoch, as status reports them.
+    pub fn active_controller(&self) -> Option<(u32, u64)> {
+        let status = self.status();
+        let controller = &status["controller"];
+        Some((
+            controller["id"].as_u64()? as u32,
+            controller["epoch"].as_u64()?,
+        ))
     }
 
     pub fn broker_dir(&self, id: u32) -> PathBuf {
@@ -119,7 +212,7 @@ impl TestCluster {
                 "--listen",
                 "127.0.0.1:0",
                 "--controller",
-                &self.controller.address,
+                &self.controller_list(),
                 "--dir",
                 &self.broker_dir(id).to_string_lossy(),
             ],
@@ -144,29 +237,10 @@ impl TestCluster {
             .map(|b| b.address.clone())
     }
 
-    /// `isr status --json`, plus the controller's broker list, as one JSON value:
-    /// `{"partitions": [...], "brokers": {...}}`.
+    /// `isr status --json` asked of the controller: `{"controller": {...}, "brokers": {"ID":
+    /// {"alive": ...}}, "partitions": [...]}` (brokers keyed by id, for lookups).
     pub fn status(&self) -> Value {
-        let out = Command::new(ISR)
-            .args(["status", "--json", "--controller", &self.controller.address])
-            .output()
-            .expect("isr status");
-        let partitions: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        let table = Command::new(ISR)
-            .args(["status", "--controller", &self.controller.address])
-            .output()
-            .expect("isr status");
-        let mut brokers = serde_json::Map::new();
-        for line in String::from_utf8_lossy(&table.stdout).lines() {
-            let words: Vec<&str> = line.split_whitespace().collect();
-            if let ["broker", id, _, state] = words[..] {
-                brokers.insert(
-                    id.to_string(),
-                    serde_json::json!({"alive": state == "alive"}),
-                );
-            }
-        }
-        serde_json::json!({"partitions": partitions, "brokers": brokers})
+        status_of(&self.controller_list())
     }
 
     /// Polls status until `done` holds, panicking with the last status after `timeout`.
@@ -215,6 +289,95 @@ impl TestCluster {
         let leader = Self::partition(&status, topic, index)["leader"].as_u64()? as u32;
         Some((leader, self.address(leader)?))
     }
+}
+
+impl Drop for TestCluster {
+    /// After a failed assertion, the end of every process's log: what CI shows of a failure.
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().contains(".log"))
+            .collect();
+        logs.sort();
+        for log in logs {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            eprintln!("--- {} (last {} lines)", log.display(), tail.len());
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+/// Runs `isr ARGS` with `stdin`; whether it succeeded, and its stdout then stderr.
+pub fn isr(args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = Command::new(ISR)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn isr");
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin.as_bytes()).expect("stdin");
+    }
+    let out = child.wait_with_output().expect("isr output");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `isr topic create NAME` with replication factor 3 and `partitions`, plus `extra` flags:
+/// whether it worked, and what it printed.
+pub fn isr_topic_create(
+    bootstrap: &str,
+    name: &str,
+    partitions: u32,
+    extra: &[&str],
+) -> (bool, String) {
+    let partitions = partitions.to_string();
+    let mut args = vec![
+        "topic",
+        "create",
+        name,
+        "--bootstrap",
+        bootstrap,
+        "--partitions",
+        &partitions,
+        "--replication-factor",
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    isr(&args, "")
+}
+
+/// `isr status --json --controller CONTROLLERS` as in [`TestCluster::status`]; Null fields when
+/// no controller answers.
+pub fn status_of(controllers: &str) -> Value {
+    let out = Command::new(ISR)
+        .args(["status", "--json", "--controller", controllers])
+        .output()
+        .expect("isr status");
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let mut brokers = serde_json::Map::new();
+    for b in status["brokers"].as_array().into_iter().flatten() {
+        if let Some(id) = b["id"].as_u64() {
+            brokers.insert(id.to_string(), serde_json::json!({"alive": b["alive"]}));
+        }
+    }
+    serde_json::json!({
+        "controller": status["controller"],
+        "brokers": brokers,
+        "partitions": status["partitions"],
+    })
 }
 
 /// `path`, or `path.1`, `path.2`... if it exists (a restarted broker keeps its old log).

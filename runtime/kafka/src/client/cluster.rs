@@ -24,6 +24,8 @@ pub enum Route<'a> {
     Admin,
     /// A consumer group's coordinator.
     Coordinator(&'a str),
+    /// One broker, by id.
+    Broker(i32),
 }
 
 /// One partition as the last metadata answer described it.
@@ -150,6 +152,35 @@ impl Cluster {
 
     pub fn topic(&self, name: &str) -> Option<&TopicView> {
         self.topics.iter().find(|t| t.name == name)
+    }
+
+    /// A topic by name, or an error that names the topics there are.
+    pub fn existing_topic(&self, name: &str) -> Result<&TopicView, ClientError> {
+        self.topic(name).ok_or_else(|| {
+            let names: Vec<&str> = self.topics.iter().map(|t| t.name.as_str()).collect();
+            ClientError::Usage(format!(
+                "no topic {name}; topics: {}",
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            ))
+        })
+    }
+
+    /// The ids of the brokers, in order.
+    pub fn broker_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self.brokers.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The version of `R` spoken with the broker `route` leads to (every isr broker speaks the
+    /// same), for requests whose fields depend on it.
+    pub async fn version_of<R: Request>(&mut self, route: Route<'_>) -> Result<i16, ClientError> {
+        let addr = self.address(&route).await?;
+        self.connection(&addr).await?.version_of::<R>()
     }
 
     /// A connection to `addr`, opened if needed.
@@ -296,17 +327,22 @@ impl Cluster {
         }
     }
 
+    async fn address(&mut self, route: &Route<'_>) -> Result<String, ClientError> {
+        match *route {
+            Route::Leader(topic, partition) => self.leader_address(topic, partition),
+            Route::Admin => self.admin_address(),
+            Route::Coordinator(group) => self.coordinator_address(group).await,
+            Route::Broker(id) => self.address_of(id),
+        }
+    }
+
     async fn attempt<R: Request>(
         &mut self,
         route: &Route<'_>,
         request: &R,
         answered: bool,
     ) -> Result<(String, Option<R::Response>), ClientError> {
-        let addr = match *route {
-            Route::Leader(topic, partition) => self.leader_address(topic, partition)?,
-            Route::Admin => self.admin_address()?,
-            Route::Coordinator(group) => self.coordinator_address(group).await?,
-        };
+        let addr = self.address(route).await?;
         let conn = self.connection(&addr).await?;
         let sent = if answered {
             conn.send(request).await.map(Some)

@@ -41,6 +41,10 @@ pub struct ConsumeArgs {
     /// Stop after this many records (default: run until interrupted).
     #[arg(long)]
     pub max: Option<u64>,
+    /// Stop at the end of the partition: once every record committed so far (up to the high
+    /// watermark as the last fetch saw it) is printed, like `kcat -e`.
+    #[arg(long)]
+    pub until_end: bool,
 }
 
 /// Where to start reading.
@@ -72,7 +76,7 @@ pub async fn run_with(args: ConsumeArgs, out: &mut impl Write) -> Result<(), Cli
     let mut next = resolve(&mut cluster, topic, partition, start).await?;
     let mut printed = 0u64;
     while args.max.is_none_or(|max| printed < max) {
-        let batch = fetch(&mut cluster, topic, partition, next).await?;
+        let (batch, high_watermark) = fetch(&mut cluster, topic, partition, next).await?;
         let before = next;
         for r in &batch {
             if r.offset < next {
@@ -93,6 +97,9 @@ pub async fn run_with(args: ConsumeArgs, out: &mut impl Write) -> Result<(), Cli
         out.flush().map_err(ClientError::Output)?;
         if let (Some(group), true) = (&args.group, next > before) {
             commit(&mut cluster, group, topic, partition, next).await?;
+        }
+        if args.until_end && next >= high_watermark {
+            break;
         }
     }
     Ok(())
@@ -210,13 +217,13 @@ pub async fn resolve(
 }
 
 /// One fetch from the leader at `offset`: the records it returned (possibly none after the
-/// long-poll wait), following leader changes.
+/// long-poll wait) and the high watermark, following leader changes.
 pub async fn fetch(
     cluster: &mut Cluster,
     topic: &str,
     partition: u32,
     offset: i64,
-) -> Result<Vec<Incoming>, ClientError> {
+) -> Result<(Vec<Incoming>, i64), ClientError> {
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(FETCH_WAIT_MS)
@@ -245,15 +252,17 @@ pub async fn fetch(
                     .ok_or_else(|| malformed(addr, "Fetch answer names no partition"))?;
                 match ClientError::from_code(p.error_code, None) {
                     Some(e) => Err(e),
-                    None => Ok(p.records.unwrap_or_default()),
+                    None => Ok((p.records.unwrap_or_default(), p.high_watermark)),
                 }
             },
         )
         .await?;
-    records::decode(data).map_err(|reason| ClientError::Records {
+    let (data, high_watermark) = data;
+    let records = records::decode(data).map_err(|reason| ClientError::Records {
         topic: topic.to_owned(),
         partition,
         offset,
         reason,
-    })
+    })?;
+    Ok((records, high_watermark))
 }

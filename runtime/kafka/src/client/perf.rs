@@ -223,7 +223,7 @@ async fn perf_consume(args: PerfConsumeArgs) -> Result<Report, ClientError> {
             // A partition stops at its end as of the start, or once enough records are read.
             while next < end && remaining.load(Ordering::Relaxed) > 0 {
                 let sent = Instant::now();
-                let read = consume::fetch(&mut cluster, &topic, partition, next).await?;
+                let (read, _) = consume::fetch(&mut cluster, &topic, partition, next).await?;
                 tally.latencies.push(sent.elapsed());
                 for r in &read {
                     if r.offset < next {

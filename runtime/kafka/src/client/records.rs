@@ -30,10 +30,17 @@ pub fn now_ms() -> i64 {
 
 /// Encodes `records` as one uncompressed v2 batch (base offset 0: the broker assigns it).
 pub fn encode(records: &[Outgoing], timestamp: i64) -> Result<Bytes, ClientError> {
+    encode_timed(records.iter().map(|r| (r, timestamp)))
+}
+
+/// Encodes records, each with its own timestamp, as one uncompressed v2 batch.
+pub fn encode_timed<'a>(
+    records: impl IntoIterator<Item = (&'a Outgoing, i64)>,
+) -> Result<Bytes, ClientError> {
     let records: Vec<Record> = records
-        .iter()
+        .into_iter()
         .zip(0..)
-        .map(|(r, i)| Record {
+        .map(|((r, timestamp), i)| Record {
             transactional: false,
             control: false,
             delete_horizon: false,

@@ -1,14 +1,33 @@
-//! `isr topic create` and `isr topic list`.
+//! `isr topic create|list|describe|delete|alter|add-partitions`.
 
-use super::cluster::{Cluster, Route};
-use super::error::ClientError;
+pub use super::args::{DeleteArgs, ListArgs, NamedArgs};
+use super::cluster::{Cluster, PartitionView, Route, TopicView};
+use super::error::{malformed, ClientError};
+use crate::configs::{self, Source};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse, TopicName};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
+use serde_json::json;
 use std::io::Write;
 
-/// How long the broker may take to create a topic before answering REQUEST_TIMED_OUT.
-const CREATE_TIMEOUT_MS: i32 = 30_000;
+/// How long the broker may take to carry out a topic change before answering
+/// REQUEST_TIMED_OUT.
+const ADMIN_TIMEOUT_MS: i32 = 30_000;
+/// DescribeConfigs resource type of topics.
+const TOPIC: i8 = 2;
+/// IncrementalAlterConfigs operations.
+const SET: i8 = 0;
+const DELETE: i8 = 1;
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct TopicArgs {
@@ -22,6 +41,14 @@ pub enum TopicCommand {
     Create(CreateArgs),
     /// List topics with each partition's leader, replicas and ISR.
     List(ListArgs),
+    /// Show a topic's partitions and every config, with where each value comes from.
+    Describe(NamedArgs),
+    /// Delete a topic, its partitions and their records.
+    Delete(DeleteArgs),
+    /// Set or reset a topic's configs.
+    Alter(AlterArgs),
+    /// Grow a topic to more partitions (new ones start empty).
+    AddPartitions(AddPartitionsArgs),
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -30,20 +57,54 @@ pub struct CreateArgs {
     #[arg(long)]
     pub bootstrap: String,
     pub name: String,
+    /// Partitions (default: the broker's num.partitions).
     #[arg(long)]
-    pub partitions: u32,
+    pub partitions: Option<u32>,
+    /// Replicas of each partition (default: the broker's default.replication.factor).
     #[arg(long)]
-    pub replication_factor: u16,
+    pub replication_factor: Option<u16>,
     /// Writes with acks=all need this many in-sync replicas (the broker's default if absent).
     #[arg(long)]
     pub min_insync_replicas: Option<u16>,
+    /// A topic config, KEY=VALUE (repeatable), e.g. retention.ms=86400000.
+    #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub configs: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, clap::Args)]
-pub struct ListArgs {
+pub struct AlterArgs {
     /// A broker to start from: HOST:PORT, or several separated by commas.
     #[arg(long)]
     pub bootstrap: String,
+    pub name: String,
+    /// Set a config, KEY=VALUE (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub set: Vec<(String, String)>,
+    /// Reset a config to its default (repeatable).
+    #[arg(long = "delete", value_name = "KEY")]
+    pub delete: Vec<String>,
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct AddPartitionsArgs {
+    /// A broker to start from: HOST:PORT, or several separated by commas.
+    #[arg(long)]
+    pub bootstrap: String,
+    pub name: String,
+    /// The topic's partition count afterwards (as kafka-topics --alter --partitions).
+    #[arg(long)]
+    pub partitions: u32,
+}
+
+/// Parses `KEY=VALUE`.
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!(
+            "expected KEY=VALUE; topic configs: {}",
+            configs::topic_config_names().join(", ")
+        )),
+    }
 }
 
 /// Runs a topic command, printing to stdout.
@@ -55,66 +116,320 @@ pub async fn run_with(args: TopicArgs, out: &mut impl Write) -> Result<(), Clien
     match args.command {
         TopicCommand::Create(a) => create(a, out).await,
         TopicCommand::List(a) => list(a, out).await,
+        TopicCommand::Describe(a) => describe(a, out).await,
+        TopicCommand::Delete(a) => delete(a, out).await,
+        TopicCommand::Alter(a) => alter(a, out).await,
+        TopicCommand::AddPartitions(a) => add_partitions(a, out).await,
     }
+}
+
+fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_owned()))
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+/// The first error of an admin answer as a client error.
+fn refused(code: i16, message: &Option<StrBytes>) -> Result<(), ClientError> {
+    match ClientError::from_code(code, message.as_ref().map(|m| m.as_str())) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn output(out: &mut impl Write, text: &str) -> Result<(), ClientError> {
+    out.write_all(text.as_bytes()).map_err(ClientError::Output)
+}
+
+/// Prints a JSON value on one line.
+pub(super) fn print_json(
+    out: &mut impl Write,
+    value: &serde_json::Value,
+) -> Result<(), ClientError> {
+    writeln!(out, "{value}").map_err(ClientError::Output)
 }
 
 async fn create(args: CreateArgs, out: &mut impl Write) -> Result<(), ClientError> {
     let too_big = |what: &str| ClientError::Usage(format!("--{what} is too large"));
-    let mut topic = CreatableTopic::default()
-        .with_name(TopicName(StrBytes::from_string(args.name.clone())))
-        .with_num_partitions(i32::try_from(args.partitions).map_err(|_| too_big("partitions"))?)
-        .with_replication_factor(
-            i16::try_from(args.replication_factor).map_err(|_| too_big("replication-factor"))?,
-        );
+    let partitions = match args.partitions {
+        Some(n) => i32::try_from(n).map_err(|_| too_big("partitions"))?,
+        None => -1,
+    };
+    let replication_factor = match args.replication_factor {
+        Some(n) => i16::try_from(n).map_err(|_| too_big("replication-factor"))?,
+        None => -1,
+    };
+    let mut configs = args.configs.clone();
     if let Some(m) = args.min_insync_replicas {
-        topic = topic.with_configs(vec![CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str("min.insync.replicas"))
-            .with_value(Some(StrBytes::from_string(m.to_string())))]);
+        configs.push(("min.insync.replicas".into(), m.to_string()));
     }
+    let topic = CreatableTopic::default()
+        .with_name(name(&args.name))
+        .with_num_partitions(partitions)
+        .with_replication_factor(replication_factor)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(text(k))
+                        .with_value(Some(text(v)))
+                })
+                .collect(),
+        );
     let request = CreateTopicsRequest::default()
         .with_topics(vec![topic])
-        .with_timeout_ms(CREATE_TIMEOUT_MS);
+        .with_timeout_ms(ADMIN_TIMEOUT_MS);
     let mut cluster = Cluster::connect(&args.bootstrap).await?;
     cluster
         .send(Route::Admin, &request, |_, answer: CreateTopicsResponse| {
-            for result in &answer.topics {
-                let message = result.error_message.as_ref().map(|m| m.as_str());
-                if let Some(e) = ClientError::from_code(result.error_code, message) {
-                    return Err(e);
-                }
-            }
-            Ok(())
+            answer
+                .topics
+                .iter()
+                .try_for_each(|t| refused(t.error_code, &t.error_message))
         })
         .await?;
-    writeln!(
+    cluster.refresh().await?;
+    let created = cluster.existing_topic(&args.name)?;
+    let factor = created.partitions.first().map_or(0, |p| p.replicas.len());
+    output(
         out,
-        "created topic {} ({} partitions, replication factor {})",
-        args.name, args.partitions, args.replication_factor
+        &format!(
+            "created topic {} ({} partitions, replication factor {factor})\n",
+            args.name,
+            created.partitions.len()
+        ),
     )
-    .map_err(ClientError::Output)
 }
 
 fn ids(v: &[i32]) -> String {
     v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
 }
 
+fn partition_line(p: &PartitionView) -> String {
+    format!(
+        "  {} leader={} epoch={} replicas={} isr={}\n",
+        p.partition,
+        p.leader,
+        p.leader_epoch,
+        ids(&p.replicas),
+        ids(&p.isr)
+    )
+}
+
+fn partition_json(p: &PartitionView) -> serde_json::Value {
+    json!({
+        "partition": p.partition,
+        "leader": (p.leader >= 0).then_some(p.leader),
+        "leader_epoch": p.leader_epoch,
+        "replicas": p.replicas,
+        "isr": p.isr,
+    })
+}
+
+fn topic_json(t: &TopicView) -> serde_json::Value {
+    json!({
+        "topic": t.name,
+        "partitions": t.partitions.iter().map(partition_json).collect::<Vec<_>>(),
+    })
+}
+
 async fn list(args: ListArgs, out: &mut impl Write) -> Result<(), ClientError> {
     let cluster = Cluster::connect(&args.bootstrap).await?;
+    if args.json {
+        let topics: Vec<_> = cluster.topics().iter().map(topic_json).collect();
+        return print_json(out, &json!(topics));
+    }
     for t in cluster.topics() {
-        writeln!(out, "{} partitions={}", t.name, t.partitions.len())
-            .map_err(ClientError::Output)?;
+        output(
+            out,
+            &format!("{} partitions={}\n", t.name, t.partitions.len()),
+        )?;
         for p in &t.partitions {
-            writeln!(
-                out,
-                "  {} leader={} epoch={} replicas={} isr={}",
-                p.partition,
-                p.leader,
-                p.leader_epoch,
-                ids(&p.replicas),
-                ids(&p.isr)
-            )
-            .map_err(ClientError::Output)?;
+            output(out, &partition_line(p))?;
         }
     }
     Ok(())
+}
+
+/// One described config: name, value, source and whether it can be changed.
+struct Config {
+    name: String,
+    value: Option<String>,
+    source: &'static str,
+    read_only: bool,
+}
+
+async fn describe(args: NamedArgs, out: &mut impl Write) -> Result<(), ClientError> {
+    let mut cluster = Cluster::connect(&args.bootstrap).await?;
+    let topic = cluster.existing_topic(&args.name)?.clone();
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(TOPIC)
+            .with_resource_name(text(&args.name))
+            .with_configuration_keys(None)]);
+    let configs = cluster
+        .send(
+            Route::Admin,
+            &request,
+            |addr, answer: DescribeConfigsResponse| {
+                let result =
+                    answer.results.into_iter().next().ok_or_else(|| {
+                        malformed(addr, "DescribeConfigs answer names no resource")
+                    })?;
+                refused(result.error_code, &result.error_message)?;
+                Ok(result
+                    .configs
+                    .into_iter()
+                    .map(|c| Config {
+                        name: c.name.as_str().to_owned(),
+                        value: c.value.map(|v| v.as_str().to_owned()),
+                        source: Source::from_code(c.config_source).map_or("unknown", Source::name),
+                        read_only: c.read_only,
+                    })
+                    .collect::<Vec<_>>())
+            },
+        )
+        .await?;
+    if args.json {
+        let mut value = topic_json(&topic);
+        value["configs"] = configs
+            .iter()
+            .map(|c| {
+                json!({"name": c.name, "value": c.value, "source": c.source,
+                       "read_only": c.read_only})
+            })
+            .collect();
+        return print_json(out, &value);
+    }
+    let factor = topic.partitions.first().map_or(0, |p| p.replicas.len());
+    output(
+        out,
+        &format!(
+            "{} partitions={} replication-factor={factor}\n",
+            topic.name,
+            topic.partitions.len()
+        ),
+    )?;
+    for p in &topic.partitions {
+        output(out, &partition_line(p))?;
+    }
+    output(out, "configs:\n")?;
+    for c in &configs {
+        let value = c.value.as_deref().unwrap_or("");
+        output(out, &format!("  {}={value} ({})\n", c.name, c.source))?;
+    }
+    Ok(())
+}
+
+async fn delete(args: DeleteArgs, out: &mut impl Write) -> Result<(), ClientError> {
+    let mut cluster = Cluster::connect(&args.bootstrap).await?;
+    cluster.existing_topic(&args.name)?;
+    // v6 names topics in `topics` (where a topic id may stand instead); earlier versions in
+    // `topic_names`.
+    let version = cluster
+        .version_of::<DeleteTopicsRequest>(Route::Admin)
+        .await?;
+    let request = DeleteTopicsRequest::default().with_timeout_ms(ADMIN_TIMEOUT_MS);
+    let request = if version >= 6 {
+        request.with_topics(vec![
+            DeleteTopicState::default().with_name(Some(name(&args.name)))
+        ])
+    } else {
+        request.with_topic_names(vec![name(&args.name)])
+    };
+    cluster
+        .send(Route::Admin, &request, |_, answer: DeleteTopicsResponse| {
+            answer
+                .responses
+                .iter()
+                .try_for_each(|r| refused(r.error_code, &r.error_message))
+        })
+        .await?;
+    output(out, &format!("deleted topic {}\n", args.name))
+}
+
+async fn alter(args: AlterArgs, out: &mut impl Write) -> Result<(), ClientError> {
+    if args.set.is_empty() && args.delete.is_empty() {
+        return Err(ClientError::Usage(format!(
+            "nothing to change: give --set KEY=VALUE or --delete KEY; topic configs: {}",
+            configs::topic_config_names().join(", ")
+        )));
+    }
+    let mut cluster = Cluster::connect(&args.bootstrap).await?;
+    cluster.existing_topic(&args.name)?;
+    let changes = args
+        .set
+        .iter()
+        .map(|(k, v)| {
+            AlterableConfig::default()
+                .with_name(text(k))
+                .with_config_operation(SET)
+                .with_value(Some(text(v)))
+        })
+        .chain(args.delete.iter().map(|k| {
+            AlterableConfig::default()
+                .with_name(text(k))
+                .with_config_operation(DELETE)
+                .with_value(None)
+        }))
+        .collect();
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(TOPIC)
+            .with_resource_name(text(&args.name))
+            .with_configs(changes),
+    ]);
+    cluster
+        .send(
+            Route::Admin,
+            &request,
+            |_, answer: IncrementalAlterConfigsResponse| {
+                answer
+                    .responses
+                    .iter()
+                    .try_for_each(|r| refused(r.error_code, &r.error_message))
+            },
+        )
+        .await?;
+    let mut changed: Vec<String> = args.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    changed.extend(args.delete.iter().map(|k| format!("{k} reset")));
+    output(
+        out,
+        &format!("altered topic {}: {}\n", args.name, changed.join(", ")),
+    )
+}
+
+async fn add_partitions(args: AddPartitionsArgs, out: &mut impl Write) -> Result<(), ClientError> {
+    let mut cluster = Cluster::connect(&args.bootstrap).await?;
+    let have = cluster.existing_topic(&args.name)?.partitions.len();
+    let count = i32::try_from(args.partitions)
+        .map_err(|_| ClientError::Usage("--partitions is too large".into()))?;
+    let request = CreatePartitionsRequest::default()
+        .with_timeout_ms(ADMIN_TIMEOUT_MS)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(name(&args.name))
+            .with_count(count)
+            .with_assignments(None)]);
+    cluster
+        .send(
+            Route::Admin,
+            &request,
+            |_, answer: CreatePartitionsResponse| {
+                answer
+                    .results
+                    .iter()
+                    .try_for_each(|r| refused(r.error_code, &r.error_message))
+            },
+        )
+        .await?;
+    output(
+        out,
+        &format!(
+            "topic {} now has {} partitions (was {have})\n",
+            args.name, args.partitions
+        ),
+    )
 }

@@ -1,117 +1,250 @@
-//! CreateTopics and InitProducerId.
+//! Topic administration (CreateTopics, DeleteTopics, CreatePartitions) and InitProducerId.
+//!
+//! The controller is not a broker: every broker takes these requests and forwards them through
+//! the backend, so it does not matter which one a client picks (Metadata names the lowest live
+//! broker id as the controller, so that admin clients agree on one).
 
 use super::codes;
-use crate::backend::{Backend, BackendError, NewTopic};
+use crate::backend::{Backend, BackendError, BrokerSettings, NewTopic};
+use crate::configs::{self, BrokerConfigs};
+use crate::names::check_topic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, CreateTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
-    ProducerId,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
-/// The only topic config honoured; any other is refused rather than silently ignored.
-const MIN_INSYNC: &str = "min.insync.replicas";
-/// Kafka's longest legal topic name.
-const MAX_TOPIC_NAME: usize = 249;
+/// CreateTopics v5 is the first to answer with the topic's configs.
+const CONFIGS_IN_ANSWER: i16 = 5;
+/// DeleteTopics v6 may name topics by id; isr has no topic ids.
+const UNKNOWN_TOPIC_ID: i16 = 100;
 
-/// Kafka's topic naming rule: 1 to 249 of `[a-zA-Z0-9._-]`, and not `.` or `..`.
-fn check_name(name: &str) -> Result<(), BackendError> {
-    let legal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if name.is_empty() || name.len() > MAX_TOPIC_NAME || name == "." || name == ".." {
-        return Err(BackendError::InvalidTopic(format!(
-            "topic name must be 1 to {MAX_TOPIC_NAME} characters, not . or .."
-        )));
-    }
-    if !name.chars().all(legal) {
-        return Err(BackendError::InvalidTopic(format!(
-            "topic name {name:?} may hold only ASCII letters, digits, '.', '_' and '-'"
-        )));
-    }
-    Ok(())
+fn text(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
 }
 
-/// Turns a request's topic into a backend request; -1 counts mean Kafka's broker defaults
-/// (one partition, replication factor one).
-fn new_topic(t: &CreatableTopic) -> Result<NewTopic, BackendError> {
+fn timeout(ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// Runs an admin call within the request's timeout (REQUEST_TIMED_OUT past it).
+async fn within<T>(
+    ms: i32,
+    call: impl Future<Output = Result<T, BackendError>>,
+) -> Result<T, BackendError> {
+    tokio::time::timeout(timeout(ms), call)
+        .await
+        .unwrap_or(Err(BackendError::RequestTimedOut))
+}
+
+/// A count given as -1 takes the broker's default; others must be positive.
+fn count<T: TryFrom<i32>>(
+    n: i32,
+    default: T,
+    error: impl Fn(String) -> BackendError,
+) -> Result<T, BackendError> {
+    match n {
+        -1 => Ok(default),
+        n => T::try_from(n)
+            .ok()
+            .filter(|_| n > 0)
+            .ok_or_else(|| error(format!("{n}: must be at least 1"))),
+    }
+}
+
+/// Turns a request's topic into a backend request, with the broker's defaults for counts
+/// given as -1 (Kafka's `num.partitions` and `default.replication.factor`).
+fn new_topic(t: &CreatableTopic, settings: &BrokerSettings) -> Result<NewTopic, BackendError> {
     let name = t.name.0.as_str().to_owned();
-    check_name(&name)?;
+    check_topic(&name)?;
     if !t.assignments.is_empty() {
         return Err(BackendError::InvalidReplicationFactor(
             "manual replica assignment is not supported".into(),
         ));
     }
-    let partitions = match t.num_partitions {
-        -1 => 1,
-        n => u32::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
-            BackendError::InvalidPartitions(format!("{n} partitions: must be at least 1"))
-        })?,
-    };
-    let replication_factor = match t.replication_factor {
-        -1 => 1,
-        n => u16::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| {
-            BackendError::InvalidReplicationFactor(format!("{n}: must be at least 1"))
-        })?,
-    };
-    let mut min_insync_replicas = None;
+    let partitions = count(
+        t.num_partitions,
+        settings.num_partitions,
+        BackendError::InvalidPartitions,
+    )?;
+    let replication_factor = count(
+        t.replication_factor.into(),
+        settings.default_replication_factor,
+        BackendError::InvalidReplicationFactor,
+    )?;
+    let mut overrides = BTreeMap::new();
     for config in &t.configs {
         let key = config.name.as_str();
         let value = config.value.as_ref().map(|v| v.as_str()).unwrap_or("");
-        if key != MIN_INSYNC {
-            return Err(BackendError::InvalidConfig(format!(
-                "config {key} is not supported (only {MIN_INSYNC})"
-            )));
-        }
-        let m = value
-            .parse::<u16>()
-            .ok()
-            .filter(|&m| m > 0)
-            .ok_or_else(|| {
-                BackendError::InvalidConfig(format!(
-                    "{MIN_INSYNC}={value}: must be a positive integer"
-                ))
-            })?;
-        min_insync_replicas = Some(m);
+        configs::check_topic_config(key, value)?;
+        overrides.insert(key.to_owned(), value.trim().to_owned());
     }
     Ok(NewTopic {
         name,
         partitions,
         replication_factor,
-        min_insync_replicas,
+        configs: overrides,
     })
+}
+
+/// The configs a CreateTopics v5+ answer carries for a topic: every topic config, with the
+/// broker's values where the request set none.
+async fn described<B: Backend>(backend: &B, topic: &NewTopic) -> Vec<CreatableTopicConfigs> {
+    let (dynamic, me) = match backend.metadata().await {
+        Ok(m) => (m.broker_configs, m.this_broker),
+        Err(_) => (BTreeMap::new(), isr::BrokerId(0)),
+    };
+    let broker = BrokerConfigs {
+        id: me,
+        settings: backend.settings(),
+        dynamic: &dynamic,
+    };
+    let min_isr = configs::min_insync_replicas(&topic.configs, &broker, topic.replication_factor);
+    configs::describe_topic(&topic.configs, min_isr, &broker)
+        .into_iter()
+        .map(|d| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_static_str(d.name))
+                .with_value(Some(text(d.value)))
+                .with_read_only(d.read_only)
+                .with_config_source(d.source as i8)
+        })
+        .collect()
 }
 
 pub async fn create_topics<B: Backend>(
     backend: &B,
     request: CreateTopicsRequest,
+    version: i16,
 ) -> CreateTopicsResponse {
-    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let mut results = Vec::with_capacity(request.topics.len());
     for t in &request.topics {
-        let outcome = match new_topic(t) {
+        let spec = new_topic(t, backend.settings());
+        let outcome = match &spec {
             Ok(_) if request.validate_only => Ok(()),
-            Ok(spec) => tokio::time::timeout(timeout, backend.create_topic(spec))
-                .await
-                .unwrap_or(Err(BackendError::RequestTimedOut)),
-            Err(e) => Err(e),
+            Ok(spec) => within(request.timeout_ms, backend.create_topic(spec.clone())).await,
+            Err(e) => Err(e.clone()),
         };
-        let result = CreatableTopicResult::default()
+        let mut result = CreatableTopicResult::default()
             .with_name(t.name.clone())
             .with_num_partitions(t.num_partitions)
             .with_replication_factor(t.replication_factor);
-        results.push(match outcome {
-            Ok(()) => result,
-            Err(e) => result
-                .with_error_code(e.code())
-                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-        });
+        match (outcome, spec) {
+            (Ok(()), Ok(spec)) => {
+                result = result
+                    .with_num_partitions(i32::try_from(spec.partitions).unwrap_or(i32::MAX))
+                    .with_replication_factor(
+                        i16::try_from(spec.replication_factor).unwrap_or(i16::MAX),
+                    );
+                if version >= CONFIGS_IN_ANSWER {
+                    result = result.with_configs(Some(described(backend, &spec).await));
+                }
+            }
+            (Err(e), _) | (Ok(()), Err(e)) => {
+                result = result
+                    .with_error_code(e.code())
+                    .with_error_message(Some(text(e.detail())));
+            }
+        }
+        results.push(result);
     }
     CreateTopicsResponse::default().with_topics(results)
 }
 
+/// DeleteTopics: by name (every version); v6 may name a topic by id, which isr does not have.
+pub async fn delete_topics<B: Backend>(
+    backend: &B,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    let names: Vec<Option<TopicName>> = if version >= 6 {
+        request.topics.into_iter().map(|t| t.name).collect()
+    } else {
+        request.topic_names.into_iter().map(Some).collect()
+    };
+    let mut responses = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(name) = name else {
+            responses.push(
+                DeletableTopicResult::default()
+                    .with_error_code(UNKNOWN_TOPIC_ID)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "UNKNOWN_TOPIC_ID: isr names topics, it has no topic ids",
+                    ))),
+            );
+            continue;
+        };
+        let outcome = match check_topic(name.0.as_str()) {
+            Ok(()) => within(request.timeout_ms, backend.delete_topic(name.0.as_str())).await,
+            Err(e) => Err(e),
+        };
+        let result = DeletableTopicResult::default().with_name(Some(name));
+        responses.push(match outcome {
+            Ok(()) => result,
+            Err(e) => result
+                .with_error_code(e.code())
+                .with_error_message(Some(text(e.detail()))),
+        });
+    }
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+/// CreatePartitions: grows topics to the requested totals (replicas assigned by isr).
+pub async fn create_partitions<B: Backend>(
+    backend: &B,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let cluster = backend.metadata().await;
+    let mut results = Vec::with_capacity(request.topics.len());
+    for t in &request.topics {
+        let name = t.name.0.as_str();
+        let total = u32::try_from(t.count)
+            .map_err(|_| BackendError::InvalidPartitions(format!("{}: negative", t.count)));
+        let manual = t.assignments.as_ref().is_some_and(|a| !a.is_empty());
+        let outcome = match (total, manual, &cluster) {
+            (_, true, _) => Err(BackendError::InvalidReplicaAssignment(
+                "isr assigns replicas itself".into(),
+            )),
+            (Err(e), ..) => Err(e),
+            (_, _, Err(e)) => Err(e.clone()),
+            (Ok(total), false, Ok(cluster)) => {
+                let current = cluster.topics.iter().find(|x| x.name == name);
+                match current.map(|x| x.partitions.len()) {
+                    None => Err(BackendError::UnknownTopicOrPartition),
+                    Some(n) if total as usize <= n => Err(BackendError::InvalidPartitions(
+                        format!("topic {name} has {n} partitions; asked for {total} in all"),
+                    )),
+                    Some(_) if request.validate_only => Ok(()),
+                    Some(_) => {
+                        within(request.timeout_ms, backend.create_partitions(name, total)).await
+                    }
+                }
+            }
+        };
+        let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        results.push(match outcome {
+            Ok(()) => result,
+            Err(e) => result
+                .with_error_code(e.code())
+                .with_error_message(Some(text(e.detail()))),
+        });
+    }
+    CreatePartitionsResponse::default().with_results(results)
+}
+
 /// Hands out producer ids so that idempotent producers (kafka-python and librdkafka enable
-/// them by default or on request) can start; transactions are refused.
+/// them by default or on request) can start; transactions are refused at once (see
+/// [`codes::TRANSACTIONS_UNSUPPORTED`]).
 pub async fn init_producer_id<B: Backend>(
     backend: &B,
     request: InitProducerIdRequest,

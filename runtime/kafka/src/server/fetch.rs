@@ -1,7 +1,7 @@
 //! Fetch and ListOffsets: reading committed data.
 
 use super::codes;
-use crate::backend::{Backend, BackendError, FetchedData, OffsetSpec};
+use crate::backend::{Backend, BackendError, FetchedData, ListedOffset, OffsetSpec};
 use bytes::BytesMut;
 use isr::Offset;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
@@ -20,6 +20,12 @@ const MAX_WAIT: Duration = Duration::from_secs(10);
 /// ListOffsets timestamps with a special meaning.
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+/// KIP-734 (v7): the record with the largest timestamp.
+const MAX_TIMESTAMP: i64 = -3;
+/// KIP-405 (v8): the first offset in local storage; without tiered storage, the log start.
+const EARLIEST_LOCAL: i64 = -4;
+/// KIP-1005 (v9): the last offset in tiered storage; without it, none (Kafka answers -1).
+const LATEST_TIERED: i64 = -5;
 
 fn to_i64(o: Offset) -> i64 {
     i64::try_from(o.0).unwrap_or(i64::MAX)
@@ -105,9 +111,26 @@ pub async fn fetch<B: Backend>(backend: &B, request: FetchRequest) -> FetchRespo
     }
 }
 
+/// What a ListOffsets timestamp asks for; `Ok(None)` for the latest tiered offset, which a
+/// broker without tiered storage answers with none.
+fn offset_spec(timestamp: i64) -> Result<Option<OffsetSpec>, i16> {
+    match timestamp {
+        LATEST => Ok(Some(OffsetSpec::Latest)),
+        EARLIEST | EARLIEST_LOCAL => Ok(Some(OffsetSpec::Earliest)),
+        MAX_TIMESTAMP => Ok(Some(OffsetSpec::MaxTimestamp)),
+        LATEST_TIERED => Ok(None),
+        t if t >= 0 => Ok(Some(OffsetSpec::Timestamp(t))),
+        _ => Err(codes::INVALID_REQUEST),
+    }
+}
+
+/// ListOffsets: the earliest, latest or max-timestamp offset, or the first offset at or after
+/// a timestamp (`offsets_for_times`), of committed records. No matching record is answered
+/// with offset and timestamp -1, as Kafka does.
 pub async fn list_offsets<B: Backend>(
     backend: &B,
     request: ListOffsetsRequest,
+    version: i16,
 ) -> ListOffsetsResponse {
     let mut topics = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
@@ -116,24 +139,34 @@ pub async fn list_offsets<B: Backend>(
         for p in &topic.partitions {
             let answer = ListOffsetsPartitionResponse::default()
                 .with_partition_index(p.partition_index)
-                .with_timestamp(-1);
-            let spec = match p.timestamp {
-                LATEST => Ok(OffsetSpec::Latest),
-                EARLIEST => Ok(OffsetSpec::Earliest),
-                // Lookup by timestamp needs a time index the broker does not keep.
-                _ => Err(codes::INVALID_REQUEST),
-            };
-            let result = match (spec, u32::try_from(p.partition_index)) {
+                .with_timestamp(-1)
+                .with_offset(-1);
+            let result = match (offset_spec(p.timestamp), u32::try_from(p.partition_index)) {
                 (Err(code), _) => Err(code),
                 (_, Err(_)) => Err(BackendError::UnknownTopicOrPartition.code()),
-                (Ok(spec), Ok(partition)) => backend
+                (Ok(None), _) => Ok(None),
+                (Ok(Some(spec)), Ok(partition)) => backend
                     .list_offsets(name, partition, spec)
                     .await
                     .map_err(|e| e.code()),
             };
             partitions.push(match result {
-                Ok(offset) => answer.with_offset(to_i64(offset)),
-                Err(code) => answer.with_error_code(code).with_offset(-1),
+                Ok(Some(ListedOffset {
+                    offset,
+                    timestamp,
+                    leader_epoch,
+                })) => {
+                    let answer = answer.with_offset(to_i64(offset)).with_timestamp(timestamp);
+                    // Leader epochs are answered from v4 on.
+                    match leader_epoch {
+                        Some(e) if version >= 4 => {
+                            answer.with_leader_epoch(i32::try_from(e.0).unwrap_or(i32::MAX))
+                        }
+                        _ => answer,
+                    }
+                }
+                Ok(None) => answer,
+                Err(code) => answer.with_error_code(code),
             });
         }
         topics.push(

@@ -2,9 +2,10 @@
 //! [`Coordinator`], answered NOT_COORDINATOR by a broker that does not coordinate the group.
 
 use crate::backend::{Backend, BackendError};
-use crate::coordinator::{coordinator_of, Coordinator, GroupError, Join};
+use crate::coordinator::{coordinator_of, Caller, Coordinator, GroupError, Join};
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{
     HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
@@ -13,7 +14,10 @@ use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
 
 /// The coordinator, if this broker is the one for `group` (see [`coordinator_of`]).
-async fn coordinating<'a, B: Backend>(backend: &'a B, group: &str) -> Result<&'a Coordinator, i16> {
+pub(super) async fn coordinating<'a, B: Backend>(
+    backend: &'a B,
+    group: &str,
+) -> Result<&'a Coordinator, i16> {
     let cluster = backend.metadata().await.map_err(|e| e.code())?;
     let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
     match coordinator_of(group, &live) {
@@ -29,6 +33,10 @@ fn millis(ms: i32) -> Duration {
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
+}
+
+fn opt_str(s: &Option<StrBytes>) -> Option<&str> {
+    s.as_ref().map(|s| s.as_str())
 }
 
 pub async fn join_group<B: Backend>(
@@ -52,6 +60,7 @@ pub async fn join_group<B: Backend>(
     let join = Join {
         group: group.to_owned(),
         member_id: request.member_id.as_str().to_owned(),
+        instance_id: opt_str(&request.group_instance_id).map(str::to_owned),
         client_id: if client_id.is_empty() {
             "consumer"
         } else {
@@ -75,6 +84,7 @@ pub async fn join_group<B: Backend>(
     match coordinator.join(join).await {
         Ok(joined) => JoinGroupResponse::default()
             .with_generation_id(joined.generation)
+            .with_protocol_type(Some(text(&joined.protocol_type)))
             .with_protocol_name(Some(text(&joined.protocol)))
             .with_leader(text(&joined.leader))
             .with_member_id(text(&joined.member_id))
@@ -82,10 +92,11 @@ pub async fn join_group<B: Backend>(
                 joined
                     .members
                     .into_iter()
-                    .map(|(id, metadata)| {
+                    .map(|m| {
                         JoinGroupResponseMember::default()
-                            .with_member_id(text(&id))
-                            .with_metadata(metadata)
+                            .with_member_id(text(&m.member_id))
+                            .with_group_instance_id(m.instance_id.as_deref().map(text))
+                            .with_metadata(m.metadata)
                     })
                     .collect(),
             ),
@@ -102,16 +113,29 @@ pub async fn sync_group<B: Backend>(backend: &B, request: SyncGroupRequest) -> S
                 .iter()
                 .map(|a| (a.member_id.as_str().to_owned(), a.assignment.clone()))
                 .collect();
-            let member = request.member_id.as_str();
+            let caller = Caller {
+                member_id: request.member_id.as_str(),
+                instance_id: opt_str(&request.group_instance_id),
+                generation: request.generation_id,
+            };
+            // v5 names the protocol; earlier versions leave both null.
+            let protocol = opt_str(&request.protocol_type).zip(opt_str(&request.protocol_name));
             coordinator
-                .sync(group, request.generation_id, member, assignments)
+                .sync(group, caller, protocol, assignments)
                 .await
+                .map(|assignment| (assignment, coordinator.protocol(group)))
                 .map_err(GroupError::code)
         }
         Err(code) => Err(code),
     };
     match result {
-        Ok(assignment) => SyncGroupResponse::default().with_assignment(assignment),
+        Ok((assignment, protocol)) => {
+            let (kind, name) = protocol.unwrap_or_default();
+            SyncGroupResponse::default()
+                .with_assignment(assignment)
+                .with_protocol_type(Some(text(&kind)))
+                .with_protocol_name(Some(text(&name)))
+        }
         Err(code) => SyncGroupResponse::default().with_error_code(code),
     }
 }
@@ -120,7 +144,14 @@ pub async fn heartbeat<B: Backend>(backend: &B, request: HeartbeatRequest) -> He
     let group = request.group_id.0.as_str();
     let code = match coordinating(backend, group).await {
         Ok(c) => c
-            .heartbeat(group, request.generation_id, request.member_id.as_str())
+            .heartbeat(
+                group,
+                Caller {
+                    member_id: request.member_id.as_str(),
+                    instance_id: opt_str(&request.group_instance_id),
+                    generation: request.generation_id,
+                },
+            )
             .err()
             .map_or(0, GroupError::code),
         Err(code) => code,
@@ -128,17 +159,38 @@ pub async fn heartbeat<B: Backend>(backend: &B, request: HeartbeatRequest) -> He
     HeartbeatResponse::default().with_error_code(code)
 }
 
+/// LeaveGroup: v0-2 name one member; v3 on batch members by member id and/or instance id
+/// (how admin tools remove static members) and answer each.
 pub async fn leave_group<B: Backend>(
     backend: &B,
     request: LeaveGroupRequest,
+    version: i16,
 ) -> LeaveGroupResponse {
     let group = request.group_id.0.as_str();
-    let code = match coordinating(backend, group).await {
-        Ok(c) => c
-            .leave(group, request.member_id.as_str())
-            .err()
-            .map_or(0, GroupError::code),
-        Err(code) => code,
+    let coordinator = match coordinating(backend, group).await {
+        Ok(c) => c,
+        Err(code) => return LeaveGroupResponse::default().with_error_code(code),
     };
-    LeaveGroupResponse::default().with_error_code(code)
+    if version < 3 {
+        let code = coordinator
+            .leave(group, request.member_id.as_str(), None)
+            .err()
+            .map_or(0, GroupError::code);
+        return LeaveGroupResponse::default().with_error_code(code);
+    }
+    let members = request
+        .members
+        .into_iter()
+        .map(|m| {
+            let code = coordinator
+                .leave(group, m.member_id.as_str(), opt_str(&m.group_instance_id))
+                .err()
+                .map_or(0, GroupError::code);
+            MemberResponse::default()
+                .with_member_id(m.member_id)
+                .with_group_instance_id(m.group_instance_id)
+                .with_error_code(code)
+        })
+        .collect();
+    LeaveGroupResponse::default().with_members(members)
 }

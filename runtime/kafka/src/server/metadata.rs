@@ -1,21 +1,33 @@
-//! Metadata and FindCoordinator: where topics' leaders and the group coordinator are.
+//! Metadata, FindCoordinator and DescribeCluster: where topics' leaders, the group coordinator
+//! and the controller are. Metadata also creates topics on demand, as Kafka does when
+//! `auto.create.topics.enable` is on.
 
-use crate::backend::{Backend, BackendError, ClusterMetadata, PartitionInfo, TopicInfo};
+use super::codes;
+use crate::backend::{Backend, BackendError, ClusterMetadata, NewTopic, PartitionInfo, TopicInfo};
 use crate::coordinator::coordinator_of;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
-    TopicName,
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
 
 /// Name advertised as the cluster id: clients only compare it across brokers.
 const CLUSTER_ID: &str = "isr";
-/// FindCoordinator key type of consumer groups; 1 (transactions) is not served.
+/// FindCoordinator key type of consumer groups; 1 (transactions) is refused.
 const GROUP_KEY: i8 = 0;
+/// Metadata v4 is the first to say whether the client allows topic creation; before, Kafka
+/// always allowed it.
+const ALLOW_AUTO_CREATE_FIELD: i16 = 4;
+/// DescribeCluster endpoint types: brokers (1) are what a broker describes.
+const BROKER_ENDPOINTS: i8 = 1;
+/// MISMATCHED_ENDPOINT_TYPE: DescribeCluster asked a broker for controller endpoints.
+const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
 /// FindCoordinator v4 batches keys in `coordinator_keys`; earlier versions send one `key`.
 const BATCHED_FIND_COORDINATOR: i16 = 4;
 
@@ -42,6 +54,19 @@ fn partition(p: &PartitionInfo) -> MetadataResponsePartition {
         .with_offline_replicas(ids(&p.offline))
 }
 
+fn brokers(cluster: &ClusterMetadata) -> Vec<MetadataResponseBroker> {
+    cluster
+        .brokers
+        .iter()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(broker_id(b.id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+        })
+        .collect()
+}
+
 fn topic(t: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
@@ -54,17 +79,50 @@ fn error_topic(name: &str, error: &BackendError) -> MetadataResponseTopic {
         .with_error_code(error.code())
 }
 
-/// Describes the requested topics (all when the request names none). Topics are never
-/// created implicitly: an unknown one is answered UNKNOWN_TOPIC_OR_PARTITION, whatever
-/// `allow_auto_topic_creation` says, so a typo cannot create a topic.
-pub async fn metadata<B: Backend>(backend: &B, request: MetadataRequest) -> MetadataResponse {
+/// Creates the `missing` topics the request may create (Kafka's automatic topic creation,
+/// with the broker's `num.partitions` and `default.replication.factor`); the error for each
+/// it could not create. A topic another request created meanwhile counts as created.
+async fn auto_create<B: Backend>(
+    backend: &B,
+    missing: &[String],
+) -> BTreeMap<String, BackendError> {
+    let settings = backend.settings();
+    let mut failed = BTreeMap::new();
+    for name in missing {
+        let topic = NewTopic {
+            name: name.clone(),
+            partitions: settings.num_partitions,
+            replication_factor: settings.default_replication_factor,
+            configs: BTreeMap::new(),
+        };
+        match backend.create_topic(topic).await {
+            Ok(()) | Err(BackendError::TopicAlreadyExists) => {}
+            Err(e) => {
+                failed.insert(name.clone(), e);
+            }
+        }
+    }
+    failed
+}
+
+/// Describes the requested topics (all when the request names none). An unknown topic with a
+/// legal name is created when the request allows it (always before v4) and the broker's
+/// `auto.create.topics.enable` is on; otherwise it is answered UNKNOWN_TOPIC_OR_PARTITION. An
+/// illegal name is answered INVALID_TOPIC_EXCEPTION, which producers do not retry.
+pub async fn metadata<B: Backend>(
+    backend: &B,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let wanted: Option<Vec<String>> = request.topics.map(|topics| {
         topics
             .into_iter()
             .filter_map(|t| t.name.map(|n| n.0.as_str().to_owned()))
             .collect()
     });
-    let cluster = match backend.metadata().await {
+    let may_create = (version < ALLOW_AUTO_CREATE_FIELD || request.allow_auto_topic_creation)
+        && backend.settings().auto_create_topics;
+    let mut cluster = match backend.metadata().await {
         Ok(cluster) => cluster,
         Err(e) => {
             let topics = wanted.unwrap_or_default();
@@ -72,33 +130,87 @@ pub async fn metadata<B: Backend>(backend: &B, request: MetadataRequest) -> Meta
                 .with_topics(topics.iter().map(|n| error_topic(n, &e)).collect());
         }
     };
+    let mut failed = BTreeMap::new();
+    if let (Some(names), true) = (&wanted, may_create) {
+        let missing: Vec<String> = names
+            .iter()
+            .filter(|n| crate::names::check_topic(n).is_ok())
+            .filter(|n| !cluster.topics.iter().any(|t| &t.name == *n))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            failed = auto_create(backend, &missing).await;
+            match backend.metadata().await {
+                Ok(fresh) => cluster = fresh,
+                Err(e) => {
+                    for name in missing {
+                        failed.entry(name).or_insert_with(|| e.clone());
+                    }
+                }
+            }
+        }
+    }
     let topics = match wanted {
         // Version 0 uses an empty list (newer versions null) for "all topics".
         Some(names) if !names.is_empty() => names
             .iter()
             .map(|n| match cluster.topics.iter().find(|t| &t.name == n) {
                 Some(t) => topic(t),
-                None => error_topic(n, &BackendError::UnknownTopicOrPartition),
+                None => {
+                    let e = crate::names::check_topic(n)
+                        .err()
+                        .or_else(|| failed.remove(n))
+                        .unwrap_or(BackendError::UnknownTopicOrPartition);
+                    error_topic(n, &e)
+                }
             })
             .collect(),
         _ => cluster.topics.iter().map(topic).collect(),
     };
     MetadataResponse::default()
-        .with_brokers(
-            cluster
-                .brokers
-                .iter()
-                .map(|b| {
-                    MetadataResponseBroker::default()
-                        .with_node_id(broker_id(b.id))
-                        .with_host(StrBytes::from_string(b.host.clone()))
-                        .with_port(i32::from(b.port))
-                })
-                .collect(),
-        )
+        .with_brokers(brokers(&cluster))
         .with_cluster_id(Some(StrBytes::from_static_str(CLUSTER_ID)))
         .with_controller_id(cluster.controller.map_or(BrokerId(-1), broker_id))
         .with_topics(topics)
+}
+
+/// DescribeCluster: the live brokers and the one admin requests should go to (the same
+/// controller id as Metadata's).
+pub async fn describe_cluster<B: Backend>(
+    backend: &B,
+    request: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let answer =
+        DescribeClusterResponse::default().with_cluster_id(StrBytes::from_static_str(CLUSTER_ID));
+    // v0 has no endpoint type: it always means brokers.
+    if version >= 1 && request.endpoint_type != BROKER_ENDPOINTS {
+        return answer
+            .with_error_code(MISMATCHED_ENDPOINT_TYPE)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "isr brokers describe broker endpoints (1); the controller is not a Kafka endpoint",
+            )));
+    }
+    match backend.metadata().await {
+        Ok(cluster) => answer
+            .with_controller_id(cluster.controller.map_or(BrokerId(-1), broker_id))
+            .with_brokers(
+                cluster
+                    .brokers
+                    .iter()
+                    .map(|b| {
+                        DescribeClusterBroker::default()
+                            .with_broker_id(broker_id(b.id))
+                            .with_host(StrBytes::from_string(b.host.clone()))
+                            .with_port(i32::from(b.port))
+                    })
+                    .collect(),
+            ),
+        Err(e) => answer
+            .with_controller_id(BrokerId(-1))
+            .with_error_code(e.code())
+            .with_error_message(Some(StrBytes::from_string(e.detail()))),
+    }
 }
 
 /// The broker coordinating `group`: one live broker per group (see [`coordinator_of`]), where
@@ -124,15 +236,18 @@ pub async fn find_coordinator<B: Backend>(
     version: i16,
 ) -> FindCoordinatorResponse {
     let cluster = if request.key_type == GROUP_KEY {
-        backend.metadata().await
+        backend.metadata().await.map_err(|e| (e.code(), e.detail()))
     } else {
-        Err(BackendError::CoordinatorNotAvailable)
+        // Transactions: a non-retriable answer, so that a transactional producer fails at once.
+        Err((
+            codes::TRANSACTIONS_UNSUPPORTED,
+            codes::TRANSACTIONS_UNSUPPORTED_MESSAGE.to_owned(),
+        ))
     };
     let find = |key: &str| {
         cluster
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|c| coordinator(c, key))
+            .clone()
+            .and_then(|c| coordinator(&c, key).map_err(|e| (e.code(), e.detail())))
     };
     if version >= BATCHED_FIND_COORDINATOR {
         let coordinators = request
@@ -146,10 +261,10 @@ pub async fn find_coordinator<B: Backend>(
                         .with_node_id(id)
                         .with_host(StrBytes::from_string(host))
                         .with_port(port),
-                    Err(e) => c
+                    Err((code, message)) => c
                         .with_node_id(BrokerId(-1))
-                        .with_error_code(e.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(message))),
                 }
             })
             .collect();
@@ -161,10 +276,10 @@ pub async fn find_coordinator<B: Backend>(
             .with_node_id(id)
             .with_host(StrBytes::from_string(host))
             .with_port(port),
-        Err(e) => {
-            let answer = answer.with_node_id(BrokerId(-1)).with_error_code(e.code());
+        Err((code, message)) => {
+            let answer = answer.with_node_id(BrokerId(-1)).with_error_code(code);
             if version >= 1 {
-                answer.with_error_message(Some(StrBytes::from_string(e.to_string())))
+                answer.with_error_message(Some(StrBytes::from_string(message)))
             } else {
                 answer
             }
@@ -186,6 +301,7 @@ mod tests {
             replicas: vec![isr::BrokerId(1), isr::BrokerId(2), isr::BrokerId(3)],
             isr: vec![isr::BrokerId(2)],
             offline: vec![isr::BrokerId(2), isr::BrokerId(3)],
+            min_insync_replicas: 2,
         };
         let p = partition(&info);
         assert_eq!(p.error_code, BackendError::LeaderNotAvailable.code());

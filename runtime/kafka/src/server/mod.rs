@@ -8,6 +8,7 @@
 mod admin;
 mod codec;
 mod codes;
+mod configs;
 mod fetch;
 mod groups;
 mod membership;
@@ -114,7 +115,8 @@ async fn handle<B: Backend>(
         }
         ApiKey::Metadata => {
             let request = decode(body, version)?;
-            encode(cid, version, &metadata::metadata(&**backend, request).await)?
+            let answer = metadata::metadata(&**backend, request, version).await;
+            encode(cid, version, &answer)?
         }
         ApiKey::FindCoordinator => {
             let request = decode(body, version)?;
@@ -123,11 +125,61 @@ async fn handle<B: Backend>(
         }
         ApiKey::CreateTopics => {
             let request = decode(body, version)?;
+            let answer = admin::create_topics(&**backend, request, version).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::DeleteTopics => {
+            let request = decode(body, version)?;
+            let answer = admin::delete_topics(&**backend, request, version).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::CreatePartitions => {
+            let request = decode(body, version)?;
+            let answer = admin::create_partitions(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::DescribeConfigs => {
+            let request = decode(body, version)?;
+            let answer = configs::describe_configs(&**backend, request, version).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::AlterConfigs => {
+            let request = decode(body, version)?;
+            let answer = configs::alter_configs(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            let request = decode(body, version)?;
+            let answer = configs::incremental_alter_configs(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::DescribeCluster => {
+            let request = decode(body, version)?;
+            let answer = metadata::describe_cluster(&**backend, request, version).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::ListGroups => {
+            let request = decode(body, version)?;
             encode(
                 cid,
                 version,
-                &admin::create_topics(&**backend, request).await,
+                &groups::list_groups(&**backend, request).await,
             )?
+        }
+        ApiKey::DescribeGroups => {
+            let request = decode(body, version)?;
+            let answer = groups::describe_groups(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::DeleteGroups => {
+            let request = decode(body, version)?;
+            let answer = groups::delete_groups(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::OffsetDelete => {
+            let request = decode(body, version)?;
+            let answer = groups::offset_delete(&**backend, request).await;
+            encode(cid, version, &answer)?
         }
         ApiKey::InitProducerId => {
             let request = decode(body, version)?;
@@ -152,11 +204,8 @@ async fn handle<B: Backend>(
         }
         ApiKey::ListOffsets => {
             let request = decode(body, version)?;
-            encode(
-                cid,
-                version,
-                &fetch::list_offsets(&**backend, request).await,
-            )?
+            let answer = fetch::list_offsets(&**backend, request, version).await;
+            encode(cid, version, &answer)?
         }
         ApiKey::OffsetCommit => {
             let request = decode(body, version)?;
@@ -193,7 +242,7 @@ async fn handle<B: Backend>(
             encode(
                 cid,
                 version,
-                &membership::leave_group(&**backend, request).await,
+                &membership::leave_group(&**backend, request, version).await,
             )?
         }
         ApiKey::OffsetFetch => {

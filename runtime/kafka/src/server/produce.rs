@@ -21,7 +21,7 @@ impl From<BackendError> for Refusal {
     fn from(e: BackendError) -> Self {
         Refusal {
             code: e.code(),
-            message: e.to_string(),
+            message: e.detail(),
         }
     }
 }
@@ -44,7 +44,7 @@ fn one_batch(records: Option<bytes::Bytes>) -> Result<bytes::Bytes, Refusal> {
         Err(v) => Err(Refusal {
             code: codes::INVALID_RECORD,
             message: format!(
-                "INVALID_RECORD: a produce must carry exactly one record batch per partition, not {}",
+                "a produce must carry exactly one record batch per partition, not {}",
                 v.len()
             ),
         }),
@@ -70,8 +70,11 @@ pub async fn produce<B: Backend>(backend: &Arc<B>, request: ProduceRequest) -> P
                 let outcome = async {
                     let acks = acks.ok_or(Refusal {
                         code: codes::INVALID_REQUIRED_ACKS,
-                        message: format!("INVALID_REQUIRED_ACKS: acks={raw_acks}"),
+                        message: format!("acks={raw_acks}: must be 0, 1 or -1 (all)"),
                     })?;
+                    // An illegal name is refused at once (INVALID_TOPIC_EXCEPTION is not
+                    // retriable), where an unknown topic would be retried until a timeout.
+                    crate::names::check_topic(&name).map_err(Refusal::from)?;
                     let partition = u32::try_from(data.index)
                         .map_err(|_| Refusal::from(BackendError::UnknownTopicOrPartition))?;
                     let batch = one_batch(data.records)?;
@@ -128,7 +131,7 @@ fn topic_response(
                     answer
                         .with_base_offset(-1)
                         .with_error_code(e.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_error_message(Some(StrBytes::from_string(e.detail())))
                 }
             }
         })

@@ -2,15 +2,22 @@
 //!
 //! Each partition is a list of stamped batches whose high watermark is simply the end of the
 //! log, which is all the Kafka layer can observe. Faults can be queued per produce call so that
-//! tests see how clients react to NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER.
+//! tests see how clients react to NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER. Topic and
+//! broker configs are kept as the controller keeps them (overrides, applied with
+//! `configs::apply`), and produce enforces `max.message.bytes` as a broker does.
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
+
+mod present;
+#[allow(unused_imports)] // Only the tests that drive real clients use it.
+pub use present::client_present;
 
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
 use isr_kafka::batch;
+use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, ClusterMetadata, CommittedOffset, FetchedData, NewTopic,
-    OffsetSpec, PartitionInfo, TopicInfo,
+    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
 };
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -30,6 +37,8 @@ struct Partition {
 #[derive(Default)]
 struct State {
     topics: BTreeMap<String, Vec<Partition>>,
+    topic_configs: BTreeMap<String, BTreeMap<String, String>>,
+    broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     offsets: HashMap<(String, String, u32), CommittedOffset>,
     faults: VecDeque<BackendError>,
     next_producer_id: i64,
@@ -37,6 +46,7 @@ struct State {
 
 pub struct MemoryBackend {
     port: u16,
+    settings: BrokerSettings,
     state: Mutex<State>,
     /// Wakes waiting fetches when a produce commits (here: appends).
     commits: tokio::sync::Notify,
@@ -91,9 +101,14 @@ impl Backend for MemoryBackend {
         &self.groups
     }
 
+    fn settings(&self) -> &BrokerSettings {
+        &self.settings
+    }
+
     async fn metadata(&self) -> Result<ClusterMetadata, BackendError> {
         let state = self.state();
         Ok(ClusterMetadata {
+            broker_configs: state.broker_configs.clone(),
             this_broker: BROKER,
             controller: Some(BROKER),
             brokers: vec![BrokerInfo {
@@ -114,8 +129,10 @@ impl Backend for MemoryBackend {
                             replicas: vec![BROKER],
                             isr: vec![BROKER],
                             offline: Vec::new(),
+                            min_insync_replicas: 1,
                         })
                         .collect(),
+                    configs: state.topic_configs.get(name).cloned().unwrap_or_default(),
                 })
                 .collect(),
         })
@@ -132,6 +149,50 @@ impl Backend for MemoryBackend {
             return Err(BackendError::TopicAlreadyExists);
         }
         self.add_topic(&topic.name, topic.partitions);
+        self.state().topic_configs.insert(topic.name, topic.configs);
+        Ok(())
+    }
+
+    async fn delete_topic(&self, name: &str) -> Result<(), BackendError> {
+        let mut state = self.state();
+        state
+            .topics
+            .remove(name)
+            .ok_or(BackendError::UnknownTopicOrPartition)?;
+        state.topic_configs.remove(name);
+        state.offsets.retain(|(_, t, _), _| t != name);
+        Ok(())
+    }
+
+    async fn create_partitions(&self, topic: &str, total: u32) -> Result<(), BackendError> {
+        let mut state = self.state();
+        let parts = state
+            .topics
+            .get_mut(topic)
+            .ok_or(BackendError::UnknownTopicOrPartition)?;
+        while parts.len() < total as usize {
+            parts.push(Partition::default());
+        }
+        Ok(())
+    }
+
+    async fn alter_configs(
+        &self,
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+    ) -> Result<(), BackendError> {
+        let mut state = self.state();
+        let overrides = match resource {
+            ConfigResource::Topic(name) => {
+                if !state.topics.contains_key(&name) {
+                    return Err(BackendError::UnknownTopicOrPartition);
+                }
+                state.topic_configs.entry(name).or_default()
+            }
+            ConfigResource::Broker(name) => state.broker_configs.entry(name).or_default(),
+        };
+        configs::apply(overrides, &ops, replace);
         Ok(())
     }
 
@@ -144,6 +205,16 @@ impl Backend for MemoryBackend {
     ) -> Result<Offset, BackendError> {
         if let Some(e) = self.state().faults.pop_front() {
             return Err(e);
+        }
+        {
+            let state = self.state();
+            let broker = BrokerConfigs {
+                id: BROKER,
+                settings: &self.settings,
+                dynamic: &state.broker_configs,
+            };
+            let overrides = state.topic_configs.get(topic).cloned().unwrap_or_default();
+            configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
         }
         let count = batch::validate(&batch)
             .map_err(|e| BackendError::CorruptMessage(e.to_string()))?
@@ -194,11 +265,28 @@ impl Backend for MemoryBackend {
         topic: &str,
         partition: u32,
         spec: OffsetSpec,
-    ) -> Result<Offset, BackendError> {
+    ) -> Result<Option<ListedOffset>, BackendError> {
         self.with_partition(topic, partition, |p| {
+            let at = |offset: u64, timestamp: i64| ListedOffset {
+                offset: Offset(offset),
+                timestamp,
+                leader_epoch: Some(LeaderEpoch(0)),
+            };
+            let found = |(o, t): (i64, i64)| at(o as u64, t);
             Ok(match spec {
-                OffsetSpec::Earliest => Offset(0),
-                OffsetSpec::Latest => Offset(p.end),
+                OffsetSpec::Earliest => Some(at(0, -1)),
+                OffsetSpec::Latest => Some(at(p.end, -1)),
+                OffsetSpec::Timestamp(target) => p
+                    .batches
+                    .iter()
+                    .find_map(|(_, b, _)| batch::first_at_or_after(b, target))
+                    .map(found),
+                OffsetSpec::MaxTimestamp => p
+                    .batches
+                    .iter()
+                    .max_by_key(|(base, b, _)| (batch::max_timestamp(b), std::cmp::Reverse(*base)))
+                    .and_then(|(_, b, _)| batch::latest_record(b))
+                    .map(found),
             })
         })
     }
@@ -226,6 +314,46 @@ impl Backend for MemoryBackend {
         Ok(self.state().offsets.get(&key).cloned())
     }
 
+    async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, BackendError> {
+        let mut offsets: Vec<GroupOffset> = self
+            .state()
+            .offsets
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, topic, partition), committed)| GroupOffset {
+                topic: topic.clone(),
+                partition: *partition,
+                committed: committed.clone(),
+            })
+            .collect();
+        offsets.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        Ok(offsets)
+    }
+
+    async fn offset_groups(&self) -> Result<Vec<String>, BackendError> {
+        let groups: std::collections::BTreeSet<String> = self
+            .state()
+            .offsets
+            .keys()
+            .map(|(g, _, _)| g.clone())
+            .collect();
+        Ok(groups.into_iter().collect())
+    }
+
+    async fn delete_offsets(
+        &self,
+        group: &str,
+        partitions: Option<Vec<(String, u32)>>,
+    ) -> Result<(), BackendError> {
+        self.state().offsets.retain(|(g, t, p), _| {
+            g != group
+                || partitions
+                    .as_ref()
+                    .is_some_and(|only| !only.iter().any(|(ot, op)| ot == t && op == p))
+        });
+        Ok(())
+    }
+
     async fn allocate_producer_id(&self) -> Result<i64, BackendError> {
         let mut state = self.state();
         state.next_producer_id += 1;
@@ -247,12 +375,18 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> TestServer {
+        TestServer::with_settings(BrokerSettings::default()).await
+    }
+
+    /// A server whose broker has these static settings (for instance auto-creation off).
+    pub async fn with_settings(settings: BrokerSettings) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let backend = Arc::new(MemoryBackend {
             port: addr.port(),
+            settings,
             state: Mutex::default(),
             commits: tokio::sync::Notify::new(),
             groups: isr_kafka::Coordinator::default(),

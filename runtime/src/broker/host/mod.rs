@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, Notify};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// At most this many queued commands run before held fetches are answered, which bounds the
 /// delay one command can add to a follower's answer.
@@ -65,10 +65,18 @@ pub enum Command {
         max_bytes: usize,
         reply: oneshot::Sender<Result<Committed, HostError>>,
     },
-    /// The log start offset and high watermark of a partition this broker leads.
-    Bounds {
+    /// ListOffsets on a partition this broker leads.
+    ListOffsets {
         partition: PartitionId,
-        reply: oneshot::Sender<Result<(Offset, Offset), HostError>>,
+        spec: isr_kafka::OffsetSpec,
+        reply: oneshot::Sender<Result<Option<isr_kafka::ListedOffset>, HostError>>,
+    },
+    /// The controller's metadata says which partitions exist: drop the hosted ones it deleted
+    /// (with their data), as Kafka's StopReplica with deletion does.
+    Retire {
+        /// Every partition id below this was created at some point.
+        next_partition: u32,
+        live: BTreeSet<PartitionId>,
     },
     Status(oneshot::Sender<Vec<ReplicaView>>),
     Tick,
@@ -186,9 +194,17 @@ impl Host {
             } => {
                 let _ = reply.send(self.read(partition, offset, max_bytes));
             }
-            Command::Bounds { partition, reply } => {
-                let _ = reply.send(self.bounds(partition));
+            Command::ListOffsets {
+                partition,
+                spec,
+                reply,
+            } => {
+                let _ = reply.send(self.list_offsets(partition, spec));
             }
+            Command::Retire {
+                next_partition,
+                live,
+            } => self.retire(next_partition, &live),
             Command::Status(reply) => {
                 let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
             }
@@ -202,6 +218,29 @@ impl Host {
             return Err(why);
         }
         Ok(false)
+    }
+
+    /// Drops every hosted partition the controller created once and no longer has (ids are
+    /// never reused, so one below `next_partition` missing from `live` was deleted): waiting
+    /// producers and fetches are answered, and its directory is removed.
+    fn retire(&mut self, next_partition: u32, live: &BTreeSet<PartitionId>) {
+        let deleted: Vec<PartitionId> = self
+            .partitions
+            .keys()
+            .copied()
+            .filter(|p| p.0 < next_partition && !live.contains(p))
+            .collect();
+        for partition in deleted {
+            if let Some(hosted) = self.partitions.remove(&partition) {
+                info!(%partition, "partition deleted; removing its replica");
+                if let Err(e) = hosted.remove() {
+                    // Its data stays behind, unused: not worth stopping the broker for.
+                    warn!(%partition, error = %e, "cannot remove the deleted partition's directory");
+                }
+            }
+            self.to_wake.remove(&partition);
+            self.requests_due.remove(&partition);
+        }
     }
 
     fn hosted(&mut self, partition: PartitionId) -> Result<&mut Hosted, HostError> {
@@ -389,7 +428,10 @@ fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
         ..
     }) = &mut envelope.message
     {
-        let keep = batch::fitting(fetched.entries.iter().map(|e| &e.record), FETCH_MAX_BYTES);
+        let keep = batch::fitting(
+            fetched.entries.iter().map(|e| e.record.len()),
+            FETCH_MAX_BYTES,
+        );
         fetched.entries.truncate(keep);
     }
 }

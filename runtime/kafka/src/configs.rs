@@ -1,0 +1,611 @@
+//! Topic and broker configs: the names isr knows, their defaults, how values are checked, and
+//! the values a broker enforces. CreateTopics, DescribeConfigs, AlterConfigs and
+//! IncrementalAlterConfigs all go through here, so a name or value is judged alike everywhere.
+//!
+//! What takes effect: `max.message.bytes` (and the broker's `message.max.bytes`) bound every
+//! produced batch; `min.insync.replicas` is the partition's floor in the core. `retention.*`,
+//! `segment.*` are stored and described, but the log does not act on them yet (no retention).
+//! Settings isr cannot honour are refused rather than silently ignored: compaction,
+//! recompression, log-append time, per-topic unclean election.
+
+use crate::backend::{BackendError, BrokerSettings};
+use isr::BrokerId;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Kafka's default `message.max.bytes`: 1 MiB plus the record batch overhead.
+pub const MESSAGE_MAX_BYTES: u32 = 1_048_588;
+/// Seven days, Kafka's default `log.retention.ms` and `log.roll.ms`.
+const WEEK_MS: &str = "604800000";
+
+/// What a config change applies to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ConfigResource {
+    Topic(String),
+    /// A broker's dynamic configs: `""` is the cluster-wide default, a broker id one broker.
+    Broker(String),
+}
+
+/// One change to a resource's config overrides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigOp {
+    Set(String, String),
+    /// Back to the default.
+    Delete(String),
+}
+
+/// A config's type, with Kafka's DescribeConfigs code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Long = 5,
+    List = 7,
+}
+
+/// Where a described value comes from: Kafka's ConfigSource codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Topic = 1,
+    DynamicBroker = 2,
+    DynamicDefaultBroker = 3,
+    StaticBroker = 4,
+    Default = 5,
+}
+
+impl Source {
+    /// The source of a DescribeConfigs code.
+    pub fn from_code(code: i8) -> Option<Source> {
+        [
+            Source::Topic,
+            Source::DynamicBroker,
+            Source::DynamicDefaultBroker,
+            Source::StaticBroker,
+            Source::Default,
+        ]
+        .into_iter()
+        .find(|s| *s as i8 == code)
+    }
+
+    /// A short name for command-line output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Topic => "topic",
+            Source::DynamicBroker => "broker",
+            Source::DynamicDefaultBroker => "cluster",
+            Source::StaticBroker => "static",
+            Source::Default => "default",
+        }
+    }
+}
+
+/// One config as DescribeConfigs reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    pub name: &'static str,
+    pub value: String,
+    pub source: Source,
+    pub read_only: bool,
+    pub kind: Kind,
+    pub doc: &'static str,
+    /// Where the value could come from, most specific first (Kafka's synonyms).
+    pub synonyms: Vec<(&'static str, String, Source)>,
+}
+
+/// A topic config and the broker config that supplies its default.
+struct TopicDef {
+    name: &'static str,
+    broker: &'static str,
+    kind: Kind,
+    doc: &'static str,
+    check: fn(&str) -> Result<(), String>,
+}
+
+/// The topic configs isr knows, by name.
+const TOPIC: &[TopicDef] = &[
+    TopicDef {
+        name: "cleanup.policy",
+        broker: "log.cleanup.policy",
+        kind: Kind::List,
+        doc: "delete: old segments are deleted (compaction is not supported).",
+        check: |v| only(v, "delete", "log compaction is not supported"),
+    },
+    TopicDef {
+        name: "compression.type",
+        broker: "compression.type",
+        kind: Kind::String,
+        doc: "producer: batches are stored as the producer compressed them.",
+        check: |v| only(v, "producer", "the broker never recompresses"),
+    },
+    TopicDef {
+        name: "max.message.bytes",
+        broker: "message.max.bytes",
+        kind: Kind::Int,
+        doc: "The largest record batch a producer may write (MESSAGE_TOO_LARGE above).",
+        check: |v| int_in(v, 0, crate::batch::MAX_BATCH as i64),
+    },
+    TopicDef {
+        name: "message.timestamp.type",
+        broker: "log.message.timestamp.type",
+        kind: Kind::String,
+        doc: "CreateTime: records keep the producer's timestamps.",
+        check: |v| only(v, "CreateTime", "LogAppendTime is not supported"),
+    },
+    TopicDef {
+        name: "min.insync.replicas",
+        broker: "min.insync.replicas",
+        kind: Kind::Int,
+        doc:
+            "Writes with acks=all need this many in-sync replicas; at most the replication factor.",
+        check: |v| int_in(v, 1, i64::from(i16::MAX)),
+    },
+    TopicDef {
+        name: "retention.bytes",
+        broker: "log.retention.bytes",
+        kind: Kind::Long,
+        doc: "Stored and described; isr does not delete old records yet.",
+        check: |v| int_in(v, -1, i64::MAX),
+    },
+    TopicDef {
+        name: "retention.ms",
+        broker: "log.retention.ms",
+        kind: Kind::Long,
+        doc: "Stored and described; isr does not delete old records yet.",
+        check: |v| int_in(v, -1, i64::MAX),
+    },
+    TopicDef {
+        name: "segment.bytes",
+        broker: "log.segment.bytes",
+        kind: Kind::Int,
+        doc: "Stored and described; the broker's segment size applies.",
+        check: |v| int_in(v, 14, i64::from(i32::MAX)),
+    },
+    TopicDef {
+        name: "segment.ms",
+        broker: "log.roll.ms",
+        kind: Kind::Long,
+        doc: "Stored and described; segments roll by size only.",
+        check: |v| int_in(v, 1, i64::MAX),
+    },
+    TopicDef {
+        name: "unclean.leader.election.enable",
+        broker: "unclean.leader.election.enable",
+        kind: Kind::Boolean,
+        doc: "false: only replicas holding every committed record are elected.",
+        check: |v| {
+            only(
+                v,
+                "false",
+                "unclean election is not a per-topic setting in isr",
+            )
+        },
+    },
+];
+
+/// Broker configs that may be changed at run time (cluster-wide or per broker).
+const DYNAMIC_BROKER: &[&str] = &["message.max.bytes"];
+
+fn only(value: &str, allowed: &str, why: &str) -> Result<(), String> {
+    if value.eq_ignore_ascii_case(allowed) {
+        Ok(())
+    } else {
+        Err(format!("only {allowed} is supported: {why}"))
+    }
+}
+
+fn int_in(value: &str, lo: i64, hi: i64) -> Result<(), String> {
+    match value.trim().parse::<i64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(()),
+        _ => Err(format!("must be an integer from {lo} to {hi}")),
+    }
+}
+
+fn topic_def(name: &str) -> Option<&'static TopicDef> {
+    TOPIC.iter().find(|d| d.name == name)
+}
+
+fn invalid(name: &str, value: &str, why: &str) -> BackendError {
+    BackendError::InvalidConfig(format!("{name}={value}: {why}"))
+}
+
+/// The names of the topic configs isr knows.
+pub fn topic_config_names() -> Vec<&'static str> {
+    TOPIC.iter().map(|d| d.name).collect()
+}
+
+/// The names of the topic configs isr knows, for error messages.
+fn known_topic_configs() -> String {
+    topic_config_names().join(", ")
+}
+
+/// Checks a topic config override (CreateTopics, AlterConfigs).
+pub fn check_topic_config(name: &str, value: &str) -> Result<(), BackendError> {
+    let def = topic_def(name).ok_or_else(|| {
+        BackendError::InvalidConfig(format!(
+            "unknown topic config {name}; known: {}",
+            known_topic_configs()
+        ))
+    })?;
+    (def.check)(value).map_err(|why| invalid(name, value, &why))
+}
+
+/// Checks a change to a broker's dynamic configs.
+pub fn check_broker_config(name: &str, value: &str) -> Result<(), BackendError> {
+    if !DYNAMIC_BROKER.contains(&name) {
+        return Err(BackendError::InvalidConfig(format!(
+            "{name} cannot be changed at run time; dynamic broker configs: {}",
+            DYNAMIC_BROKER.join(", ")
+        )));
+    }
+    let def = TOPIC.iter().find(|d| d.broker == name);
+    match def {
+        Some(def) => (def.check)(value).map_err(|why| invalid(name, value, &why)),
+        None => Ok(()),
+    }
+}
+
+/// Checks a change to a resource: its name, then every operation.
+pub fn check_change(resource: &ConfigResource, ops: &[ConfigOp]) -> Result<(), BackendError> {
+    match resource {
+        ConfigResource::Topic(name) => crate::names::check_topic(name)?,
+        ConfigResource::Broker(id) if id.is_empty() || id.parse::<u32>().is_ok() => {}
+        ConfigResource::Broker(id) => {
+            return Err(BackendError::InvalidRequest(format!(
+                "broker resource {id:?}: a broker id, or empty for the cluster default"
+            )))
+        }
+    }
+    for op in ops {
+        match (resource, op) {
+            (ConfigResource::Topic(_), ConfigOp::Set(k, v)) => check_topic_config(k, v)?,
+            (ConfigResource::Topic(_), ConfigOp::Delete(k)) => topic_def(k)
+                .map(|_| ())
+                .ok_or_else(|| BackendError::InvalidConfig(format!("unknown topic config {k}")))?,
+            (ConfigResource::Broker(_), ConfigOp::Set(k, v)) => check_broker_config(k, v)?,
+            (ConfigResource::Broker(_), ConfigOp::Delete(k)) => check_broker_config_name(k)?,
+        }
+    }
+    Ok(())
+}
+
+fn check_broker_config_name(name: &str) -> Result<(), BackendError> {
+    if DYNAMIC_BROKER.contains(&name) {
+        Ok(())
+    } else {
+        Err(BackendError::InvalidConfig(format!(
+            "{name} is not a dynamic broker config"
+        )))
+    }
+}
+
+/// Applies `ops` to `overrides` (for AlterConfigs, `replace` starts from none).
+pub fn apply(overrides: &mut BTreeMap<String, String>, ops: &[ConfigOp], replace: bool) {
+    if replace {
+        overrides.clear();
+    }
+    for op in ops {
+        match op {
+            ConfigOp::Set(k, v) => {
+                overrides.insert(k.clone(), v.trim().to_owned());
+            }
+            ConfigOp::Delete(k) => {
+                overrides.remove(k);
+            }
+        }
+    }
+}
+
+/// A broker's configs: its static settings under the cluster's dynamic overrides.
+#[derive(Clone, Copy, Debug)]
+pub struct BrokerConfigs<'a> {
+    pub id: BrokerId,
+    pub settings: &'a BrokerSettings,
+    /// Dynamic overrides by resource name (see `ClusterMetadata::broker_configs`).
+    pub dynamic: &'a BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl BrokerConfigs<'_> {
+    /// A static setting's value, if `name` is one isr has.
+    fn static_value(&self, name: &str) -> Option<String> {
+        let s = self.settings;
+        Some(match name {
+            "broker.id" => self.id.0.to_string(),
+            "auto.create.topics.enable" => s.auto_create_topics.to_string(),
+            "num.partitions" => s.num_partitions.to_string(),
+            "default.replication.factor" => s.default_replication_factor.to_string(),
+            "min.insync.replicas" => s.min_insync_replicas.to_string(),
+            "message.max.bytes" => s.message_max_bytes.to_string(),
+            "log.segment.bytes" => s.segment_bytes.to_string(),
+            "log.cleanup.policy" => "delete".into(),
+            "compression.type" => "producer".into(),
+            "log.message.timestamp.type" => "CreateTime".into(),
+            "log.retention.bytes" => "-1".into(),
+            "log.retention.ms" | "log.roll.ms" => WEEK_MS.into(),
+            "unclean.leader.election.enable" => "false".into(),
+            _ => return None,
+        })
+    }
+
+    /// Whether the static value is Kafka's default or was set for this broker.
+    fn static_source(&self, name: &str) -> Source {
+        let d = BrokerSettings::default();
+        let s = self.settings;
+        let set = match name {
+            "broker.id" => true,
+            "auto.create.topics.enable" => s.auto_create_topics != d.auto_create_topics,
+            "num.partitions" => s.num_partitions != d.num_partitions,
+            "default.replication.factor" => {
+                s.default_replication_factor != d.default_replication_factor
+            }
+            "min.insync.replicas" => s.min_insync_replicas != d.min_insync_replicas,
+            "message.max.bytes" => s.message_max_bytes != d.message_max_bytes,
+            "log.segment.bytes" => s.segment_bytes != d.segment_bytes,
+            _ => false,
+        };
+        if set {
+            Source::StaticBroker
+        } else {
+            Source::Default
+        }
+    }
+
+    /// Every layer that sets a broker config, most specific first: this broker's dynamic
+    /// override, the cluster-wide one, then the static value.
+    fn layers(&self, name: &'static str) -> Vec<(&'static str, String, Source)> {
+        let mut layers = Vec::new();
+        let id = self.id.0.to_string();
+        let dynamic = |resource: &str| self.dynamic.get(resource).and_then(|c| c.get(name));
+        if let Some(v) = dynamic(&id) {
+            layers.push((name, v.clone(), Source::DynamicBroker));
+        }
+        if let Some(v) = dynamic("") {
+            layers.push((name, v.clone(), Source::DynamicDefaultBroker));
+        }
+        if let Some(v) = self.static_value(name) {
+            layers.push((name, v, self.static_source(name)));
+        }
+        layers
+    }
+
+    /// A broker config's value on this broker.
+    pub fn value(&self, name: &'static str) -> Option<String> {
+        self.layers(name).into_iter().next().map(|(_, v, _)| v)
+    }
+
+    /// DescribeConfigs of this broker: every broker config isr has.
+    pub fn describe(&self) -> Vec<Described> {
+        let mut names: Vec<&'static str> = vec![
+            "auto.create.topics.enable",
+            "broker.id",
+            "default.replication.factor",
+            "num.partitions",
+        ];
+        names.extend(TOPIC.iter().map(|d| d.broker));
+        names.sort_unstable();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let layers = self.layers(name);
+                let (_, value, source) = layers.first()?.clone();
+                let kind = TOPIC
+                    .iter()
+                    .find(|d| d.broker == name)
+                    .map_or(Kind::Int, |d| d.kind);
+                Some(Described {
+                    name,
+                    value,
+                    source,
+                    read_only: !DYNAMIC_BROKER.contains(&name),
+                    kind: if name == "auto.create.topics.enable" {
+                        Kind::Boolean
+                    } else {
+                        kind
+                    },
+                    doc: TOPIC
+                        .iter()
+                        .find(|d| d.broker == name)
+                        .map_or("", |d| d.doc),
+                    synonyms: layers,
+                })
+            })
+            .collect()
+    }
+}
+
+/// DescribeConfigs of a topic: every topic config, its override or the broker's value.
+/// `min_insync_replicas` is the partitions' actual floor (the broker default is capped at the
+/// replication factor when a topic is created).
+pub fn describe_topic(
+    overrides: &BTreeMap<String, String>,
+    min_insync_replicas: usize,
+    broker: &BrokerConfigs<'_>,
+) -> Vec<Described> {
+    TOPIC
+        .iter()
+        .map(|def| {
+            let mut synonyms = Vec::new();
+            if let Some(v) = overrides.get(def.name) {
+                synonyms.push((def.name, v.clone(), Source::Topic));
+            }
+            synonyms.extend(broker.layers(def.broker));
+            let (_, mut value, source) =
+                synonyms
+                    .first()
+                    .cloned()
+                    .unwrap_or((def.name, String::new(), Source::Default));
+            if def.name == "min.insync.replicas" {
+                value = min_insync_replicas.to_string();
+            }
+            Described {
+                name: def.name,
+                value,
+                source,
+                read_only: false,
+                kind: def.kind,
+                doc: def.doc,
+                synonyms,
+            }
+        })
+        .collect()
+}
+
+/// A topic's `min.insync.replicas`: its override, else the broker's, at most the replication
+/// factor (what the controller applies when it creates the topic).
+pub fn min_insync_replicas(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+    replication_factor: u16,
+) -> usize {
+    match overrides
+        .get("min.insync.replicas")
+        .and_then(|v| v.parse().ok())
+    {
+        Some(n) => n,
+        None => usize::from(broker.settings.min_insync_replicas.min(replication_factor)),
+    }
+}
+
+/// The largest batch a producer may write to a topic: its `max.message.bytes`, else the
+/// broker's `message.max.bytes`.
+pub fn max_message_bytes(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+) -> usize {
+    overrides
+        .get("max.message.bytes")
+        .cloned()
+        .or_else(|| broker.value("message.max.bytes"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MESSAGE_MAX_BYTES as usize)
+}
+
+/// Refuses a batch longer than the topic's limit (see [`max_message_bytes`]) with
+/// MESSAGE_TOO_LARGE, which producers do not retry.
+pub fn check_batch_size(
+    len: usize,
+    topic: &str,
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+) -> Result<(), BackendError> {
+    let limit = max_message_bytes(overrides, broker);
+    if len > limit {
+        return Err(BackendError::MessageTooLarge(format!(
+            "a batch of {len} bytes exceeds max.message.bytes {limit} of topic {topic}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn overrides(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn values_are_checked_and_unknown_names_are_refused() {
+        assert!(check_topic_config("retention.ms", "86400000").is_ok());
+        assert!(check_topic_config("retention.ms", "-1").is_ok());
+        assert!(check_topic_config("retention.ms", "soon").is_err());
+        assert!(check_topic_config("max.message.bytes", "2000000").is_ok());
+        assert!(check_topic_config("max.message.bytes", "99999999999").is_err());
+        assert!(check_topic_config("cleanup.policy", "compact").is_err());
+        assert!(check_topic_config("min.insync.replicas", "0").is_err());
+        let e = check_topic_config("retention.hours", "1").expect_err("unknown");
+        assert_eq!(e.code(), 40);
+        assert!(
+            e.to_string().contains("retention.ms"),
+            "names valid choices: {e}"
+        );
+        assert!(check_broker_config("message.max.bytes", "500").is_ok());
+        assert!(check_broker_config("num.partitions", "3").is_err());
+        let topic = ConfigResource::Topic("bad/name".into());
+        assert_eq!(check_change(&topic, &[]).map_err(|e| e.code()), Err(17));
+    }
+
+    #[test]
+    fn the_topic_override_wins_then_the_broker_then_the_cluster_default() {
+        let settings = BrokerSettings::default();
+        let mut dynamic = BTreeMap::new();
+        let at = |dynamic: &BTreeMap<String, BTreeMap<String, String>>| {
+            max_message_bytes(
+                &BTreeMap::new(),
+                &BrokerConfigs {
+                    id: BrokerId(2),
+                    settings: &settings,
+                    dynamic,
+                },
+            )
+        };
+        assert_eq!(at(&dynamic), 1_048_588);
+        dynamic.insert("".into(), overrides(&[("message.max.bytes", "3000")]));
+        assert_eq!(at(&dynamic), 3000);
+        dynamic.insert("1".into(), overrides(&[("message.max.bytes", "1000")]));
+        assert_eq!(at(&dynamic), 3000, "another broker's override");
+        dynamic.insert("2".into(), overrides(&[("message.max.bytes", "2000")]));
+        assert_eq!(at(&dynamic), 2000);
+        let broker = BrokerConfigs {
+            id: BrokerId(2),
+            settings: &settings,
+            dynamic: &dynamic,
+        };
+        let topic = overrides(&[("max.message.bytes", "100")]);
+        assert_eq!(max_message_bytes(&topic, &broker), 100);
+
+        let described = describe_topic(&topic, 2, &broker);
+        let max = described
+            .iter()
+            .find(|d| d.name == "max.message.bytes")
+            .expect("described");
+        assert_eq!((max.value.as_str(), max.source), ("100", Source::Topic));
+        let sources: Vec<Source> = max.synonyms.iter().map(|s| s.2).collect();
+        assert_eq!(
+            sources,
+            [
+                Source::Topic,
+                Source::DynamicBroker,
+                Source::DynamicDefaultBroker,
+                Source::Default
+            ]
+        );
+        let min_isr = described
+            .iter()
+            .find(|d| d.name == "min.insync.replicas")
+            .expect("described");
+        assert_eq!(min_isr.value, "2");
+        let b = broker.describe();
+        let m = b.iter().find(|d| d.name == "message.max.bytes").expect("m");
+        assert_eq!((m.value.as_str(), m.read_only), ("2000", false));
+        let n = b.iter().find(|d| d.name == "num.partitions").expect("n");
+        assert_eq!(
+            (n.value.as_str(), n.read_only, n.source),
+            ("1", true, Source::Default)
+        );
+    }
+
+    #[test]
+    fn apply_sets_deletes_and_replaces() {
+        let mut o = overrides(&[("retention.ms", "1"), ("segment.ms", "2")]);
+        apply(
+            &mut o,
+            &[
+                ConfigOp::Set("retention.ms".into(), " 5 ".into()),
+                ConfigOp::Delete("segment.ms".into()),
+            ],
+            false,
+        );
+        assert_eq!(o, overrides(&[("retention.ms", "5")]));
+        apply(
+            &mut o,
+            &[ConfigOp::Set("max.message.bytes".into(), "9".into())],
+            true,
+        );
+        assert_eq!(o, overrides(&[("max.message.bytes", "9")]));
+    }
+}

@@ -1,0 +1,281 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers (the
+//! names, defaults and checks are in [`crate::configs`]).
+
+use crate::backend::{Backend, BackendError, ClusterMetadata};
+use crate::configs::{self, BrokerConfigs, ConfigOp, ConfigResource, Described};
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse as IncrementalResourceResponse;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+/// Kafka's resource type codes.
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+/// IncrementalAlterConfigs operations.
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+
+fn text(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// The resource a request names, or why isr does not serve it.
+fn resource(kind: i8, name: &str) -> Result<ConfigResource, BackendError> {
+    match kind {
+        TOPIC => Ok(ConfigResource::Topic(name.to_owned())),
+        BROKER => Ok(ConfigResource::Broker(name.to_owned())),
+        other => Err(BackendError::InvalidRequest(format!(
+            "resource type {other} is not supported: topics ({TOPIC}) and brokers ({BROKER})"
+        ))),
+    }
+}
+
+/// The configs of one resource, as isr holds them.
+fn describe(
+    resource: &ConfigResource,
+    cluster: &ClusterMetadata,
+    broker: &BrokerConfigs<'_>,
+) -> Result<Vec<Described>, BackendError> {
+    match resource {
+        ConfigResource::Topic(name) => {
+            crate::names::check_topic(name)?;
+            let topic = cluster
+                .topics
+                .iter()
+                .find(|t| &t.name == name)
+                .ok_or(BackendError::UnknownTopicOrPartition)?;
+            let min_isr = topic
+                .partitions
+                .first()
+                .map_or(0, |p| p.min_insync_replicas);
+            Ok(configs::describe_topic(&topic.configs, min_isr, broker))
+        }
+        // The cluster-wide default: only what was set dynamically.
+        ConfigResource::Broker(id) if id.is_empty() => Ok(broker
+            .describe()
+            .into_iter()
+            .filter_map(|mut d| {
+                let layer = d
+                    .synonyms
+                    .iter()
+                    .find(|s| s.2 == configs::Source::DynamicDefaultBroker)?
+                    .clone();
+                d.value = layer.1.clone();
+                d.source = layer.2;
+                d.synonyms = vec![layer];
+                Some(d)
+            })
+            .collect()),
+        ConfigResource::Broker(id) if id.parse::<u32>().ok() == Some(broker.id.0) => {
+            Ok(broker.describe())
+        }
+        ConfigResource::Broker(id) => Err(BackendError::InvalidRequest(format!(
+            "this is broker {}: ask broker {id} for its own configs",
+            broker.id.0
+        ))),
+    }
+}
+
+pub async fn describe_configs<B: Backend>(
+    backend: &B,
+    request: DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
+    let cluster = backend.metadata().await;
+    let results = request
+        .resources
+        .iter()
+        .map(|r| {
+            let answer = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
+            let described = cluster.as_ref().map_err(Clone::clone).and_then(|cluster| {
+                let broker = BrokerConfigs {
+                    id: cluster.this_broker,
+                    settings: backend.settings(),
+                    dynamic: &cluster.broker_configs,
+                };
+                describe(
+                    &resource(r.resource_type, r.resource_name.as_str())?,
+                    cluster,
+                    &broker,
+                )
+            });
+            match described {
+                Ok(configs) => {
+                    // Null asks for every config (an empty list, as in Kafka, for none).
+                    let wanted = |d: &Described| {
+                        r.configuration_keys
+                            .as_ref()
+                            .is_none_or(|keys| keys.iter().any(|k| k.as_str() == d.name))
+                    };
+                    answer.with_configs(
+                        configs
+                            .into_iter()
+                            .filter(wanted)
+                            .map(|d| config(d, &request, version))
+                            .collect(),
+                    )
+                }
+                Err(e) => answer
+                    .with_error_code(e.code())
+                    .with_error_message(Some(text(e.detail()))),
+            }
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+fn config(
+    d: Described,
+    request: &DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResourceResult {
+    let mut c = DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_static_str(d.name))
+        .with_value(Some(text(d.value)))
+        .with_read_only(d.read_only)
+        .with_config_source(d.source as i8);
+    if request.include_synonyms {
+        c = c.with_synonyms(
+            d.synonyms
+                .into_iter()
+                .map(|(name, value, source)| {
+                    DescribeConfigsSynonym::default()
+                        .with_name(StrBytes::from_static_str(name))
+                        .with_value(Some(text(value)))
+                        .with_source(source as i8)
+                })
+                .collect(),
+        );
+    }
+    if version >= 3 {
+        c = c.with_config_type(d.kind as i8);
+        if request.include_documentation {
+            c = c.with_documentation(Some(StrBytes::from_static_str(d.doc)));
+        }
+    }
+    c
+}
+
+/// One resource of an AlterConfigs or IncrementalAlterConfigs request: its type, its name,
+/// and its operations (or why they cannot be carried out).
+type Change = (i8, StrBytes, Result<Vec<ConfigOp>, BackendError>);
+
+/// Checks and (unless `validate_only`) applies each resource's change, in order: each
+/// resource's type, name, error code and message.
+async fn alter_each<B: Backend>(
+    backend: &B,
+    changes: Vec<Change>,
+    replace: bool,
+    validate_only: bool,
+) -> Vec<(i8, StrBytes, i16, Option<StrBytes>)> {
+    let mut outcomes = Vec::with_capacity(changes.len());
+    for (kind, name, ops) in changes {
+        let outcome = async {
+            let resource = resource(kind, name.as_str())?;
+            let ops = ops?;
+            configs::check_change(&resource, &ops)?;
+            if validate_only {
+                return Ok(());
+            }
+            backend.alter_configs(resource, ops, replace).await
+        }
+        .await;
+        let (code, message) = match outcome {
+            Ok(()) => (0, None),
+            Err(e) => (e.code(), Some(text(e.detail()))),
+        };
+        outcomes.push((kind, name, code, message));
+    }
+    outcomes
+}
+
+/// AlterConfigs: each resource's overrides become exactly those given.
+pub async fn alter_configs<B: Backend>(
+    backend: &B,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let changes = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    let name = c.name.as_str().to_owned();
+                    match &c.value {
+                        Some(v) => ConfigOp::Set(name, v.as_str().to_owned()),
+                        None => ConfigOp::Delete(name),
+                    }
+                })
+                .collect();
+            (r.resource_type, r.resource_name, Ok(ops))
+        })
+        .collect();
+    let outcomes = alter_each(backend, changes, true, request.validate_only).await;
+    AlterConfigsResponse::default().with_responses(
+        outcomes
+            .into_iter()
+            .map(|(kind, name, code, message)| {
+                AlterConfigsResourceResponse::default()
+                    .with_resource_type(kind)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message)
+            })
+            .collect(),
+    )
+}
+
+/// IncrementalAlterConfigs: SET and DELETE each name; APPEND and SUBTRACT (for list configs)
+/// are refused, since the one list config isr has, cleanup.policy, takes one value.
+pub async fn incremental_alter_configs<B: Backend>(
+    backend: &B,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let changes = request
+        .resources
+        .into_iter()
+        .map(|r| {
+            let ops = r
+                .configs
+                .iter()
+                .map(|c| {
+                    let name = c.name.as_str().to_owned();
+                    match (c.config_operation, &c.value) {
+                        (SET, Some(v)) => Ok(ConfigOp::Set(name, v.as_str().to_owned())),
+                        (SET, None) => Err(BackendError::InvalidConfig(format!(
+                            "{name}: SET needs a value"
+                        ))),
+                        (DELETE, _) => Ok(ConfigOp::Delete(name)),
+                        (op, _) => Err(BackendError::InvalidConfig(format!(
+                            "{name}: operation {op} is not supported (0 SET, 1 DELETE)"
+                        ))),
+                    }
+                })
+                .collect();
+            (r.resource_type, r.resource_name, ops)
+        })
+        .collect();
+    let outcomes = alter_each(backend, changes, false, request.validate_only).await;
+    IncrementalAlterConfigsResponse::default().with_responses(
+        outcomes
+            .into_iter()
+            .map(|(kind, name, code, message)| {
+                IncrementalResourceResponse::default()
+                    .with_resource_type(kind)
+                    .with_resource_name(name)
+                    .with_error_code(code)
+                    .with_error_message(message)
+            })
+            .collect(),
+    )
+}

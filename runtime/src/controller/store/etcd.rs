@@ -1,0 +1,518 @@
+//! The etcd store: several controller processes, one active, elected through etcd v3.
+//!
+//! Keys, under the cluster's prefix:
+//! - `format`: the metadata format of the cluster (a newer one is refused);
+//! - `controllers/ID`: the address of the running controller with that id, under its lease, so
+//!   two processes cannot run with the same id;
+//! - `election`: etcd's election (a campaign under the controller's lease); the leader key's
+//!   value is `ID ADDRESS`;
+//! - `epoch`: the controller epoch, bumped by each new leader in a transaction that checks it
+//!   still leads;
+//! - `metadata`: the controller's state ([`super::format`]).
+//!
+//! Every write is one transaction that first compares the creation revision of this
+//! controller's leader key: once its lease is gone (it expired, or the process was paused past
+//! it), that key is deleted and every write fails — KAFKA-6082's fencing, by etcd. A task keeps
+//! the lease alive and says the role is lost as soon as the lease may have expired, so an active
+//! controller stops acting at once, before any write of its is refused.
+
+use super::format::{self, FORMAT};
+use super::{Candidate, StoreError, Won};
+use crate::controller::metadata::Metadata;
+use crate::wire::admin::ControllerInfo;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, LeaderKey, PutOptions, Txn, TxnOp, TxnOpResponse,
+};
+use isr::ControllerEpoch;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// How long one request to etcd may take before the store is declared unavailable. Without a
+/// quorum etcd answers nothing: metadata changes must then fail with a clear error, not hang.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A connection to the cluster's keys in etcd: what a standby needs to find the active
+/// controller, and what the store is built on. Cheap to clone.
+#[derive(Clone)]
+pub struct Keys {
+    client: Client,
+    /// The endpoints as given, for error messages.
+    endpoints: String,
+    prefix: String,
+}
+
+pub struct EtcdStore {
+    keys: Keys,
+    client: Client,
+    me: Candidate,
+    lease: i64,
+    /// Becomes true once the lease is gone or may have expired.
+    lost: watch::Receiver<bool>,
+    /// The leader key of the campaign this controller won, while it holds the role.
+    leader: Option<LeaderKey>,
+    epoch: ControllerEpoch,
+}
+
+impl EtcdStore {
+    pub async fn open(
+        endpoints: &[String],
+        prefix: &str,
+        me: Candidate,
+    ) -> Result<EtcdStore, StoreError> {
+        let shown = endpoints.join(",");
+        let unreachable = |reason: String| StoreError::Unreachable {
+            endpoints: shown.clone(),
+            reason,
+        };
+        // Refused at once, not after a timeout, by a member that has lost its quorum: a
+        // controller that cannot commit must say so promptly and keep answering heartbeats.
+        let options = ConnectOptions::new()
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_timeout(REQUEST_TIMEOUT)
+            .with_require_leader(true);
+        let client =
+            match tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(endpoints, Some(options)))
+                .await
+            {
+                Ok(Ok(client)) => client,
+                Ok(Err(e)) => return Err(unreachable(e.to_string())),
+                Err(_) => return Err(unreachable(format!("no answer within {REQUEST_TIMEOUT:?}"))),
+            };
+        let (_, lost) = watch::channel(true);
+        let mut store = EtcdStore {
+            keys: Keys {
+                client: client.clone(),
+                endpoints: shown.clone(),
+                prefix: prefix.to_string(),
+            },
+            client,
+            me,
+            lease: 0,
+            lost,
+            leader: None,
+            epoch: ControllerEpoch(0),
+        };
+        store.check_format().await.map_err(|e| match e {
+            StoreError::Unavailable(reason) => unreachable(reason),
+            other => other,
+        })?;
+        store.join().await?;
+        Ok(store)
+    }
+
+    fn key(&self, name: &str) -> String {
+        self.keys.key(name)
+    }
+
+    async fn ask<T, F>(&self, what: &str, request: F) -> Result<T, StoreError>
+    where
+        F: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.keys.ask(what, request).await
+    }
+
+    pub fn keys(&self) -> Keys {
+        self.keys.clone()
+    }
+
+    /// Becomes true once this controller's lease is gone or may have expired.
+    pub fn lost_signal(&self) -> watch::Receiver<bool> {
+        self.lost.clone()
+    }
+
+    /// Refuses a cluster whose metadata format is newer than this isr's, and records ours in a
+    /// new one.
+    async fn check_format(&mut self) -> Result<(), StoreError> {
+        let key = self.key("format");
+        let mut kv = self.client.kv_client();
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), FORMAT.to_string(), None)])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let answer = self.ask("recording the format", kv.txn(txn)).await?;
+        if answer.succeeded() {
+            return Ok(());
+        }
+        let found = first_value(&answer.op_responses()).unwrap_or_default();
+        let place = format!("etcd key {key}");
+        let found: u16 = String::from_utf8_lossy(&found)
+            .trim()
+            .parse()
+            .map_err(|_| StoreError::Corrupt {
+                place: place.clone(),
+                reason: format!("format `{}`", String::from_utf8_lossy(&found)),
+            })?;
+        if found > FORMAT {
+            return Err(StoreError::NewerFormat {
+                place,
+                found,
+                supported: FORMAT,
+            });
+        }
+        Ok(())
+    }
+
+    /// Takes a lease, keeps it alive, and registers this controller's id under it: a second
+    /// process with the same id is refused while this one's lease lives.
+    async fn join(&mut self) -> Result<(), StoreError> {
+        let ttl = self.me.lease.as_secs().max(1) as i64;
+        let mut lease = self.client.lease_client();
+        let granted = self.ask("granting a lease", lease.grant(ttl, None)).await?;
+        self.lease = granted.id();
+        if granted.ttl() != ttl {
+            warn!(
+                asked = ttl,
+                granted = granted.ttl(),
+                "etcd granted another lease TTL"
+            );
+        }
+        let key = self.key(&format!("controllers/{}", self.me.id));
+        let mut kv = self.client.kv_client();
+        let txn = Txn::new()
+            .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key.clone(),
+                self.me.address.clone(),
+                Some(PutOptions::new().with_lease(self.lease)),
+            )])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let answer = self
+            .ask("registering the controller id", kv.txn(txn))
+            .await?;
+        if !answer.succeeded() {
+            let holder = first_value(&answer.op_responses()).unwrap_or_default();
+            let _ = lease.revoke(self.lease).await;
+            return Err(StoreError::DuplicateId {
+                id: self.me.id,
+                holder: format!("at {}", String::from_utf8_lossy(&holder)),
+            });
+        }
+        let (tell, lost) = watch::channel(false);
+        self.lost = lost;
+        tokio::spawn(keep_alive(
+            self.client.clone(),
+            self.lease,
+            Duration::from_secs(granted.ttl().max(1) as u64),
+            tell,
+        ));
+        Ok(())
+    }
+
+    pub async fn campaign(&mut self) -> Result<Won, StoreError> {
+        if *self.lost.borrow() {
+            // The role was lost with the lease: campaign again under a new one. The old lease
+            // may still live in etcd if only this process lost touch; give it up first, or this
+            // controller's own id key would look like another process's.
+            let mut lease = self.client.lease_client();
+            let _ = self
+                .ask("revoking the old lease", lease.revoke(self.lease))
+                .await;
+            self.join().await?;
+        }
+        let mut election = self.client.election_client();
+        let value = format!("{} {}", self.me.id, self.me.address);
+        let won = election
+            .campaign(self.key("election"), value, self.lease)
+            .await
+            .map_err(|e| {
+                StoreError::Unavailable(format!("etcd at {}: campaign: {e}", self.keys.endpoints))
+            })?;
+        let leader = won
+            .leader()
+            .cloned()
+            .ok_or_else(|| StoreError::Unavailable("a campaign won without a leader key".into()))?;
+        self.leader = Some(leader);
+        self.epoch = self.bump_epoch().await?;
+        let key = self.key("metadata");
+        let mut kv = self.client.kv_client();
+        let stored = self
+            .ask("reading the metadata", kv.get(key.clone(), None))
+            .await?;
+        let metadata = match stored.kvs().first() {
+            Some(kv) => Some(format::decode(kv.value(), &format!("etcd key {key}"))?),
+            None => None,
+        };
+        info!(epoch = %self.epoch, "won the controller role");
+        Ok(Won {
+            epoch: self.epoch,
+            metadata,
+        })
+    }
+
+    /// The comparison that fences this controller's writes: its leader key still exists, as
+    /// created by its campaign.
+    fn holds_role(&self) -> Result<Compare, StoreError> {
+        let leader = self.leader.as_ref().ok_or(StoreError::Fenced(self.epoch))?;
+        Ok(Compare::create_revision(
+            leader.key().to_vec(),
+            CompareOp::Equal,
+            leader.rev(),
+        ))
+    }
+
+    /// Starts the next controller epoch: read, then write it back one higher, provided this
+    /// controller still leads and nobody wrote it in between.
+    async fn bump_epoch(&mut self) -> Result<ControllerEpoch, StoreError> {
+        let key = self.key("epoch");
+        loop {
+            let mut kv = self.client.kv_client();
+            let read = self
+                .ask("reading the epoch", kv.get(key.clone(), None))
+                .await?;
+            let (current, unchanged) = match read.kvs().first() {
+                Some(kv) => {
+                    let text = String::from_utf8_lossy(kv.value()).to_string();
+                    let epoch = text
+                        .trim()
+                        .parse::<u32>()
+                        .map_err(|_| StoreError::Corrupt {
+                            place: format!("etcd key {key}"),
+                            reason: format!("epoch `{text}`"),
+                        })?;
+                    let at =
+                        Compare::mod_revision(key.clone(), CompareOp::Equal, kv.mod_revision());
+                    (ControllerEpoch(epoch), at)
+                }
+                None => (
+                    ControllerEpoch(0),
+                    Compare::version(key.clone(), CompareOp::Equal, 0),
+                ),
+            };
+            let next = current.next();
+            let txn = Txn::new()
+                .when([self.holds_role()?, unchanged])
+                .and_then([TxnOp::put(key.clone(), next.0.to_string(), None)]);
+            if self
+                .ask("writing the epoch", kv.txn(txn))
+                .await?
+                .succeeded()
+            {
+                return Ok(next);
+            }
+            if !self.still_leads().await? {
+                return Err(StoreError::Fenced(next));
+            }
+        }
+    }
+
+    async fn still_leads(&self) -> Result<bool, StoreError> {
+        let txn = Txn::new().when([self.holds_role()?]);
+        let mut kv = self.client.kv_client();
+        Ok(self
+            .ask("confirming the role", kv.txn(txn))
+            .await?
+            .succeeded())
+    }
+
+    pub async fn commit(&mut self, metadata: Option<&Metadata>) -> Result<(), StoreError> {
+        let writes = match metadata {
+            Some(m) => vec![TxnOp::put(self.key("metadata"), format::encode(m), None)],
+            None => Vec::new(),
+        };
+        let txn = Txn::new().when([self.holds_role()?]).and_then(writes);
+        let mut kv = self.client.kv_client();
+        if self
+            .ask("writing the metadata", kv.txn(txn))
+            .await?
+            .succeeded()
+        {
+            Ok(())
+        } else {
+            self.leader = None;
+            Err(StoreError::Fenced(self.epoch))
+        }
+    }
+
+    pub async fn resign(&mut self) {
+        self.leader = None;
+        let mut lease = self.client.lease_client();
+        if let Err(e) = self
+            .ask("revoking the lease", lease.revoke(self.lease))
+            .await
+        {
+            warn!(error = %e, "could not give the role up; it goes when the lease expires");
+        }
+    }
+}
+
+impl Keys {
+    fn key(&self, name: &str) -> String {
+        format!("{}/{name}", self.prefix)
+    }
+
+    /// Runs one request, mapping an error or a timeout to [`StoreError::Unavailable`].
+    async fn ask<T, F>(&self, what: &str, request: F) -> Result<T, StoreError>
+    where
+        F: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
+        match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(e)) => Err(StoreError::Unavailable(format!(
+                "etcd at {}: {what}: {e}",
+                self.endpoints
+            ))),
+            Err(_) => Err(StoreError::Unavailable(format!(
+                "etcd at {}: {what}: no answer within {REQUEST_TIMEOUT:?} (has it lost its \
+                 quorum?)",
+                self.endpoints
+            ))),
+        }
+    }
+
+    /// The active controller, as the election's leader key and the epoch key say.
+    pub async fn active(&self) -> Option<ControllerInfo> {
+        let mut election = self.client.election_client();
+        let leader = self
+            .ask(
+                "asking for the leader",
+                election.leader(self.key("election")),
+            )
+            .await
+            .ok()?;
+        let value = String::from_utf8_lossy(leader.kv()?.value()).to_string();
+        let (id, address) = value.split_once(' ')?;
+        let mut kv = self.client.kv_client();
+        let epoch = self
+            .ask("reading the epoch", kv.get(self.key("epoch"), None))
+            .await
+            .ok()?;
+        let epoch = epoch
+            .kvs()
+            .first()
+            .and_then(|kv| String::from_utf8_lossy(kv.value()).trim().parse().ok())
+            .unwrap_or(0);
+        Some(ControllerInfo {
+            id: id.parse().ok()?,
+            address: address.to_string(),
+            epoch: ControllerEpoch(epoch),
+        })
+    }
+}
+
+/// The value of the first key a transaction's `get` returned.
+fn first_value(responses: &[TxnOpResponse]) -> Option<Vec<u8>> {
+    responses.iter().find_map(|r| match r {
+        TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+        _ => None,
+    })
+}
+
+/// Renews the lease three times per TTL, and says it is lost once etcd says so, or once no
+/// renewal has succeeded for a whole TTL: etcd may have let it expire by then (a renewal counts
+/// from when it was asked, since etcd extends the lease from when it receives it). A broken
+/// renewal stream is reopened on the next round.
+async fn keep_alive(mut client: Client, lease: i64, ttl: Duration, lost: watch::Sender<bool>) {
+    let period = ttl / 3;
+    let mut renewed = Instant::now();
+    let mut stream = None;
+    loop {
+        let asked = Instant::now();
+        let renewal = tokio::time::timeout(period, async {
+            if stream.is_none() {
+                stream = Some(client.lease_keep_alive(lease).await?);
+            }
+            let Some((keeper, answers)) = stream.as_mut() else {
+                return Ok(None);
+            };
+            keeper.keep_alive().await?;
+            answers.message().await
+        })
+        .await;
+        match renewal {
+            Ok(Ok(Some(answer))) if answer.ttl() > 0 => renewed = asked,
+            Ok(Ok(Some(_))) => {
+                warn!("the controller lease expired");
+                let _ = lost.send(true);
+                return;
+            }
+            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => stream = None,
+        }
+        if renewed.elapsed() >= ttl {
+            warn!(?ttl, "the controller lease could not be renewed in time");
+            let _ = lost.send(true);
+            return;
+        }
+        tokio::time::sleep_until((asked + period).into()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(id: u32) -> Candidate {
+        Candidate {
+            id,
+            address: format!("127.0.0.1:{id}"),
+            lease: Duration::from_secs(2),
+        }
+    }
+
+    fn metadata(next_partition: u32) -> Metadata {
+        Metadata {
+            next_partition,
+            ..Metadata::default()
+        }
+    }
+
+    /// KAFKA-6082 against a real etcd: once a controller's lease is gone (revoked here, as it
+    /// expires during a pause), a standby wins the next epoch from its state, and every write
+    /// of the deposed controller is refused, a mere confirmation of the role included.
+    #[tokio::test]
+    async fn a_controller_that_lost_the_role_cannot_write() {
+        let installed = std::process::Command::new("etcd")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !installed {
+            assert!(
+                std::env::var_os("CI").is_none_or(|v| v != "true"),
+                "etcd is not installed: runtime/tests/etcd/install.sh installs it"
+            );
+            eprintln!("SKIPPED: etcd is not installed");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut running = Vec::new();
+        let endpoint = crate::cluster::etcd::start(dir.path(), None, &mut running)
+            .await
+            .expect("etcd");
+        let endpoints = [endpoint];
+        let mut a = EtcdStore::open(&endpoints, "t", candidate(1))
+            .await
+            .expect("a");
+        let won = a.campaign().await.expect("a wins");
+        assert_eq!(won.epoch, ControllerEpoch(1));
+        assert!(won.metadata.is_none());
+        a.commit(Some(&metadata(1))).await.expect("a writes");
+
+        let mut b = EtcdStore::open(&endpoints, "t", candidate(2))
+            .await
+            .expect("b");
+        assert_eq!(
+            a.keys().active().await.map(|c| (c.id, c.epoch)),
+            Some((1, ControllerEpoch(1)))
+        );
+        let standby = tokio::spawn(async move {
+            let won = b.campaign().await;
+            (won, b)
+        });
+        let mut raw = Client::connect(&endpoints, None).await.expect("client");
+        raw.lease_revoke(a.lease).await.expect("revoke a's lease");
+        let (won, mut b) = standby.await.expect("b's campaign");
+        let won = won.expect("b wins");
+        assert_eq!(won.epoch, ControllerEpoch(2));
+        assert_eq!(won.metadata, Some(metadata(1)));
+        b.commit(Some(&metadata(2))).await.expect("b writes");
+
+        assert!(matches!(
+            a.commit(Some(&metadata(3))).await,
+            Err(StoreError::Fenced(ControllerEpoch(1)))
+        ));
+        assert!(matches!(a.commit(None).await, Err(StoreError::Fenced(_))));
+        let stored = raw.get("t/metadata", None).await.expect("get");
+        let stored = format::decode(stored.kvs()[0].value(), "t/metadata").expect("decode");
+        assert_eq!(stored, metadata(2), "the zombie's write did not land");
+    }
+}

@@ -1,0 +1,89 @@
+//! How controller metadata is written to a store: a magic, the format version, then postcard.
+//!
+//! The version lets a later isr change the layout while an older one refuses it with a reason
+//! instead of misreading it (postcard is not self-describing: a field added by a newer version
+//! would shift everything after it).
+
+use super::StoreError;
+use crate::controller::metadata::Metadata;
+
+/// The format this isr writes and reads: 2 added topic and broker configs and commit metadata.
+pub const FORMAT: u16 = 2;
+const MAGIC: &[u8; 4] = b"ISRM";
+
+pub fn encode(metadata: &Metadata) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&FORMAT.to_be_bytes());
+    // Encoding into a Vec fails only on types postcard cannot express, and Metadata has none:
+    // the round-trip test below would catch one.
+    postcard::to_extend(metadata, out).unwrap_or_else(|e| {
+        panic!("controller metadata is not postcard-encodable: {e}");
+    })
+}
+
+/// Reads what [`encode`] wrote; `place` names where it came from, for errors.
+pub fn decode(bytes: &[u8], place: &str) -> Result<Metadata, StoreError> {
+    let corrupt = |reason: String| StoreError::Corrupt {
+        place: place.to_string(),
+        reason,
+    };
+    let Some(rest) = bytes.strip_prefix(MAGIC) else {
+        return Err(corrupt(format!(
+            "it does not start with {:?}",
+            String::from_utf8_lossy(MAGIC)
+        )));
+    };
+    let (version, body) = match rest {
+        [a, b, body @ ..] => (u16::from_be_bytes([*a, *b]), body),
+        _ => return Err(corrupt("it ends before its format version".into())),
+    };
+    if version > FORMAT {
+        return Err(StoreError::NewerFormat {
+            place: place.to_string(),
+            found: version,
+            supported: FORMAT,
+        });
+    }
+    if version < FORMAT {
+        return Err(corrupt(format!("format {version} is no longer read")));
+    }
+    match postcard::take_from_bytes(body) {
+        Ok((metadata, [])) => Ok(metadata),
+        Ok((_, extra)) => Err(corrupt(format!("{} bytes after the metadata", extra.len()))),
+        Err(e) => Err(corrupt(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_other_formats_are_refused_with_a_reason() {
+        let mut metadata = Metadata::default();
+        metadata
+            .topics
+            .insert("t".into(), vec![isr::PartitionId(3)]);
+        let bytes = encode(&metadata);
+        assert_eq!(
+            decode(&bytes, "x").expect("decodes").topics,
+            metadata.topics
+        );
+
+        let mut newer = bytes.clone();
+        newer[4..6].copy_from_slice(&(FORMAT + 1).to_be_bytes());
+        let err = decode(&newer, "etcd key isr/metadata").expect_err("newer");
+        assert!(matches!(err, StoreError::NewerFormat { found, .. } if found == FORMAT + 1));
+        assert!(err.to_string().contains("etcd key isr/metadata"), "{err}");
+
+        for bad in [&b"nope"[..], &bytes[..5], &bytes[..bytes.len() - 1], b""] {
+            assert!(matches!(decode(bad, "x"), Err(StoreError::Corrupt { .. })));
+        }
+        let mut trailing = bytes.clone();
+        trailing.push(0);
+        assert!(matches!(
+            decode(&trailing, "x"),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+}

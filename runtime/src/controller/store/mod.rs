@@ -1,0 +1,309 @@
+//! Where the controller role is won and the controller's metadata is kept.
+//!
+//! One interface, two stores, one controller code path:
+//! - a file ([`file`]): the default for one machine. One controller process holds the directory
+//!   (a lock), and so the role, for as long as it runs.
+//! - etcd ([`etcd`]): several controller processes campaign for the role through etcd's
+//!   election API under a lease; one is active, the others stand by and take over when its
+//!   lease expires.
+//!
+//! Every write is conditional on the writer still holding the role (rule 11, KAFKA-6082): the
+//! etcd store compares the election's leader key in the same transaction as the write. The
+//! controller commits the state a step produced before the step's messages leave, and a step
+//! that changed nothing is still confirmed ([`Store::commit`] with `None`), so a controller that
+//! lost the role without noticing (a zombie) neither writes nor steers anyone.
+
+mod etcd;
+mod file;
+mod format;
+
+use super::metadata::Metadata;
+use crate::wire::admin::ControllerInfo;
+use isr::ControllerEpoch;
+use std::path::PathBuf;
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::watch;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error(
+        "the store refused the write of controller epoch {0}: this controller lost the \
+         controller role"
+    )]
+    Fenced(ControllerEpoch),
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    #[error("cannot reach etcd at {endpoints}: {reason}")]
+    Unreachable { endpoints: String, reason: String },
+    #[error(
+        "{place} holds controller metadata in format {found}, newer than this isr's format \
+         {supported}: run a newer isr on it"
+    )]
+    NewerFormat {
+        place: String,
+        found: u16,
+        supported: u16,
+    },
+    #[error("{place} is not isr controller metadata: {reason}")]
+    Corrupt { place: String, reason: String },
+    #[error("controller id {id} is already running ({holder}); give each controller its own --id")]
+    DuplicateId { id: u32, holder: String },
+    #[error("another controller process uses {0}: one file store serves one controller")]
+    Locked(PathBuf),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Which store, as given on the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// A directory on this machine.
+    File(PathBuf),
+    /// etcd endpoints (`host:port`) and the key prefix under which the cluster lives.
+    Etcd {
+        endpoints: Vec<String>,
+        prefix: String,
+    },
+}
+
+impl StoreSpec {
+    /// Parses `etcd://HOST:PORT[,HOST:PORT...][/PREFIX]`; the prefix defaults to `isr`, so
+    /// one etcd can hold several clusters under different prefixes.
+    pub fn parse_etcd(spec: &str) -> Result<StoreSpec, String> {
+        let rest = spec.strip_prefix("etcd://").ok_or_else(|| {
+            format!("invalid --store `{spec}`: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
+        })?;
+        let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, "isr"));
+        let endpoints: Vec<String> = hosts
+            .split(',')
+            .map(str::trim)
+            .filter(|h| !h.is_empty())
+            .map(str::to_string)
+            .collect();
+        let valid = |h: &String| {
+            h.rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        };
+        if endpoints.is_empty() || !endpoints.iter().all(valid) {
+            return Err(format!(
+                "invalid --store `{spec}`: expected etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"
+            ));
+        }
+        let prefix = prefix.trim_matches('/');
+        if prefix.is_empty() {
+            return Err(format!("invalid --store `{spec}`: the key prefix is empty"));
+        }
+        Ok(StoreSpec::Etcd {
+            endpoints,
+            prefix: prefix.to_string(),
+        })
+    }
+}
+
+/// This controller, as it announces itself to the store.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub id: u32,
+    /// Where brokers and clients reach it.
+    pub address: String,
+    /// How long the role outlives this process's last word to the store (etcd's lease TTL).
+    pub lease: Duration,
+}
+
+/// The role, won: the controller epoch it was won in, and the state the store held.
+pub struct Won {
+    pub epoch: ControllerEpoch,
+    /// `None` for a store nothing was ever written to: a new cluster.
+    pub metadata: Option<Metadata>,
+}
+
+pub enum Store {
+    File(file::FileStore),
+    /// Boxed: an etcd client is a few KiB.
+    Etcd(Box<etcd::EtcdStore>),
+}
+
+impl Store {
+    /// Opens the store for `me`. Fails with a clear error when the store cannot be reached or
+    /// used: an unreachable etcd names its endpoints; a second process with the same id, or on
+    /// the same directory, is refused.
+    pub async fn open(spec: &StoreSpec, me: Candidate) -> Result<Store, StoreError> {
+        Ok(match spec {
+            StoreSpec::File(dir) => Store::File(file::FileStore::open(dir, me)?),
+            StoreSpec::Etcd { endpoints, prefix } => Store::Etcd(Box::new(
+                etcd::EtcdStore::open(endpoints, prefix, me).await?,
+            )),
+        })
+    }
+
+    /// Waits until this controller holds the role, then starts the next controller epoch and
+    /// reads the state the store holds. Cancel-safe: a standby keeps answering while it waits.
+    pub async fn campaign(&mut self) -> Result<Won, StoreError> {
+        match self {
+            Store::File(s) => s.campaign(),
+            Store::Etcd(s) => s.campaign().await,
+        }
+    }
+
+    /// Writes `metadata`, or with `None` only confirms the role, provided this controller still
+    /// holds it: otherwise [`StoreError::Fenced`], and the controller must stop acting.
+    pub async fn commit(&mut self, metadata: Option<&Metadata>) -> Result<(), StoreError> {
+        match self {
+            Store::File(s) => s.commit(metadata),
+            Store::Etcd(s) => s.commit(metadata).await,
+        }
+    }
+
+    /// Becomes true once this controller has lost the role (its lease is gone, or cannot have
+    /// been renewed in time). Never, for a file store.
+    pub fn lost_signal(&self) -> watch::Receiver<bool> {
+        match self {
+            Store::File(s) => s.lost_signal(),
+            Store::Etcd(s) => s.lost_signal(),
+        }
+    }
+
+    /// Finds the active controller for a standby's redirects, without borrowing the store
+    /// (which is campaigning meanwhile).
+    pub fn lookup(&self) -> Lookup {
+        match self {
+            Store::File(s) => Lookup::Fixed(s.active()),
+            Store::Etcd(s) => Lookup::Etcd(Box::new(s.keys())),
+        }
+    }
+
+    /// Gives the role up at once (a clean stop), so a standby need not wait out the lease.
+    pub async fn resign(&mut self) {
+        if let Store::Etcd(s) = self {
+            s.resign().await;
+        }
+    }
+}
+
+/// Where a standby learns who the active controller is.
+#[derive(Clone)]
+pub enum Lookup {
+    Fixed(Option<ControllerInfo>),
+    Etcd(Box<etcd::Keys>),
+}
+
+impl Lookup {
+    pub async fn active(&self) -> Option<ControllerInfo> {
+        match self {
+            Lookup::Fixed(active) => active.clone(),
+            Lookup::Etcd(keys) => keys.active().await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn etcd_specs_name_endpoints_and_a_prefix() {
+        assert_eq!(
+            StoreSpec::parse_etcd("etcd://127.0.0.1:2379,127.0.0.1:2380"),
+            Ok(StoreSpec::Etcd {
+                endpoints: vec!["127.0.0.1:2379".into(), "127.0.0.1:2380".into()],
+                prefix: "isr".into(),
+            })
+        );
+        assert_eq!(
+            StoreSpec::parse_etcd("etcd://h:1/clusters/a/"),
+            Ok(StoreSpec::Etcd {
+                endpoints: vec!["h:1".into()],
+                prefix: "clusters/a".into(),
+            })
+        );
+        for bad in [
+            "h:1",
+            "etcd://",
+            "etcd://h",
+            "etcd://h:port",
+            "etcd://h:1/",
+            "etcd://:1",
+        ] {
+            assert!(StoreSpec::parse_etcd(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Metadata of `partitions` single-partition topics over three live brokers: what one
+    /// commit writes.
+    fn metadata_of(partitions: u32) -> Metadata {
+        let cfg = isr::Config::default();
+        let mut metadata = Metadata::default();
+        for b in 1..=3 {
+            let _: isr::Effects<()> = metadata.controller.on_broker_registration(
+                &cfg,
+                isr::Tick(0),
+                isr::BrokerId(b),
+                true,
+            );
+        }
+        for t in 0..partitions {
+            let spec = crate::wire::admin::TopicSpec {
+                name: format!("topic-{t}"),
+                partitions: 1,
+                replication_factor: 3,
+                configs: Default::default(),
+            };
+            metadata.create_topic(&cfg, &spec).expect("topic");
+        }
+        metadata
+    }
+
+    /// Commits per second through each store, at two metadata sizes: every metadata change (a
+    /// topic created, an ISR changed, a broker fenced) is one commit of the whole metadata.
+    /// Run: `cargo test --release -p isr-runtime --bin isr commit_rates -- --ignored --nocapture`
+    #[tokio::test]
+    #[ignore = "a benchmark: prints figures"]
+    async fn commit_rates() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut running = Vec::new();
+        let etcd = crate::cluster::etcd::start(&dir.path().join("etcd"), None, &mut running)
+            .await
+            .expect("etcd (runtime/tests/etcd/install.sh)");
+        let me = |id| Candidate {
+            id,
+            address: "127.0.0.1:1".into(),
+            lease: Duration::from_secs(2),
+        };
+        let specs = [
+            ("file", StoreSpec::File(dir.path().join("file"))),
+            (
+                "etcd",
+                StoreSpec::Etcd {
+                    endpoints: vec![etcd],
+                    prefix: "bench".into(),
+                },
+            ),
+        ];
+        for (name, spec) in specs {
+            let mut store = Store::open(&spec, me(1)).await.expect("open");
+            store.campaign().await.expect("won");
+            for partitions in [10, 1000] {
+                let mut metadata = metadata_of(partitions);
+                let bytes = format::encode(&metadata).len();
+                let n = 200;
+                let started = Instant::now();
+                for i in 0..n {
+                    metadata.next_producer_id = i;
+                    store.commit(Some(&metadata)).await.expect("commit");
+                }
+                let secs = started.elapsed().as_secs_f64();
+                eprintln!(
+                    "{name} store, {partitions} partitions ({bytes} bytes of metadata): \
+                     {:.0} commits/s ({:.2} ms each)",
+                    n as f64 / secs,
+                    secs * 1000.0 / n as f64
+                );
+            }
+        }
+    }
+}
