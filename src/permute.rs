@@ -38,10 +38,11 @@ use crate::sim::Cluster;
 use crate::types::{BrokerEpoch, BrokerId, Node};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// Every nonzero broker epoch a state holds, as (broker, epoch), sorted and without repeats:
 /// from it, [`Renaming::ranking_epochs`] renumbers each broker's epochs 1, 2, … in order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EpochTable(Vec<(BrokerId, BrokerEpoch)>);
 
 impl EpochTable {
@@ -348,7 +349,7 @@ impl Cluster {
     pub fn rename_brokers(&mut self, r: &Renaming) {
         debug_assert_eq!(r.names.len(), self.replicas.len());
         for replica in &mut self.replicas {
-            replica.rename_brokers(r);
+            Arc::make_mut(replica).rename_brokers(r);
         }
         self.replicas.sort_unstable_by_key(|replica| replica.id);
         let old = self.last_stop_clean.clone();
@@ -359,11 +360,14 @@ impl Cluster {
             e.rename_brokers(r);
         }
         self.network.sort_unstable();
-        self.controller.rename_brokers(r);
+        Arc::make_mut(&mut self.controller).rename_brokers(r);
         for c in self.zombie.iter_mut().chain(self.stale_store.iter_mut()) {
-            c.rename_brokers(r);
+            Arc::make_mut(c).rename_brokers(r);
         }
         r.set(&mut self.awaiting_rejoin);
+        if let Some(b) = &mut self.stalled_reconciliation {
+            r.rename(b);
+        }
     }
 
     /// A digest of what broker `b` is, in terms no renaming changes: its replica's epochs,
@@ -408,6 +412,16 @@ impl Cluster {
     /// [`Renaming::ranking_epochs`].
     pub fn broker_epochs(&self) -> EpochTable {
         let mut table = Vec::with_capacity(4 * self.replicas.len() + 2 * self.network.len());
+        self.note_node_epochs(&mut table);
+        for e in &self.network {
+            note_envelope_epochs(e, &mut table);
+        }
+        EpochTable::from_notes(table)
+    }
+
+    /// The nonzero epochs held outside the network: the controllers', the brokers' own, and
+    /// their leaders' records of fetches and proposals.
+    fn note_node_epochs(&self, table: &mut Vec<(BrokerId, BrokerEpoch)>) {
         let mut note = |b: BrokerId, e: BrokerEpoch| {
             if e.0 != 0 {
                 table.push((b, e));
@@ -441,30 +455,78 @@ impl Cluster {
                 }
             }
         }
-        for e in &self.network {
-            match &e.message {
-                Message::Fetch(m) => note(m.replica, m.broker_epoch),
-                Message::AlterPartition(m) => {
-                    for (&b, &e) in &m.broker_epochs {
-                        note(b, e);
-                    }
-                }
-                Message::AlterPartitionResponse(m) => {
-                    for (&b, &e) in &m.requested_broker_epochs {
-                        note(b, e);
-                    }
-                }
-                Message::LeaderAndIsr(m) => {
-                    if let Node::Broker(to) = e.to {
-                        note(to, m.broker_epoch);
-                    }
-                }
-                _ => {}
+    }
+}
+
+/// The nonzero broker epochs a message carries, as (broker, epoch).
+pub fn envelope_epochs<R>(e: &Envelope<R>) -> Vec<(BrokerId, BrokerEpoch)> {
+    let mut notes = Vec::new();
+    note_envelope_epochs(e, &mut notes);
+    notes
+}
+
+/// The nonzero broker epochs a message carries.
+fn note_envelope_epochs<R>(e: &Envelope<R>, table: &mut Vec<(BrokerId, BrokerEpoch)>) {
+    let mut note = |b: BrokerId, e: BrokerEpoch| {
+        if e.0 != 0 {
+            table.push((b, e));
+        }
+    };
+    match &e.message {
+        Message::Fetch(m) => note(m.replica, m.broker_epoch),
+        Message::AlterPartition(m) => {
+            for (&b, &e) in &m.broker_epochs {
+                note(b, e);
             }
         }
-        table.sort_unstable();
-        table.dedup();
-        EpochTable(table)
+        Message::AlterPartitionResponse(m) => {
+            for (&b, &e) in &m.requested_broker_epochs {
+                note(b, e);
+            }
+        }
+        Message::LeaderAndIsr(m) => {
+            if let Node::Broker(to) = e.to {
+                note(to, m.broker_epoch);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl EpochTable {
+    /// This table with the epochs the messages of `network` carry: itself when they add none.
+    pub fn with_network<'e>(
+        &self,
+        network: impl IntoIterator<Item = &'e Envelope<crate::sim::Record>>,
+    ) -> std::borrow::Cow<'_, EpochTable> {
+        let mut notes = Vec::new();
+        for e in network {
+            note_envelope_epochs(e, &mut notes);
+        }
+        self.with(notes.iter().copied())
+    }
+
+    /// This table with more (broker, epoch) notes: itself when they add none.
+    pub fn with(
+        &self,
+        notes: impl IntoIterator<Item = (BrokerId, BrokerEpoch)>,
+    ) -> std::borrow::Cow<'_, EpochTable> {
+        let mut new: Vec<(BrokerId, BrokerEpoch)> = notes
+            .into_iter()
+            .filter(|n| self.0.binary_search(n).is_err())
+            .collect();
+        if new.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        new.extend_from_slice(&self.0);
+        std::borrow::Cow::Owned(EpochTable::from_notes(new))
+    }
+
+    /// The table of these (broker, epoch) notes, in any order, repeats allowed.
+    fn from_notes(mut notes: Vec<(BrokerId, BrokerEpoch)>) -> EpochTable {
+        notes.sort_unstable();
+        notes.dedup();
+        EpochTable(notes)
     }
 }
 

@@ -760,7 +760,7 @@ fn rule_9_acks_all_refused_below_min_insync_replicas() {
         acks,
     };
     let refusing = holds(2, safe(2, Acks::All), &steps);
-    let mut leader = refusing.cluster.replicas[0].clone();
+    let mut leader = isr::Replica::clone(&refusing.cluster.replicas[0]);
     assert_eq!(
         leader.step(&refusing.cfg, Tick(0), write(1, Acks::All)),
         vec![Effect::FailWrite {
@@ -779,7 +779,7 @@ fn rule_9_acks_all_refused_below_min_insync_replicas() {
     assert_eq!(leader.log_end_offset(), Offset(1));
 
     let accepting = holds(2, safe(1, Acks::All), &steps);
-    let mut leader = accepting.cluster.replicas[0].clone();
+    let mut leader = isr::Replica::clone(&accepting.cluster.replicas[0]);
     leader.step(&accepting.cfg, Tick(0), write(7, Acks::All));
     assert_eq!(leader.log_end_offset(), Offset(1));
     // min.insync.replicas=1: the lone leader acknowledges it once its log is durable.

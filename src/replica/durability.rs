@@ -74,7 +74,13 @@ impl<L: Log> Replica<L> {
     /// How far this replica's own log counts as replicated (rule 10): under `flush=always`
     /// only what is durable, under `flush=page-cache` everything appended.
     pub(super) fn own_progress(&self, cfg: &Config) -> Offset {
-        match cfg.rules.flush {
+        self.replicated_offset(cfg.rules.flush)
+    }
+
+    /// [`Self::own_progress`] under `flush`: what a leader counts of its own log towards the
+    /// high watermark (the progress properties ask it too).
+    pub fn replicated_offset(&self, flush: FlushPolicy) -> Offset {
+        match flush {
             FlushPolicy::Always => self.log.flushed_offset(),
             FlushPolicy::PageCache => self.log.log_end_offset(),
         }
