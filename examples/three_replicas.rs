@@ -1,17 +1,15 @@
 //! Embedding the verified core in a service: three replicas and a controller, each a thread,
 //! connected by in-process channels, replicate records written to the leader.
 //!
-//! The program decides nothing about the protocol. Each node steps its core object with
-//! whatever arrives (a message, a write, the passing of time) and carries out the effects it
-//! returns: messages go to the channel of their receiver, a flush is done and reported back,
-//! acknowledgements go to the producer. Swap the channels for sockets and `MemLog` for a file
-//! and this is the shape of `runtime/`.
-//!
+//! The program decides nothing about the protocol. Each node steps its core object with what
+//! arrives (a message, a write, the passing of time) and carries out the effects: messages go
+//! to their receiver's channel, a flush is done and reported back, answers go to the producer.
+//! Swap channels for sockets and `MemLog` for files and this is the shape of `runtime/`.
 //! Run it with `cargo run --example three_replicas`.
 
 use isr::{
     Acks, BrokerId, Config, Controller, ControllerInput, Effect, Effects, Envelope, Log, MemLog,
-    Message, Node, Offset, PartitionId, Replica, ReplicaInput, Tick,
+    Message, Node, Offset, PartitionId, Replica, ReplicaInput, Tick, WriteError,
 };
 use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -26,20 +24,21 @@ const RECORDS: u64 = 100;
 /// What a node's thread receives.
 enum Event {
     Message(Envelope<String>),
-    /// A producer's write, to the leader; the acknowledgement goes to `ack`.
-    Write(u64, String, Sender<u64>),
+    /// A producer's write, to the leader; the acknowledgement (or refusal) goes to `ack`.
+    Write(u64, String, Producer),
     /// Asks for the node's log, and stops the node.
     Finish(Sender<Vec<String>>),
 }
 
 type Routes = BTreeMap<Node, Sender<Event>>;
+type Producer = Sender<Result<u64, WriteError>>;
 
 /// Carries a step's effects out, in order: what a node's driver is.
 fn carry_out<L: Log<Record = String>>(
     replica: Option<&mut Replica<L>>,
     effects: Effects<String>,
     routes: &Routes,
-    acks: &mut BTreeMap<u64, Sender<u64>>,
+    acks: &mut BTreeMap<u64, Producer>,
     cfg: &Config,
     now: Tick,
 ) {
@@ -49,11 +48,8 @@ fn carry_out<L: Log<Record = String>>(
             Effect::Send(envelope) => {
                 let _ = routes[&envelope.to].send(Event::Message(envelope));
             }
-            Effect::Acknowledge { id, .. } => {
-                if let Some(producer) = acks.remove(&id) {
-                    let _ = producer.send(id);
-                }
-            }
+            Effect::Acknowledge { id, .. } => answer(acks, id, Ok(id)),
+            Effect::FailWrite { id, error, .. } => answer(acks, id, Err(error)),
             Effect::Flush { .. } => flush = true,
             // Truncations, HW moves, checkpoints: nothing to do for an in-memory log.
             _ => {}
@@ -68,10 +64,21 @@ fn carry_out<L: Log<Record = String>>(
     }
 }
 
+fn answer(acks: &mut BTreeMap<u64, Producer>, id: u64, result: Result<u64, WriteError>) {
+    if let Some(producer) = acks.remove(&id) {
+        let _ = producer.send(result);
+    }
+}
+
+/// The core's time: ticks since `start`.
+fn clock(start: Instant) -> Tick {
+    Tick((start.elapsed().as_millis() / TICK.as_millis()) as u64)
+}
+
 /// One broker: its replica of the partition, driven by its channel and its clock.
 fn broker(id: BrokerId, cfg: Config, inbox: Receiver<Event>, routes: Routes) {
     let start = Instant::now();
-    let now = || Tick((start.elapsed().as_millis() / TICK.as_millis()) as u64);
+    let now = || clock(start);
     let mut replica = Replica::new(id, PARTITION, MemLog::default());
     let mut acks = BTreeMap::new();
     let heartbeat = Envelope {
@@ -79,19 +86,20 @@ fn broker(id: BrokerId, cfg: Config, inbox: Receiver<Event>, routes: Routes) {
         to: Node::Controller,
         message: Message::BrokerHeartbeat { broker: id },
     };
+    let mut ticked = Tick(0);
     loop {
         let input = match inbox.recv_timeout(TICK) {
-            Ok(Event::Message(e)) => ReplicaInput::Message {
+            Ok(Event::Message(e)) => Some(ReplicaInput::Message {
                 from: e.from,
                 message: e.message,
-            },
+            }),
             Ok(Event::Write(id, record, ack)) => {
                 acks.insert(id, ack);
-                ReplicaInput::Write {
+                Some(ReplicaInput::Write {
                     id,
                     records: vec![record],
                     acks: Acks::All,
-                }
+                })
             }
             Ok(Event::Finish(reply)) => {
                 let end = replica.log_end_offset();
@@ -99,16 +107,22 @@ fn broker(id: BrokerId, cfg: Config, inbox: Receiver<Event>, routes: Routes) {
                 let _ = reply.send(log.into_iter().map(|e| e.record).collect());
                 return;
             }
-            Err(RecvTimeoutError::Timeout) => {
-                // Sessions are the driver's business: a heartbeat every tick.
-                let _ = routes[&Node::Controller].send(Event::Message(heartbeat.clone()));
-                ReplicaInput::Tick
-            }
+            Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        // Once per tick, busy or idle: the core's timers, and a heartbeat (sessions are the
+        // driver's business).
         let t = now();
-        let effects = replica.step(&cfg, t, input);
-        carry_out(Some(&mut replica), effects, &routes, &mut acks, &cfg, t);
+        let mut inputs: Vec<_> = input.into_iter().collect();
+        if t > ticked {
+            ticked = t;
+            inputs.push(ReplicaInput::Tick);
+            let _ = routes[&Node::Controller].send(Event::Message(heartbeat.clone()));
+        }
+        for input in inputs {
+            let effects = replica.step(&cfg, t, input);
+            carry_out(Some(&mut replica), effects, &routes, &mut acks, &cfg, t);
+        }
     }
 }
 
@@ -116,7 +130,7 @@ fn broker(id: BrokerId, cfg: Config, inbox: Receiver<Event>, routes: Routes) {
 /// and watches sessions.
 fn controller(cfg: Config, inbox: Receiver<Event>, routes: Routes, brokers: Vec<BrokerId>) {
     let start = Instant::now();
-    let now = || Tick((start.elapsed().as_millis() / TICK.as_millis()) as u64);
+    let now = || clock(start);
     let mut c = Controller::new();
     let mut none = BTreeMap::new();
     for &broker in &brokers {
@@ -131,18 +145,23 @@ fn controller(cfg: Config, inbox: Receiver<Event>, routes: Routes, brokers: Vec<
         .create_partition(PARTITION, brokers, cfg.min_insync_replicas)
         .expect("every broker is registered");
     carry_out::<MemLog<String>>(None, effects, &routes, &mut none, &cfg, now());
+    let mut ticked = Tick(0);
     loop {
         let input = match inbox.recv_timeout(TICK) {
-            Ok(Event::Message(e)) => ControllerInput::Message {
+            Ok(Event::Message(e)) => Some(ControllerInput::Message {
                 from: e.from,
                 message: e.message,
-            },
-            Ok(_) => continue,
-            Err(RecvTimeoutError::Timeout) => ControllerInput::Tick,
+            }),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => return,
         };
-        let effects = c.step(&cfg, now(), input);
-        carry_out::<MemLog<String>>(None, effects, &routes, &mut none, &cfg, now());
+        let t = now();
+        let tick = (t > ticked).then_some(ControllerInput::Tick);
+        ticked = ticked.max(t);
+        for input in input.into_iter().chain(tick) {
+            let effects = c.step(&cfg, t, input);
+            carry_out::<MemLog<String>>(None, effects, &routes, &mut none, &cfg, t);
+        }
     }
 }
 
@@ -164,23 +183,32 @@ fn main() {
         routes.insert(node, tx);
         inboxes.push(rx);
     }
-    let controller_inbox = inboxes.pop().expect("the controller's inbox");
+    let (r, b, inbox) = (
+        routes.clone(),
+        brokers.clone(),
+        inboxes.pop().expect("an inbox"),
+    );
+    thread::spawn(move || controller(cfg, inbox, r, b));
     let mut threads = Vec::new();
     for (&id, inbox) in brokers.iter().zip(inboxes) {
-        let routes = routes.clone();
-        threads.push(thread::spawn(move || broker(id, cfg, inbox, routes)));
+        let r = routes.clone();
+        threads.push(thread::spawn(move || broker(id, cfg, inbox, r)));
     }
-    let (routes_c, brokers_c) = (routes.clone(), brokers.clone());
-    thread::spawn(move || controller(cfg, controller_inbox, routes_c, brokers_c));
 
     // The controller makes the first broker leader; write to it and wait for each commit.
     let (ack_tx, ack_rx) = channel();
     let leader = &routes[&Node::Broker(brokers[0])];
     let started = Instant::now();
     for id in 0..RECORDS {
-        let _ = leader.send(Event::Write(id, format!("record-{id}"), ack_tx.clone()));
-        let acked = ack_rx.recv_timeout(Duration::from_secs(10));
-        assert_eq!(acked, Ok(id), "record {id} was not acknowledged");
+        // Refused until the controller's order makes it leader: try again a tick later.
+        loop {
+            let _ = leader.send(Event::Write(id, format!("record-{id}"), ack_tx.clone()));
+            match ack_rx.recv_timeout(Duration::from_secs(10)) {
+                Ok(Ok(acked)) if acked == id => break,
+                Ok(Err(WriteError::NotLeader)) => thread::sleep(TICK),
+                other => panic!("record {id}: {other:?}"),
+            }
+        }
     }
     println!(
         "{RECORDS} records acknowledged (acks=all, min.insync.replicas=2) in {:?}",
