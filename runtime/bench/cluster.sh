@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|all]
+#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|all]
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
 #   3 partitions at replication factor 1 and 3 (min ISR 2), acks=all, 100-byte records in
@@ -19,6 +19,10 @@
 # large: large records on one partition at RF 3 (page cache): LARGE_RECORDS records of each of
 #   LARGE_SIZES bytes (default 100 of 28000, 200000 and 500000), written one per request, then
 #   read back with `isr perf consume` (1 MiB fetches): records/s, MB/s and fetch latency.
+# tls: the cost of security. Three brokers (page cache), an RF 3 topic with 3 partitions (min
+#   ISR 2), acks=all, 100-byte records in batches of 100, 3 producers, then a consumer; once
+#   each with isr cluster --security plaintext, ssl (TLS listeners and mutual TLS between the
+#   brokers, client certificate) and sasl-ssl (TLS, and a SCRAM-SHA-512 login per connection).
 # Environment: RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
 #   controller and the load generator share its cores.
@@ -45,8 +49,11 @@ start() { # start FLUSH [MORE isr cluster ARGUMENTS]
   shift
   "$ISR" cluster --brokers 3 --dir "$WORK/data" --port "$PORT" --flush "$flush" "$@" >"$WORK/cluster.out" 2>&1 &
   CLUSTER=$!
+  # A secured cluster prints its client config last; a plaintext one, its bootstrap.
+  local last='^bootstrap'
+  case " $* " in *" --security ssl "* | *" --security sasl-ssl "*) last='^client config' ;; esac
   for _ in $(seq 200); do
-    if grep -q '^bootstrap' "$WORK/cluster.out" 2>/dev/null; then
+    if grep -q "$last" "$WORK/cluster.out" 2>/dev/null; then
       BOOT=$(grep '^bootstrap' "$WORK/cluster.out" | cut -d' ' -f2)
       return
     fi
@@ -184,12 +191,35 @@ PY
   done
 }
 
+tls() {
+  for security in plaintext ssl sasl-ssl; do
+    start page-cache --security "$security"
+    local config=()
+    if [ "$security" != plaintext ]; then
+      config=(--command-config "$(grep '^client config' "$WORK/cluster.out" | cut -d' ' -f3)")
+    fi
+    "$ISR" topic create rf3 --bootstrap "$BOOT" --partitions 3 --replication-factor 3 \
+      --min-insync-replicas 2 "${config[@]}" >/dev/null
+    sleep 1
+    printf 'security=%-9s produce rf3: ' "$security"
+    "$ISR" perf produce --bootstrap "$BOOT" --topic rf3 --records "$RECORDS" --record-size 100 \
+      --batch 100 --producers 3 --acks all "${config[@]}" | tail -2 | tr '\n' ' '
+    echo
+    printf 'security=%-9s consume rf3: ' "$security"
+    "$ISR" perf consume --bootstrap "$BOOT" --topic rf3 --records "$RECORDS" "${config[@]}" |
+      tail -2 | tr '\n' ' '
+    echo
+    stop
+  done
+}
+
 case "${1:-all}" in
   throughput) throughput ;;
   failover) failover ;;
   controller-failover) controller_failover ;;
   metadata) metadata ;;
   large) large ;;
-  all) throughput; failover; controller_failover; metadata; large ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|all]" >&2; exit 2 ;;
+  tls) tls ;;
+  all) throughput; failover; controller_failover; metadata; large; tls ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|all]" >&2; exit 2 ;;
 esac

@@ -5,6 +5,7 @@
 mod broker;
 mod cluster;
 mod controller;
+mod security;
 mod status;
 mod storage;
 mod timing;
@@ -18,6 +19,11 @@ use std::process::ExitCode;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How the client commands connect to a secured listener: a properties file in
+    /// librdkafka's format (security.protocol, sasl.mechanism, sasl.username, sasl.password,
+    /// ssl.ca.location), as `isr cluster --security` writes it.
+    #[arg(long, global = true, value_name = "FILE")]
+    command_config: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -40,6 +46,11 @@ enum Command {
     Consume(isr_kafka::client::consume::ConsumeArgs),
     /// Measure produce or consume throughput and latency (Kafka protocol).
     Perf(isr_kafka::client::perf::PerfArgs),
+    /// Add, remove and list SASL users: SCRAM credentials kept by the controller (Kafka
+    /// protocol).
+    User(isr_kafka::client::user::UserArgs),
+    /// Add, list and remove ACLs (Kafka protocol).
+    Acl(isr_kafka::client::acl::AclArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +65,15 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
+    if let Some(path) = &cli.command_config {
+        match isr_kafka::client::security::ClientSecurity::from_file(path) {
+            Ok(security) => isr_kafka::client::security::configure(security),
+            Err(e) => {
+                eprintln!("isr: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -80,6 +100,8 @@ fn main() -> ExitCode {
                 .await
                 .map_err(Into::into),
             Command::Perf(args) => isr_kafka::client::perf::run(args).await.map_err(Into::into),
+            Command::User(args) => isr_kafka::client::user::run(args).await.map_err(Into::into),
+            Command::Acl(args) => isr_kafka::client::acl::run(args).await.map_err(Into::into),
         }
     });
     match result {

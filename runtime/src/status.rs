@@ -2,15 +2,16 @@
 //! from the controller's metadata, and each replica's LEO, HW and lag from the brokers that
 //! host it.
 
+use crate::security::{certificate_refusal, ClusterTls, SecurityError, TlsArgs};
 use crate::timing;
 use crate::wire::admin::{AdminError, ClusterView, ReplicaView, Request, Response};
-use crate::wire::link;
+use crate::wire::codec::FrameError;
+use crate::wire::link::{self, Reader};
 use crate::wire::rpc::{Rpc, RpcError};
 use crate::wire::{codec, Frame, Peer};
 use isr::{BrokerId, PartitionId};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use tokio::net::tcp::OwnedReadHalf;
 
 #[derive(clap::Args, Debug)]
 pub struct StatusArgs {
@@ -28,6 +29,9 @@ pub struct StatusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// In a cluster with TLS: a certificate from the cluster CA to connect with.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +44,8 @@ pub enum StatusError {
     NoAddress,
     #[error("unknown topic {0}")]
     UnknownTopic(String),
+    #[error(transparent)]
+    Security(#[from] SecurityError),
 }
 
 #[derive(Serialize)]
@@ -93,11 +99,18 @@ struct PartitionRow {
     replicas: Vec<ReplicaRow>,
 }
 
-/// Asks one node a question over a fresh admin connection.
-async fn ask(address: &str, request: Request) -> Result<Response, RpcError> {
-    let (reader, link) = link::dial(address, Peer::Client)
-        .await
-        .map_err(|_| RpcError::NotConnected)?;
+/// Asks one node a question over a fresh admin connection (mutual TLS with `tls`).
+async fn ask(
+    address: &str,
+    request: Request,
+    tls: Option<&ClusterTls>,
+) -> Result<Response, RpcError> {
+    let (reader, link, _) = link::dial(address, Peer::Client, tls).await.map_err(|e| {
+        RpcError::Dial(match &e {
+            FrameError::Io(io) => certificate_refusal(io).unwrap_or_else(|| e.to_string()),
+            other => other.to_string(),
+        })
+    })?;
     let rpc = Rpc::default();
     let answers = tokio::spawn(read_answers(reader, rpc.clone()));
     let answer = rpc.call(&link, request, timing::ADMIN_TIMEOUT).await;
@@ -105,7 +118,7 @@ async fn ask(address: &str, request: Request) -> Result<Response, RpcError> {
     answer
 }
 
-async fn read_answers(mut reader: OwnedReadHalf, rpc: Rpc) {
+async fn read_answers(mut reader: Reader, rpc: Rpc) {
     while let Ok(Some(frame)) = codec::read(&mut reader).await {
         if let Frame::Response { id, result } = frame {
             rpc.complete(id, result);
@@ -113,32 +126,39 @@ async fn read_answers(mut reader: OwnedReadHalf, rpc: Rpc) {
     }
 }
 
-/// The controller's view of the cluster, asked of `address`: the controller itself, or a broker
-/// that forwards the question over its session.
-async fn cluster_view(address: &str) -> Result<ClusterView, StatusError> {
-    match ask(address, Request::Metadata).await {
-        Ok(Response::Metadata(view)) => Ok(view),
-        Ok(other) => Err(StatusError::Unreachable {
-            address: address.to_string(),
-            reason: format!("unexpected answer {other:?}"),
-        }),
-        Err(source) => Err(StatusError::Controller {
-            address: address.to_string(),
-            source,
-        }),
-    }
-}
-
 /// The controller's view, from `--controller`, or from the first `--bootstrap` broker that
 /// answers; the error names the last address tried.
-async fn view_from(args: &StatusArgs) -> Result<ClusterView, StatusError> {
+async fn view_from(
+    args: &StatusArgs,
+    tls: Option<&ClusterTls>,
+) -> Result<ClusterView, StatusError> {
     let given = args.controller.as_ref().or(args.bootstrap.as_ref());
-    view_of(given.map_or("", String::as_str)).await
+    view_of(given.map_or("", String::as_str), tls).await
 }
 
 /// The controller's view, asked of the first of `addresses` (comma-separated controllers or
 /// brokers) that answers, following a standby's redirect to the active controller.
-pub async fn view_of(addresses: &str) -> Result<ClusterView, StatusError> {
+pub async fn view_of(
+    addresses: &str,
+    tls: Option<&ClusterTls>,
+) -> Result<ClusterView, StatusError> {
+    match ask_active(addresses, Request::Metadata, tls).await? {
+        Response::Metadata(view) => Ok(view),
+        other => Err(StatusError::Unreachable {
+            address: addresses.to_string(),
+            reason: format!("unexpected answer {other:?}"),
+        }),
+    }
+}
+
+/// Asks the active controller `request`, through the first of `addresses` (comma-separated
+/// controllers, or brokers, which answer Metadata for it) that answers, following a
+/// standby's redirect.
+pub async fn ask_active(
+    addresses: &str,
+    request: Request,
+    tls: Option<&ClusterTls>,
+) -> Result<Response, StatusError> {
     let mut addresses: VecDeque<String> = Some(addresses)
         .map(|list| {
             list.split(',')
@@ -154,21 +174,21 @@ pub async fn view_of(addresses: &str) -> Result<ClusterView, StatusError> {
         if !tried.insert(address.clone()) {
             continue;
         }
-        match cluster_view(&address).await {
-            Ok(view) => return Ok(view),
+        match ask(&address, request.clone(), tls).await {
+            Ok(answer) => return Ok(answer),
             // A standby controller names the active one: ask it next.
-            Err(StatusError::Controller {
-                source: RpcError::Refused(AdminError::NotActive(Some(active))),
-                ..
-            }) => addresses.push_front(active.address),
-            Err(e) => last = e,
+            Err(RpcError::Refused(AdminError::NotActive(Some(active)))) => {
+                addresses.push_front(active.address)
+            }
+            Err(source) => last = StatusError::Controller { address, source },
         }
     }
     Err(last)
 }
 
 pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
-    let view = view_from(&args).await?;
+    let tls = args.tls.load(None)?;
+    let view = view_from(&args, tls.as_ref()).await?;
     if let Some(topic) = &args.topic {
         if !view.topics.contains_key(topic) {
             return Err(StatusError::UnknownTopic(topic.clone()));
@@ -176,7 +196,8 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
     }
     let mut hosted: BTreeMap<(BrokerId, PartitionId), ReplicaView> = BTreeMap::new();
     for (&broker, info) in view.brokers.iter().filter(|(_, b)| b.alive) {
-        if let Ok(Response::Replicas(replicas)) = ask(&info.address, Request::Replicas).await {
+        let asked = ask(&info.address, Request::Replicas, tls.as_ref()).await;
+        if let Ok(Response::Replicas(replicas)) = asked {
             hosted.extend(replicas.into_iter().map(|r| ((broker, r.partition), r)));
         }
     }

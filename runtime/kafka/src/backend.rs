@@ -8,6 +8,8 @@
 //! Partitions are numbered within their topic (`u32`, Kafka's partition index); brokers, epochs
 //! and offsets use the core's newtypes so that they cannot be confused with one another.
 
+use crate::auth::acl::{Authorizer, Operation, ResourceType};
+use crate::auth::{SecurityAnswer, SecurityChange, SecurityProtocol};
 use crate::configs::{ConfigOp, ConfigResource};
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
@@ -21,6 +23,9 @@ pub struct BrokerInfo {
     /// Host name or address advertised to clients.
     pub host: String,
     pub port: u16,
+    /// Its Kafka listeners (host, port) by security protocol: a client is told each broker's
+    /// listener of the protocol it came through (`host` and `port` for a broker without one).
+    pub listeners: BTreeMap<SecurityProtocol, (String, u16)>,
 }
 
 /// One partition of a topic as the controller last described it.
@@ -208,6 +213,17 @@ pub enum BackendError {
     /// retry after refreshing their metadata.
     #[error("NOT_CONTROLLER: no controller can make this change now: {0}")]
     ControllerUnavailable(String),
+    #[error("TOPIC_AUTHORIZATION_FAILED: {0}")]
+    TopicAuthorizationFailed(String),
+    #[error("GROUP_AUTHORIZATION_FAILED: {0}")]
+    GroupAuthorizationFailed(String),
+    #[error("CLUSTER_AUTHORIZATION_FAILED: {0}")]
+    ClusterAuthorizationFailed(String),
+    #[error("TRANSACTIONAL_ID_AUTHORIZATION_FAILED: {0}")]
+    TransactionalIdAuthorizationFailed(String),
+    /// ACL requests to a broker without ACLs enabled (Kafka: no authorizer configured).
+    #[error("SECURITY_DISABLED: {0}")]
+    SecurityDisabled(String),
     #[error("KAFKA_STORAGE_ERROR: {0}")]
     Storage(String),
     #[error("UNKNOWN_SERVER_ERROR: {0}")]
@@ -250,6 +266,11 @@ impl BackendError {
             BackendError::InvalidReplicaAssignment(_) => 39,
             BackendError::InvalidRequest(_) => 42,
             BackendError::Storage(_) => 56,
+            BackendError::TopicAuthorizationFailed(_) => 29,
+            BackendError::GroupAuthorizationFailed(_) => 30,
+            BackendError::ClusterAuthorizationFailed(_) => 31,
+            BackendError::TransactionalIdAuthorizationFailed(_) => 53,
+            BackendError::SecurityDisabled(_) => 54,
         }
     }
 }
@@ -378,6 +399,38 @@ pub trait Backend: Send + Sync + 'static {
     /// recognises a retry of a batch it holds answers it with the stored offsets (the `isr`
     /// broker does, for each producer's latest five batches); sequence gaps are not enforced.
     fn allocate_producer_id(&self) -> impl Future<Output = Result<i64, BackendError>> + Send;
+
+    /// How this broker authorizes: whether ACLs are enabled, its super users, and the
+    /// cluster's users and ACLs as it last heard of them (SASL logins check passwords against
+    /// those users' SCRAM credentials). The default: no users, ACLs disabled.
+    fn authorizer(&self) -> Authorizer {
+        Authorizer::default()
+    }
+
+    /// Whether the principal of the request being served may do `op` on a resource. The Kafka
+    /// layer serves each request through a wrapper that answers this; a backend itself
+    /// allows everything.
+    fn authorize(
+        &self,
+        _op: Operation,
+        _resource: ResourceType,
+        _name: &str,
+    ) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Changes the cluster's users or ACLs (AlterUserScramCredentials, CreateAcls,
+    /// DeleteAcls); validated by the Kafka layer. The default keeps none.
+    fn alter_security(
+        &self,
+        _change: SecurityChange,
+    ) -> impl Future<Output = Result<SecurityAnswer, BackendError>> + Send {
+        async {
+            Err(BackendError::SecurityDisabled(
+                "this broker keeps no users or ACLs".into(),
+            ))
+        }
+    }
 
     /// Resolves when committed data may have grown on this broker (any partition), so that a
     /// waiting fetch (long poll) reads again. The Kafka layer creates this future *before*

@@ -21,6 +21,17 @@ pub enum KafkaError {
         version: i16,
         reason: String,
     },
+    /// A request other than ApiVersions, SaslHandshake or SaslAuthenticate on a SASL listener
+    /// before the client logged in, or a SASL request out of turn.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// A failed login, answered SASL_AUTHENTICATION_FAILED before the connection closed.
+    #[error("failed {mechanism} login from {peer}: {reason}")]
+    AuthenticationFailed {
+        peer: std::net::SocketAddr,
+        mechanism: &'static str,
+        reason: String,
+    },
     #[error("cannot encode {what} v{version}: {reason}")]
     Encode {
         what: &'static str,

@@ -519,6 +519,80 @@ const OFFSET_DELETE_RESPONSE: &[F] = &[
     all(Structs(&[all(Str), all(Structs(&[all(I32), all(I16)]))])),
 ];
 
+const SASL_HANDSHAKE: &[F] = &[all(Str)];
+const SASL_HANDSHAKE_RESPONSE: &[F] = &[all(I16), all(Strs)];
+const SASL_AUTHENTICATE: &[F] = &[all(Bytes)];
+const SASL_AUTHENTICATE_RESPONSE: &[F] = &[all(I16), all(Str), all(Bytes), since(1, I64)];
+
+/// An ACL filter (DescribeAcls, DeleteAcls) and an ACL (CreateAcls) have the same shape.
+const ACL: &[F] = &[
+    all(I8),
+    all(Str),
+    all(I8),
+    all(Str),
+    all(Str),
+    all(I8),
+    all(I8),
+];
+const DESCRIBE_ACLS: &[F] = ACL;
+const DESCRIBE_ACLS_RESPONSE: &[F] = &[
+    all(I32),
+    all(I16),
+    all(Str),
+    all(Structs(&[
+        all(I8),
+        all(Str),
+        all(I8),
+        all(Structs(&[all(Str), all(Str), all(I8), all(I8)])),
+    ])),
+];
+const CREATE_ACLS: &[F] = &[all(Structs(ACL))];
+const CREATE_ACLS_RESPONSE: &[F] = &[all(I32), all(Structs(&[all(I16), all(Str)]))];
+const DELETE_ACLS: &[F] = &[all(Structs(ACL))];
+const DELETE_ACLS_RESPONSE: &[F] = &[
+    all(I32),
+    all(Structs(&[
+        all(I16),
+        all(Str),
+        all(Structs(&[
+            all(I16),
+            all(Str),
+            all(I8),
+            all(Str),
+            all(I8),
+            all(Str),
+            all(Str),
+            all(I8),
+            all(I8),
+        ])),
+    ])),
+];
+
+const DESCRIBE_USER_SCRAM_CREDENTIALS: &[F] = &[all(Structs(&[all(Str)]))];
+const DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE: &[F] = &[
+    all(I32),
+    all(I16),
+    all(Str),
+    all(Structs(&[
+        all(Str),
+        all(I16),
+        all(Str),
+        all(Structs(&[all(I8), all(I32)])),
+    ])),
+];
+const ALTER_USER_SCRAM_CREDENTIALS: &[F] = &[
+    all(Structs(&[all(Str), all(I8)])),
+    all(Structs(&[
+        all(Str),
+        all(I8),
+        all(I32),
+        all(Bytes),
+        all(Bytes),
+    ])),
+];
+const ALTER_USER_SCRAM_CREDENTIALS_RESPONSE: &[F] =
+    &[all(I32), all(Structs(&[all(Str), all(I16), all(Str)]))];
+
 fn response_shape(api: ApiKey) -> Option<&'static [F]> {
     Some(match api {
         ApiKey::Produce => PRODUCE_RESPONSE,
@@ -544,6 +618,13 @@ fn response_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::DescribeGroups => DESCRIBE_GROUPS_RESPONSE,
         ApiKey::DeleteGroups => DELETE_GROUPS_RESPONSE,
         ApiKey::OffsetDelete => OFFSET_DELETE_RESPONSE,
+        ApiKey::SaslHandshake => SASL_HANDSHAKE_RESPONSE,
+        ApiKey::SaslAuthenticate => SASL_AUTHENTICATE_RESPONSE,
+        ApiKey::DescribeAcls => DESCRIBE_ACLS_RESPONSE,
+        ApiKey::CreateAcls => CREATE_ACLS_RESPONSE,
+        ApiKey::DeleteAcls => DELETE_ACLS_RESPONSE,
+        ApiKey::DescribeUserScramCredentials => DESCRIBE_USER_SCRAM_CREDENTIALS_RESPONSE,
+        ApiKey::AlterUserScramCredentials => ALTER_USER_SCRAM_CREDENTIALS_RESPONSE,
         _ => return None,
     })
 }
@@ -574,6 +655,13 @@ fn request_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::DescribeGroups => DESCRIBE_GROUPS,
         ApiKey::DeleteGroups => DELETE_GROUPS,
         ApiKey::OffsetDelete => OFFSET_DELETE,
+        ApiKey::SaslHandshake => SASL_HANDSHAKE,
+        ApiKey::SaslAuthenticate => SASL_AUTHENTICATE,
+        ApiKey::DescribeAcls => DESCRIBE_ACLS,
+        ApiKey::CreateAcls => CREATE_ACLS,
+        ApiKey::DeleteAcls => DELETE_ACLS,
+        ApiKey::DescribeUserScramCredentials => DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey::AlterUserScramCredentials => ALTER_USER_SCRAM_CREDENTIALS,
         _ => return None,
     })
 }

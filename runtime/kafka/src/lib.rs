@@ -8,15 +8,18 @@
 //! Wiring, as the runtime does it:
 //!
 //! ```no_run
-//! use isr_kafka::{client, serve_connection, Backend};
+//! use isr_kafka::{client, serve_connection, Backend, ConnectionInfo};
 //! use std::sync::Arc;
 //!
 //! /// Serves Kafka clients on an accepted connection whose first 4 bytes were already read
 //! /// (to tell Kafka traffic from the broker's own protocol).
 //! async fn hand_over<B: Backend>(stream: tokio::net::TcpStream, peeked: [u8; 4], backend: Arc<B>) {
 //!     let prefix = bytes::Bytes::copy_from_slice(&peeked);
+//!     let Ok(peer) = stream.peer_addr() else { return };
+//!     // A PLAINTEXT listener; a secured one says its protocol and the client's certificate.
+//!     let info = ConnectionInfo::plaintext(peer);
 //!     tokio::spawn(async move {
-//!         if let Err(e) = serve_connection(stream, prefix, backend).await {
+//!         if let Err(e) = serve_connection(stream, prefix, backend, info).await {
 //!             eprintln!("kafka connection closed: {e}");
 //!         }
 //!     });
@@ -50,6 +53,7 @@
 //! }
 //! ```
 
+pub mod auth;
 pub mod backend;
 pub mod batch;
 pub mod client;
@@ -69,7 +73,11 @@ pub use backend::{
 };
 pub use coordinator::Coordinator;
 pub use error::KafkaError;
-pub use server::{serve_connection, MAX_FRAME_BYTES};
+pub use server::{serve_connection, ConnectionInfo, MAX_FRAME_BYTES, SASL_AUTHENTICATION_FAILED};
+
+/// A byte stream a connection runs over: TCP, or TLS over TCP.
+pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for T {}
 
 /// A type's name without its path (`ProduceRequest`), for error messages.
 fn short_type_name<T>() -> &'static str {

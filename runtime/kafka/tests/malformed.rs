@@ -174,10 +174,11 @@ async fn a_prefix_already_read_by_the_caller_is_parsed_first() {
     let server = TestServer::start().await;
     let backend = std::sync::Arc::clone(&server.backend);
     let serve = tokio::spawn(async move {
-        let (mut stream, _) = listener.accept().await.expect("accept");
+        let (mut stream, peer) = listener.accept().await.expect("accept");
         let mut prefix = [0u8; 4];
         stream.read_exact(&mut prefix).await.expect("peek");
-        isr_kafka::serve_connection(stream, Bytes::copy_from_slice(&prefix), backend).await
+        let info = isr_kafka::ConnectionInfo::plaintext(peer);
+        isr_kafka::serve_connection(stream, Bytes::copy_from_slice(&prefix), backend, info).await
     });
     let conn = Connection::open(&addr.to_string()).await;
     assert!(conn.is_ok(), "ApiVersions through a prefixed connection");

@@ -8,18 +8,24 @@ use crate::wire::admin::{AdminError, ClusterView, Request, Response, TopicSpec};
 use crate::wire::rpc::RpcError;
 use bytes::Bytes;
 use isr::{Acks, BrokerId, Offset, PartitionId, ReadError, WriteError};
+use isr_kafka::auth::acl::Authorizer;
+use isr_kafka::auth::{SecurityAnswer, SecurityChange};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo,
 };
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio::sync::{oneshot, Notify};
 
 pub struct BrokerBackend {
     net: Arc<Net>,
     settings: BrokerSettings,
+    /// Whether ACLs are enabled, and the super users (`--acls`, `--super-user`).
+    acls: bool,
+    super_users: Arc<BTreeSet<String>>,
     /// Rung by the replica thread whenever a high watermark moves.
     commits: Arc<Notify>,
     /// Membership of the consumer groups this broker coordinates.
@@ -27,10 +33,17 @@ pub struct BrokerBackend {
 }
 
 impl BrokerBackend {
-    pub fn new(net: Arc<Net>, commits: Arc<Notify>, settings: BrokerSettings) -> BrokerBackend {
+    pub fn new(
+        net: Arc<Net>,
+        commits: Arc<Notify>,
+        settings: BrokerSettings,
+        access: &super::AccessArgs,
+    ) -> BrokerBackend {
         BrokerBackend {
             net,
             settings,
+            acls: access.acls,
+            super_users: Arc::new(access.super_users.iter().cloned().collect()),
             commits,
             groups: Coordinator::default(),
         }
@@ -47,7 +60,7 @@ impl BrokerBackend {
             .call(&link, request, timing::ADMIN_TIMEOUT)
             .await
             .map_err(|e| match e {
-                RpcError::NotConnected => BackendError::ControllerUnavailable(
+                RpcError::NotConnected | RpcError::Dial(_) => BackendError::ControllerUnavailable(
                     "the session with the controller closed".into(),
                 ),
                 RpcError::TimedOut(_) => BackendError::RequestTimedOut,
@@ -172,7 +185,17 @@ fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
         .filter(|(_, b)| b.alive)
         .map(|(&id, b)| {
             let (host, port) = host_port(&b.address);
-            BrokerInfo { id, host, port }
+            let listeners = b
+                .listeners
+                .iter()
+                .map(|(&protocol, address)| (protocol, host_port(address)))
+                .collect();
+            BrokerInfo {
+                id,
+                host,
+                port,
+                listeners,
+            }
         })
         .collect();
     let controller = brokers.iter().map(|b| b.id).min();
@@ -221,6 +244,23 @@ impl Backend for BrokerBackend {
 
     fn settings(&self) -> &BrokerSettings {
         &self.settings
+    }
+
+    fn authorizer(&self) -> Authorizer {
+        Authorizer {
+            enabled: self.acls,
+            super_users: self.super_users.clone(),
+            state: self.net.security(),
+        }
+    }
+
+    /// Forwarded to the controller, which keeps users and ACLs in its metadata and pushes
+    /// them to every broker before it answers.
+    async fn alter_security(&self, change: SecurityChange) -> Result<SecurityAnswer, BackendError> {
+        match self.ask(Request::Security(change)).await? {
+            Response::Security(answer) => Ok(answer),
+            other => Err(unexpected(other)),
+        }
     }
 
     /// Answered from the metadata the controller pushed: clients find current leaders even
@@ -430,14 +470,22 @@ mod tests {
     use super::*;
     use crate::wire::admin::BrokerView;
     use isr::{LeaderEpoch, PartitionEpoch, PartitionState};
+    use isr_kafka::auth::SecurityProtocol;
 
     #[test]
     fn metadata_lists_live_brokers_and_reports_replicas_on_fenced_ones_offline() {
         let mut view = ClusterView::default();
         for (id, alive) in [(1, true), (2, false), (4, true)] {
             let address = format!("127.0.0.1:909{id}");
-            view.brokers
-                .insert(BrokerId(id), BrokerView { address, alive });
+            let listeners = [(SecurityProtocol::SaslSsl, format!("127.0.0.1:919{id}"))].into();
+            view.brokers.insert(
+                BrokerId(id),
+                BrokerView {
+                    address,
+                    listeners,
+                    alive,
+                },
+            );
         }
         view.topics.insert("t".into(), vec![PartitionId(7)]);
         view.partitions.insert(
@@ -455,6 +503,10 @@ mod tests {
         let meta = to_kafka(BrokerId(1), &view);
         let live: Vec<BrokerId> = meta.brokers.iter().map(|b| b.id).collect();
         assert_eq!(live, vec![BrokerId(1), BrokerId(4)]);
+        assert_eq!(
+            meta.brokers[1].listeners[&SecurityProtocol::SaslSsl],
+            ("127.0.0.1".to_string(), 9194)
+        );
         assert_eq!(meta.controller, Some(BrokerId(1)), "the lowest live broker");
         assert_eq!(
             to_kafka(BrokerId(4), &view).controller,

@@ -10,9 +10,11 @@ mod hosted;
 mod network;
 mod outbox;
 
+use crate::security::listeners::{Listener, ListenerSpec};
+use crate::security::{Role, SecurityError, TlsArgs};
 use crate::storage::{checkpoint, sync_dir};
 use crate::timing;
-use crate::wire::link;
+use crate::wire::BrokerAddress;
 use backend::BrokerBackend;
 use host::{Command, Host};
 use isr::{BrokerId, FlushPolicy};
@@ -39,9 +41,15 @@ pub struct BrokerArgs {
     /// This broker's id, unique in the cluster.
     #[arg(long)]
     pub id: u32,
-    /// Address for Kafka clients and other brokers (port 0: any free port, printed at start).
+    /// The first listener, [PROTOCOL://]HOST:PORT (PLAINTEXT without a protocol; port 0: any
+    /// free port, printed at start): Kafka clients, and other brokers and admin clients. With
+    /// --tls-cert it must be SSL or SASL_SSL, since they connect with mutual TLS.
     #[arg(long, default_value = "127.0.0.1:9092")]
-    pub listen: String,
+    pub listen: ListenerSpec,
+    /// Another Kafka listener, PROTOCOL://HOST:PORT: PLAINTEXT, SSL, SASL_PLAINTEXT or
+    /// SASL_SSL (repeatable; one per protocol).
+    #[arg(long = "listener", value_name = "PROTOCOL://HOST:PORT")]
+    pub listeners: Vec<ListenerSpec>,
     /// The controllers' addresses, comma-separated: the broker finds the active one among them
     /// (a standby names it), and looks again after a controller failover.
     #[arg(
@@ -57,6 +65,38 @@ pub struct BrokerArgs {
     pub flush: Flush,
     #[command(flatten)]
     pub topics: TopicDefaults,
+    /// The broker's certificate (CN broker-<id>) for its TLS listeners and for mutual TLS with
+    /// the controllers and other brokers.
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub access: AccessArgs,
+}
+
+/// Who may do what: Kafka's authorizer settings.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct AccessArgs {
+    /// Enable ACLs: a request no ACL allows is denied (TOPIC_, GROUP_ or
+    /// CLUSTER_AUTHORIZATION_FAILED), except for the super users.
+    #[arg(long)]
+    pub acls: bool,
+    /// A principal allowed everything, User:NAME (repeatable; Kafka's super.users).
+    #[arg(long = "super-user", value_name = "User:NAME")]
+    pub super_users: Vec<String>,
+}
+
+impl AccessArgs {
+    /// The flags as `isr broker` arguments (for `isr cluster`).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.acls {
+            args.push("--acls".to_string());
+        }
+        for user in &self.super_users {
+            args.push(format!("--super-user={user}"));
+        }
+        args
+    }
 }
 
 /// How this broker treats topics: Kafka's static broker configs of the same names.
@@ -106,8 +146,11 @@ impl TopicDefaults {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
-    #[error("cannot listen on {address}: {source}")]
-    Listen { address: String, source: io::Error },
+    #[error(transparent)]
+    Security(#[from] SecurityError),
+    /// The controllers refuse this broker's certificate, or it theirs: no retry helps.
+    #[error("cannot join the cluster: {0}")]
+    Refused(String),
     #[error("data directory {path}: {source}")]
     Dir { path: PathBuf, source: io::Error },
     #[error("recovering partitions: {0}")]
@@ -127,13 +170,26 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     };
     std::fs::create_dir_all(&args.dir).map_err(dir_error)?;
     let clean_shutdown = take_marker(&args.dir).map_err(dir_error)?;
-    let (listener, address) =
-        link::listen(&args.listen)
-            .await
-            .map_err(|source| BrokerError::Listen {
-                address: args.listen.clone(),
-                source,
-            })?;
+    let tls = args.tls.load(Some(&Role::Broker(me)))?.map(Arc::new);
+    let specs = listener_specs(&args, tls.is_some())?;
+    if tls.is_none() && (args.access.acls || specs.iter().any(|s| s.protocol.sasl())) {
+        warn!(
+            "logins or ACLs without a cluster certificate (--tls-cert): the links between \
+             brokers and to the controllers are not authenticated, so anyone who reaches those \
+             ports can change users and ACLs or pose as a broker"
+        );
+    }
+    let mut listeners = Vec::new();
+    for spec in &specs {
+        listeners.push(Listener::bind(spec, tls.as_deref()).await?);
+    }
+    let address = BrokerAddress {
+        internal: listeners[0].address.clone(),
+        listeners: listeners
+            .iter()
+            .map(|l| (l.protocol, l.address.clone()))
+            .collect(),
+    };
     let flush = match args.flush {
         Flush::Always => FlushPolicy::Always,
         Flush::PageCache => FlushPolicy::PageCache,
@@ -146,7 +202,15 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         .filter(|a| !a.is_empty())
         .map(str::to_string)
         .collect();
-    let net = Arc::new(Net::new(me, address.clone(), controllers, commands.clone()));
+    let (fatal, mut refused) = oneshot::channel();
+    let net = Arc::new(Net::new(
+        me,
+        address.clone(),
+        controllers,
+        commands.clone(),
+        tls,
+        fatal,
+    ));
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
@@ -166,21 +230,34 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
             let _ = finished.send(host.run(inbox));
         })
         .map_err(dir_error)?;
-    announce(&format!("isr broker {} listening on {address}", me.0));
+    announce(&format!(
+        "isr broker {} listening on {}",
+        me.0, address.internal
+    ));
+    for l in &listeners[1..] {
+        announce(&format!(
+            "isr broker {} listener {}://{}",
+            me.0, l.protocol, l.address
+        ));
+    }
     info!(broker = %me, %address, clean_shutdown, check_invariants = host::checks_invariants(),
-        "broker started");
+        acls = args.access.acls, tls = ?net.tls_role(), "broker started");
 
     let backend = Arc::new(BrokerBackend::new(
         net.clone(),
         commits,
         args.topics.settings(&cfg),
+        &args.access,
     ));
-    tokio::spawn(net.clone().accept_loop(listener, backend));
+    for listener in listeners {
+        tokio::spawn(net.clone().accept_loop(listener, backend.clone()));
+    }
     tokio::spawn(net.clone().controller_session(clean_shutdown));
     tokio::spawn(ticks(commands.clone()));
 
     tokio::select! {
         _ = stop.wait() => {}
+        Ok(why) = &mut refused => return Err(BrokerError::Refused(why)),
         result = &mut replicas_done => {
             // The replica thread only stops on its own when storage failed; no marker, since
             // the log may be incomplete.
@@ -202,6 +279,30 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         checkpoint::write(&args.dir.join(CLEAN_SHUTDOWN_MARKER), &true)?;
     }
     Ok(())
+}
+
+/// The listeners to bind: `--listen` first, then each `--listener`; one per protocol, and with
+/// a cluster certificate the first must be TLS (brokers and admin clients connect there with
+/// mutual TLS).
+fn listener_specs(args: &BrokerArgs, secured: bool) -> Result<Vec<ListenerSpec>, SecurityError> {
+    let mut specs = vec![args.listen.clone()];
+    for spec in &args.listeners {
+        if specs.iter().any(|s| s.protocol == spec.protocol) {
+            return Err(SecurityError::Config(format!(
+                "two {} listeners: a broker has at most one listener per protocol",
+                spec.protocol
+            )));
+        }
+        specs.push(spec.clone());
+    }
+    if secured && !args.listen.protocol.tls() {
+        return Err(SecurityError::Config(format!(
+            "--listen {} is not TLS: with --tls-cert, other brokers and admin clients connect to \
+             the first listener with mutual TLS, so make it SSL:// or SASL_SSL://",
+            args.listen
+        )));
+    }
+    Ok(specs)
 }
 
 /// Whether the last run ended cleanly; removes the marker, durably, so that a crash of this run

@@ -4,6 +4,11 @@
 //! Of two brokers, the one with the smaller id dials the other, so each pair shares exactly one
 //! connection, which carries the replication of all their partitions in both directions.
 //!
+//! With a cluster certificate every one of these links is mutual TLS, and each side checks the
+//! role the other's certificate names: the controller must be a controller, a peer the broker
+//! it was dialed as, and one that dials us the broker it says it is. Kafka clients come through
+//! the listeners, each with its security protocol.
+//!
 //! The broker keeps the cluster metadata the active controller pushes (a [`ClusterView`]): it
 //! learns its peers' addresses from it, and answers Kafka clients' Metadata from it, so current
 //! leaders stay reachable while no controller is.
@@ -11,19 +16,24 @@
 use super::backend::BrokerBackend;
 use super::host::Command;
 use super::outbox::Outbox;
+use crate::security::listeners::{self, Accepted, Listener};
+use crate::security::{self, certificate_refusal, ClusterTls, Role};
 use crate::timing;
 use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
-use crate::wire::link::{self, Link, Opening};
+use crate::wire::codec::FrameError;
+use crate::wire::link::{self, Conn, Link, Opening, Reader};
 use crate::wire::rpc::{Rpc, RpcError};
-use crate::wire::{codec, Frame, Peer};
+use crate::wire::{codec, BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{BrokerId, Envelope, Message, Node};
+use isr_kafka::auth::throttle::LoginThrottle;
+use isr_kafka::auth::{SecurityProtocol, SecurityState};
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::net::tcp::OwnedReadHalf;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
@@ -31,7 +41,7 @@ use tracing::{debug, info, warn};
 pub struct Net {
     pub me: BrokerId,
     /// Where this broker listens, as told to the controller.
-    pub address: String,
+    pub address: BrokerAddress,
     /// The controllers to look for the active one among, in order.
     pub controllers: Vec<String>,
     pub host: mpsc::UnboundedSender<Command>,
@@ -45,14 +55,24 @@ pub struct Net {
     /// Set by a controlled shutdown: from then on this broker neither heartbeats nor registers,
     /// since that would make the controller take it back before it stops.
     stopping: AtomicBool,
+    /// The cluster certificate: links are mutual TLS with it.
+    tls: Option<Arc<ClusterTls>>,
+    /// Users and ACLs as the controller last pushed them.
+    security: Mutex<Arc<SecurityState>>,
+    /// Failed SASL logins by address, over every listener.
+    pub logins: Arc<LoginThrottle>,
+    /// Told why, if the controllers refuse this broker's certificate before it ever joined.
+    refused: Mutex<Option<oneshot::Sender<String>>>,
 }
 
 impl Net {
     pub fn new(
         me: BrokerId,
-        address: String,
+        address: BrokerAddress,
         controllers: Vec<String>,
         host: mpsc::UnboundedSender<Command>,
+        tls: Option<Arc<ClusterTls>>,
+        refused: oneshot::Sender<String>,
     ) -> Net {
         Net {
             me,
@@ -65,7 +85,24 @@ impl Net {
             metadata: Mutex::default(),
             dialing: Mutex::default(),
             stopping: AtomicBool::new(false),
+            tls,
+            security: Mutex::default(),
+            logins: Arc::default(),
+            refused: Mutex::new(Some(refused)),
         }
+    }
+
+    /// Whom this broker's certificate names, if it has one.
+    pub fn tls_role(&self) -> Option<String> {
+        self.tls.as_ref().map(|t| t.role.to_string())
+    }
+
+    /// Users and ACLs as the controller last pushed them.
+    pub fn security(&self) -> Arc<SecurityState> {
+        self.security
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn stopping(&self) -> bool {
@@ -107,7 +144,29 @@ impl Net {
         let mut clean = clean_shutdown;
         let mut registered = false;
         while !self.stopping() {
-            if let Some((reader, link, active)) = self.find_controller().await {
+            let found = match self.find_controller().await {
+                Found::Active(session) => Some(session),
+                // A broker that never joined and whose certificate every controller refuses
+                // (or whose controllers' it refuses) stops with the reason: no retry helps.
+                Found::Refused(why) if !registered => {
+                    let told = self
+                        .refused
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .take();
+                    if let Some(tell) = told {
+                        let _ = tell.send(why);
+                        return;
+                    }
+                    None
+                }
+                Found::Refused(why) => {
+                    warn!(%why, "the controllers refuse this broker's certificate");
+                    None
+                }
+                Found::Nothing => None,
+            };
+            if let Some((reader, link, active)) = found {
                 info!(controller = active.id, address = %active.address, epoch = %active.epoch,
                     "session with the active controller");
                 self.outbox.set_controller(Some(link.clone()));
@@ -133,25 +192,31 @@ impl Net {
     /// active controller; a standby's answer names the active one, which is dialed too. At
     /// once, because a paused controller accepts connections and then says nothing: trying the
     /// controllers in turn would spend the session waiting on it.
-    async fn find_controller(&self) -> Option<(OwnedReadHalf, Link, ControllerInfo)> {
+    async fn find_controller(&self) -> Found {
         let mut dials = JoinSet::new();
         let mut tried = BTreeSet::new();
         let me = self.me_as_peer();
         for address in &self.controllers {
             if tried.insert(address.clone()) {
-                dials.spawn(hello(address.clone(), me.clone()));
+                dials.spawn(hello(address.clone(), me.clone(), self.tls.clone()));
             }
         }
+        let mut refusals = Vec::new();
+        let mut others = false;
         while let Some(answer) = dials.join_next().await {
             match answer {
-                Ok(Answer::Welcome(session)) => return Some(session),
+                Ok(Answer::Welcome(session)) => return Found::Active(session),
                 Ok(Answer::Standby(Some(active))) if tried.insert(active.address.clone()) => {
-                    dials.spawn(hello(active.address, me.clone()));
+                    dials.spawn(hello(active.address, me.clone(), self.tls.clone()));
                 }
-                _ => {}
+                Ok(Answer::Refused(why)) => refusals.push(why),
+                _ => others = true,
             }
         }
-        None
+        if !refusals.is_empty() && !others {
+            return Found::Refused(refusals.join("; "));
+        }
+        Found::Nothing
     }
 
     fn register(&self, link: &Link, clean_shutdown: bool) {
@@ -170,7 +235,7 @@ impl Net {
     /// registered, if it did.
     async fn read_controller(
         self: &Arc<Self>,
-        mut reader: OwnedReadHalf,
+        mut reader: Reader,
         link: &Link,
         mut registered_at: Option<Instant>,
     ) {
@@ -220,13 +285,19 @@ impl Net {
         self.on_address_book(book);
     }
 
-    /// Keeps `view` as this broker's metadata, and has the replica thread drop the partitions
-    /// it says were deleted.
+    /// Keeps `view` as this broker's metadata (and its users and ACLs for the authorizer), and
+    /// has the replica thread drop the partitions it says were deleted.
     fn keep(&self, view: ClusterView) {
         let _ = self.host.send(Command::Retire {
             next_partition: view.next_partition,
             live: view.partitions.keys().copied().collect(),
         });
+        {
+            let mut security = self.security.lock().unwrap_or_else(|p| p.into_inner());
+            if **security != *view.security {
+                *security = Arc::new((*view.security).clone());
+            }
+        }
         *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
     }
 
@@ -288,12 +359,19 @@ impl Net {
                 .get(&peer)
                 .cloned();
             if let Some(address) = address {
-                match link::dial(&address, self.me_as_peer()).await {
-                    Ok((reader, link)) => {
+                let tls = self.tls.as_deref();
+                match link::dial(&address, self.me_as_peer(), tls).await {
+                    Ok((_, _, role)) if tls.is_some() && role != Some(Role::Broker(peer)) => {
+                        warn!(%peer, %address, ?role, "the peer's certificate is not broker {peer}'s; not replicating with it");
+                    }
+                    Ok((reader, link, _)) => {
                         debug!(%peer, %address, "connected to peer");
                         self.serve_peer(peer, reader, link).await;
                     }
-                    Err(e) => debug!(%peer, %address, error = %e, "peer unreachable"),
+                    Err(e) => match refusal(&e) {
+                        Some(why) => warn!(%peer, %address, %why, "TLS with the peer refused"),
+                        None => debug!(%peer, %address, error = %e, "peer unreachable"),
+                    },
                 }
             }
             tokio::time::sleep(timing::HEARTBEAT_INTERVAL).await;
@@ -302,7 +380,7 @@ impl Net {
 
     /// Carries a peer connection until it closes: its envelopes go to the replicas, provided
     /// they come from that peer and are meant for us.
-    async fn serve_peer(&self, peer: BrokerId, mut reader: OwnedReadHalf, link: Link) {
+    async fn serve_peer(&self, peer: BrokerId, mut reader: Reader, link: Link) {
         self.outbox.add_peer(peer, link.clone());
         loop {
             match codec::read(&mut reader).await {
@@ -322,11 +400,20 @@ impl Net {
         self.outbox.remove_peer(peer, &link);
     }
 
-    pub async fn accept_loop(self: Arc<Self>, listener: TcpListener, backend: Arc<BrokerBackend>) {
+    /// Accepts connections on one listener, each served by its own task.
+    pub async fn accept_loop(self: Arc<Self>, listener: Listener, backend: Arc<BrokerBackend>) {
         loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(self.clone().serve(stream, backend.clone()));
+            match listener.tcp.accept().await {
+                Ok((stream, peer)) => {
+                    let acceptor = listener.acceptor.clone();
+                    let protocol = listener.protocol;
+                    tokio::spawn(self.clone().serve(
+                        stream,
+                        peer,
+                        protocol,
+                        acceptor,
+                        backend.clone(),
+                    ));
                 }
                 Err(e) => {
                     warn!(error = %e, "accept failed");
@@ -336,27 +423,72 @@ impl Net {
         }
     }
 
-    async fn serve(self: Arc<Self>, mut stream: TcpStream, backend: Arc<BrokerBackend>) {
+    /// One accepted connection: its TLS handshake if the listener has TLS, then a Kafka client
+    /// or an internal peer, told apart by its first bytes.
+    async fn serve(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        protocol: SecurityProtocol,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        backend: Arc<BrokerBackend>,
+    ) {
+        let Accepted {
+            conn: mut stream,
+            role,
+        } = match listeners::handshake(acceptor, stream, peer).await {
+            Some(accepted) => accepted,
+            None => return,
+        };
         match link::classify(&mut stream).await {
             Ok(Opening::Kafka(prefix)) => {
-                let _ = stream.set_nodelay(true);
-                if let Err(e) = isr_kafka::serve_connection(stream, prefix, backend).await {
-                    debug!(error = %e, "Kafka connection closed");
+                let info = isr_kafka::ConnectionInfo {
+                    protocol,
+                    peer,
+                    // Only an SSL listener takes its principal from the certificate.
+                    tls_principal: role
+                        .filter(|_| protocol == SecurityProtocol::Ssl)
+                        .map(|r| r.principal()),
+                    logins: self.logins.clone(),
+                };
+                match isr_kafka::serve_connection(stream, prefix, backend, info).await {
+                    Err(e @ isr_kafka::KafkaError::AuthenticationFailed { .. }) => {
+                        info!(error = %e, "failed login")
+                    }
+                    Err(e) => debug!(error = %e, "Kafka connection closed"),
+                    Ok(()) => {}
                 }
             }
-            Ok(Opening::Internal) => {
-                let (mut reader, link) = link::split(stream);
-                match codec::read(&mut reader).await {
-                    Ok(Some(Frame::Hello(Peer::Broker { id, .. }))) if id < self.me => {
+            Ok(Opening::TlsHello) => {
+                info!(%peer, %protocol, "a TLS client reached a listener without TLS; closing")
+            }
+            Ok(Opening::Internal) => self.serve_internal(stream, role).await,
+            Err(e) => debug!(error = %e, "connection closed before it said what it is"),
+        }
+    }
+
+    /// An internal connection: a peer broker with a smaller id, or an admin client. In a
+    /// secured cluster, only with a certificate that names what it says it is.
+    async fn serve_internal(&self, stream: Conn, role: Option<Role>) {
+        let (mut reader, link) = link::split(stream);
+        let secured = self.tls.is_some();
+        match codec::read(&mut reader).await {
+            Ok(Some(Frame::Hello(peer))) => {
+                if let Err(why) = security::admits(secured, role.as_ref(), &peer) {
+                    warn!(?peer, %why, "refused");
+                    return;
+                }
+                match peer {
+                    Peer::Broker { id, .. } if id < self.me => {
                         self.serve_peer(id, reader, link).await
                     }
-                    Ok(Some(Frame::Hello(Peer::Client))) => self.serve_client(reader, link).await,
-                    Ok(Some(other)) => warn!(frame = ?other, "unexpected first frame; closing"),
-                    Ok(None) => {}
-                    Err(e) => warn!(error = %e, "bad first frame; closing"),
+                    Peer::Client => self.serve_client(reader, link).await,
+                    other => warn!(peer = ?other, "unexpected peer; closing"),
                 }
             }
-            Err(e) => debug!(error = %e, "connection closed before it said what it is"),
+            Ok(Some(other)) => warn!(frame = ?other, "unexpected first frame; closing"),
+            Ok(None) => {}
+            Err(e) => warn!(error = %e, "bad first frame; closing"),
         }
     }
 
@@ -382,8 +514,8 @@ impl Net {
     }
 
     /// Answers an admin client (`isr status`): this broker's replicas, and the controller's
-    /// metadata on the client's behalf.
-    async fn serve_client(&self, mut reader: OwnedReadHalf, link: Link) {
+    /// metadata on the client's behalf (without users' credentials).
+    async fn serve_client(&self, mut reader: Reader, link: Link) {
         loop {
             match codec::read(&mut reader).await {
                 Ok(Some(Frame::Request { id, request })) => {
@@ -395,7 +527,10 @@ impl Net {
                                 AdminError::Unsupported("status while stopping".into())
                             })
                         }
-                        Request::Metadata => self.cluster_view().await.map(Response::Metadata),
+                        Request::Metadata => self
+                            .cluster_view()
+                            .await
+                            .map(|view| Response::Metadata(view.without_credentials())),
                         other => Err(AdminError::Unsupported(format!("{other:?}"))),
                     };
                     link.send(Frame::Response { id, result });
@@ -411,23 +546,69 @@ impl Net {
     }
 }
 
-/// What dialing a controller found.
-enum Answer {
-    Welcome((OwnedReadHalf, Link, ControllerInfo)),
-    /// A standby, naming the active controller if it knows it.
-    Standby(Option<ControllerInfo>),
+/// A session with the active controller: its connection and who it is.
+type Session = (Reader, Link, ControllerInfo);
+
+/// What looking for the active controller found.
+enum Found {
+    Active(Session),
+    /// Every controller reached refused this broker's certificate, or presented one this
+    /// broker refuses: why.
+    Refused(String),
     Nothing,
 }
 
+/// What dialing a controller found.
+enum Answer {
+    Welcome(Session),
+    /// A standby, naming the active controller if it knows it.
+    Standby(Option<ControllerInfo>),
+    /// TLS failed over a certificate (ours, or the controller's).
+    Refused(String),
+    Nothing,
+}
+
+/// Why a dial failed over a certificate, if it did.
+fn refusal(e: &FrameError) -> Option<String> {
+    match e {
+        FrameError::Io(io) => certificate_refusal(io),
+        _ => None,
+    }
+}
+
 /// Dials one controller and reads its first word.
-async fn hello(address: String, me: Peer) -> Answer {
-    let Ok((mut reader, link)) = link::dial(&address, me).await else {
-        debug!(%address, "controller unreachable");
-        return Answer::Nothing;
+async fn hello(address: String, me: Peer, tls: Option<Arc<ClusterTls>>) -> Answer {
+    let refused = |why: String| {
+        warn!(%address, %why, "TLS with the controller refused");
+        Answer::Refused(format!("controller {address}: {why}"))
     };
+    let (mut reader, link, role) = match link::dial(&address, me, tls.as_deref()).await {
+        Ok(dialed) => dialed,
+        Err(e) => {
+            return match refusal(&e) {
+                Some(why) => refused(why),
+                None => {
+                    debug!(%address, error = %e, "controller unreachable");
+                    Answer::Nothing
+                }
+            }
+        }
+    };
+    if tls.is_some() && !matches!(role, Some(Role::Controller(_))) {
+        return refused(format!("its certificate names {role:?}, not a controller"));
+    }
     match tokio::time::timeout(timing::SESSION, codec::read(&mut reader)).await {
         Ok(Ok(Some(Frame::Welcome(active)))) => Answer::Welcome((reader, link, active)),
         Ok(Ok(Some(Frame::NotActive(active)))) => Answer::Standby(active),
+        // Under TLS 1.3 the controller judges our certificate after our side of the handshake
+        // is done: its refusal arrives as the first read.
+        Ok(Err(e)) => match refusal(&e) {
+            Some(why) => refused(why),
+            None => {
+                debug!(%address, error = %e, "no welcome from a controller");
+                Answer::Nothing
+            }
+        },
         _ => {
             debug!(%address, "no welcome from a controller");
             Answer::Nothing

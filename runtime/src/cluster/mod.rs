@@ -3,9 +3,10 @@
 //!
 //! One controller uses the file store under `--dir`. Several share an etcd store (`--store`),
 //! or a local etcd member this command starts itself (`--etcd`): one command for a demo of
-//! controller failover.
+//! controller failover. `--security` secures it ([`secure`]).
 
 pub(crate) mod etcd;
+mod secure;
 
 use crate::broker::{announce, StopSignals};
 use std::io;
@@ -45,6 +46,11 @@ pub struct ClusterArgs {
     /// Passed to every broker.
     #[command(flatten)]
     pub topics: crate::broker::TopicDefaults,
+    /// ssl or sasl-ssl: a throwaway CA, mutual TLS between every process, TLS listeners with
+    /// ACLs (super user admin), and a client.properties in --dir; sasl-ssl adds SCRAM with an
+    /// admin user and password. Printed at start.
+    #[arg(long, value_enum, default_value = "plaintext")]
+    pub security: secure::Security,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +69,8 @@ pub enum ClusterError {
     Io { what: String, source: io::Error },
     #[error("{0} exited before it was listening")]
     EarlyExit(String),
+    #[error(transparent)]
+    Secure(#[from] secure::SecureError),
 }
 
 pub(crate) struct Running {
@@ -116,6 +124,16 @@ async fn start_all(
         }
         (None, false) => None,
     };
+    let pki = match args.security {
+        secure::Security::Plaintext => None,
+        _ => Some(secure::Pki::create(&args.dir)?),
+    };
+    let tls_flags = |name: String| -> Result<Vec<String>, ClusterError> {
+        Ok(match &pki {
+            Some(pki) => pki.flags_for(&name)?.to_args(),
+            None => Vec::new(),
+        })
+    };
     let mut controllers = Vec::new();
     for c in 1..=args.controllers {
         let (name, dir) = if args.controllers == 1 {
@@ -126,14 +144,18 @@ async fn start_all(
                 args.dir.join(format!("controller-{c}")),
             )
         };
-        let id = c.to_string();
-        let listen = addr(c - 1);
-        let mut cmd = vec!["controller", "--id", &id, "--listen", &listen];
-        let dir_arg = dir.to_string_lossy().to_string();
+        let mut cmd = vec![
+            "controller".to_string(),
+            "--id".to_string(),
+            c.to_string(),
+            "--listen".to_string(),
+            addr(c - 1),
+        ];
         match &store {
-            Some(store) => cmd.extend(["--store", store.as_str()]),
-            None => cmd.extend(["--dir", dir_arg.as_str()]),
+            Some(store) => cmd.extend(["--store".to_string(), store.clone()]),
+            None => cmd.extend(["--dir".to_string(), dir.to_string_lossy().to_string()]),
         }
+        cmd.extend(tls_flags(format!("controller-{c}"))?);
         controllers.push(start(&name, &dir, &cmd, running).await?);
     }
     let controller = controllers.join(",");
@@ -142,16 +164,20 @@ async fn start_all(
         crate::broker::Flush::PageCache => "page-cache",
     };
     let mut bootstrap = Vec::new();
-    let topic_flags = args.topics.to_args();
     for i in 1..=args.brokers {
-        let id = i.to_string();
         let dir = args.dir.join(format!("broker-{i}"));
-        let listen = addr(args.controllers + i - 1);
-        let dir_arg = dir.to_string_lossy().to_string();
-        let mut flags = vec![
+        let listen = match &pki {
+            Some(_) => format!(
+                "{}://{}",
+                args.security.protocol(),
+                addr(args.controllers + i - 1)
+            ),
+            None => addr(args.controllers + i - 1),
+        };
+        let mut flags: Vec<String> = [
             "broker",
             "--id",
-            &id,
+            &i.to_string(),
             "--listen",
             &listen,
             "--controller",
@@ -159,27 +185,69 @@ async fn start_all(
             "--flush",
             flush,
             "--dir",
-            &dir_arg,
-        ];
-        flags.extend(topic_flags.iter().map(String::as_str));
+            &dir.to_string_lossy(),
+        ]
+        .map(String::from)
+        .into();
+        flags.extend(args.topics.to_args());
+        flags.extend(tls_flags(format!("broker-{i}"))?);
+        if pki.is_some() {
+            flags.extend(secure::access().to_args());
+        }
         let address = start(&format!("broker {i}"), &dir, &flags, running).await?;
         bootstrap.push(address);
     }
-    wait_until_registered(&controller, args.brokers).await;
+    let admin_tls = match &pki {
+        Some(pki) => Some(pki.admin_tls()?),
+        None => None,
+    };
+    wait_until_registered(&controller, args.brokers, admin_tls.as_ref()).await;
     for r in running.iter() {
         announce(&format!("{} pid {}", r.name, r.child.id().unwrap_or(0)));
     }
     announce(&format!("controller {controller}"));
-    announce(&format!("bootstrap {}", bootstrap.join(",")));
+    let bootstrap = bootstrap.join(",");
+    announce(&format!("bootstrap {bootstrap}"));
+    if let (Some(pki), Some(tls)) = (&pki, &admin_tls) {
+        let password = match args.security {
+            secure::Security::SaslSsl => Some(secure::create_admin(&controller, tls).await?),
+            _ => None,
+        };
+        let config = secure::write_client_config(
+            &args.dir,
+            args.security,
+            &bootstrap,
+            pki,
+            password.as_deref(),
+        )?;
+        announce(&format!("security {}", args.security.protocol()));
+        announce(&format!("ca certificate {}", pki.ca().display()));
+        match &password {
+            Some(password) => {
+                announce(&format!("admin user {}", secure::ADMIN));
+                announce(&format!("admin password {password}"));
+            }
+            None => announce(&format!(
+                "admin certificate {} key {}",
+                pki.admin.cert.display(),
+                pki.admin.key.display()
+            )),
+        }
+        announce(&format!("client config {}", config.display()));
+    }
     Ok(())
 }
 
 /// Waits (up to 20 s) until the active controller reports `brokers` brokers alive, so that the
 /// cluster takes requests once its bootstrap address is printed.
-async fn wait_until_registered(controllers: &str, brokers: u32) {
+async fn wait_until_registered(
+    controllers: &str,
+    brokers: u32,
+    tls: Option<&crate::security::ClusterTls>,
+) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while tokio::time::Instant::now() < deadline {
-        if let Ok(view) = crate::status::view_of(controllers).await {
+        if let Ok(view) = crate::status::view_of(controllers, tls).await {
             if view.brokers.values().filter(|b| b.alive).count() >= brokers as usize {
                 return;
             }
@@ -193,7 +261,7 @@ async fn wait_until_registered(controllers: &str, brokers: u32) {
 async fn start(
     name: &str,
     dir: &Path,
-    args: &[&str],
+    args: &[String],
     running: &mut Vec<Running>,
 ) -> Result<String, ClusterError> {
     let io_err = |what: String| move |source| ClusterError::Io { what, source };

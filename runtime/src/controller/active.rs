@@ -13,7 +13,7 @@ use super::store::{Store, StoreError, Won};
 use crate::timing;
 use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
 use crate::wire::link::Link;
-use crate::wire::{Frame, Peer};
+use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
     BrokerId, Config, Controller, ControllerInput, Effect, Effects, FlushPolicy, Message, Node,
@@ -247,7 +247,7 @@ impl Active<'_> {
         &mut self,
         conn: u64,
         id: BrokerId,
-        address: String,
+        address: BrokerAddress,
         link: Link,
     ) -> Result<(), StepError> {
         debug!(broker = %id, %address, conn, "broker connected");
@@ -415,6 +415,12 @@ impl Active<'_> {
                 Ok(Response::ProducerId(id))
             }
             Request::Replicas => Err(AdminError::Unsupported("Replicas".into()).into()),
+            Request::Security(change) => {
+                let answer = next.security.apply(change);
+                self.commit(next, Vec::new()).await?;
+                info!("users or ACLs changed");
+                Ok(Response::Security(answer))
+            }
         }
     }
 }

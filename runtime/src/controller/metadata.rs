@@ -1,10 +1,12 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids, configs, commit metadata). The controller commits it
-//! to its store ([`super::store`]) after every step that changes it, before the step's messages
-//! leave.
+//! names, broker addresses, producer ids, configs, commit metadata, users and ACLs). The
+//! controller commits it to its store ([`super::store`]) after every step that changes it,
+//! before the step's messages leave.
 
 use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
+use crate::wire::BrokerAddress;
 use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId};
+use isr_kafka::auth::SecurityState;
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -20,7 +22,7 @@ pub type Overrides = BTreeMap<String, String>;
 pub struct Metadata {
     pub controller: Controller,
     pub topics: BTreeMap<String, Vec<PartitionId>>,
-    pub addresses: BTreeMap<BrokerId, String>,
+    pub addresses: BTreeMap<BrokerId, BrokerAddress>,
     pub next_partition: u32,
     pub next_producer_id: i64,
     /// Each topic's config overrides (`min.insync.replicas` among them, which the core
@@ -31,6 +33,9 @@ pub struct Metadata {
     /// The metadata string of each committed offset that has one (the offsets themselves are
     /// the core controller's).
     pub commit_metadata: BTreeMap<(String, PartitionId), String>,
+    /// The users' SCRAM credentials (salted and iterated; never a password) and the ACLs,
+    /// changed with `SecurityState::apply`.
+    pub security: SecurityState,
 }
 
 impl Metadata {
@@ -46,7 +51,8 @@ impl Metadata {
                     (
                         id,
                         BrokerView {
-                            address: address.clone(),
+                            address: address.internal.clone(),
+                            listeners: address.listeners.clone(),
                             alive,
                         },
                     )
@@ -57,6 +63,7 @@ impl Metadata {
             topic_configs: self.topic_configs.clone(),
             broker_configs: self.broker_configs.clone(),
             next_partition: self.next_partition,
+            security: Box::new(self.security.clone()),
         }
     }
 

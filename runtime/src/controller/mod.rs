@@ -14,6 +14,7 @@ mod standby;
 mod store;
 
 use crate::broker::{announce, StopSignals};
+use crate::security::{Role, SecurityError, TlsArgs};
 use crate::wire::link;
 use active::Ended;
 use std::collections::BTreeMap;
@@ -47,6 +48,10 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "SECS", default_value_t = 1,
         value_parser = clap::value_parser!(u64).range(1..=60))]
     pub lease: u64,
+    /// With a certificate (CN controller-<id>), every broker and admin client must connect
+    /// with mutual TLS and a certificate from the same CA.
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +62,8 @@ pub enum ControllerError {
     Spec(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Security(#[from] SecurityError),
 }
 
 /// After a failed campaign (the store unreachable), wait this long before the next.
@@ -73,6 +80,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             ))
         }
     };
+    let tls = args.tls.load(Some(&Role::Controller(args.id)))?;
     let (listener, address) =
         link::listen(&args.listen)
             .await
@@ -87,9 +95,13 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     };
     let mut store = Store::open(&spec, me).await?;
     announce(&format!("isr controller listening on {address}"));
-    info!(id = args.id, %address, store = ?spec, "controller started");
+    info!(id = args.id, %address, store = ?spec, tls = ?tls.as_ref().map(|t| t.role.to_string()),
+        "controller started");
     let (events, mut inbox) = mpsc::unbounded_channel();
-    tokio::spawn(connections::accept_loop(listener, events));
+    let acceptor = tls
+        .as_ref()
+        .map(|t| tokio_rustls::TlsAcceptor::from(t.required.clone()));
+    tokio::spawn(connections::accept_loop(listener, acceptor, events));
     let (stopping, mut stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         stop.wait().await;

@@ -2,6 +2,7 @@
 //! `isr status` asks of everyone. The replication protocol itself never travels here.
 
 use isr::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionId, PartitionState};
+use isr_kafka::auth::{SecurityAnswer, SecurityChange, SecurityProtocol, SecurityState};
 use isr_kafka::configs::{ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -58,6 +59,9 @@ pub enum Request {
     ControlledShutdown {
         broker: BrokerId,
     },
+    /// Changes the cluster's users or ACLs (checked by the broker that forwards it, or asked
+    /// by an admin client holding a cluster certificate).
+    Security(SecurityChange),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +75,7 @@ pub enum Response {
     Groups(Vec<String>),
     ProducerId(i64),
     Replicas(Vec<ReplicaView>),
+    Security(SecurityAnswer),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,7 +131,10 @@ pub struct ControllerInfo {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerView {
+    /// Where other brokers and admin clients reach it.
     pub address: String,
+    /// Its Kafka listeners by security protocol.
+    pub listeners: BTreeMap<SecurityProtocol, String>,
     pub alive: bool,
 }
 
@@ -148,9 +156,19 @@ pub struct ClusterView {
     /// Every partition id below this was created at some point: one a broker hosts that is
     /// below it and missing from `partitions` was deleted (ids are never reused).
     pub next_partition: u32,
+    /// Users (their SCRAM credentials) and ACLs. Brokers need the credentials to check logins;
+    /// admin clients are answered without them ([`ClusterView::without_credentials`]). Boxed,
+    /// so that a frame carrying the view stays small.
+    pub security: Box<SecurityState>,
 }
 
 impl ClusterView {
+    /// The view as shown to anyone but a broker: without users' credentials.
+    pub fn without_credentials(mut self) -> ClusterView {
+        self.security = Box::new(self.security.without_credentials());
+        self
+    }
+
     /// The core partition behind a topic's partition index.
     pub fn partition_id(&self, topic: &str, index: u32) -> Option<PartitionId> {
         self.topics.get(topic)?.get(index as usize).copied()

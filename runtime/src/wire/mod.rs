@@ -14,16 +14,42 @@ pub mod rpc;
 use admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
 use bytes::Bytes;
 use isr::{BrokerId, Envelope};
+use isr_kafka::auth::SecurityProtocol;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The first bytes of every internal connection; the last byte is the protocol generation.
 pub const MAGIC: [u8; 4] = *b"ISR\x01";
 
+/// Where a broker listens: the address other brokers and admin clients dial (its first
+/// listener), and each Kafka listener by security protocol (what Metadata tells a client that
+/// came through a listener of that protocol).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerAddress {
+    pub internal: String,
+    pub listeners: BTreeMap<SecurityProtocol, String>,
+}
+
+impl std::fmt::Display for BrokerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.internal)?;
+        for (protocol, address) in &self.listeners {
+            if *address != self.internal {
+                write!(f, " {protocol}://{address}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Who opened a connection, said in its first frame.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Peer {
-    /// A broker, with the address it listens on (for the controller's address book).
-    Broker { id: BrokerId, address: String },
+    /// A broker, with where it listens (for the controller's address book).
+    Broker {
+        id: BrokerId,
+        address: BrokerAddress,
+    },
     /// An admin client (`isr status`) or a broker asking the controller on a client's behalf.
     Client,
 }

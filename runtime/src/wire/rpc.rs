@@ -15,6 +15,8 @@ use tokio::sync::oneshot;
 pub enum RpcError {
     #[error("not connected")]
     NotConnected,
+    #[error("cannot connect: {0}")]
+    Dial(String),
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
     #[error(transparent)]

@@ -3,6 +3,7 @@
 
 use super::connection::Connection;
 use super::error::ClientError;
+use super::security::{self, ClientSecurity};
 use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::Request;
 use kafka_protocol::protocol::StrBytes;
@@ -54,12 +55,21 @@ pub struct Cluster {
     topics: Vec<TopicView>,
     /// Open connections by address.
     connections: HashMap<String, Connection>,
+    security: ClientSecurity,
 }
 
 impl Cluster {
     /// Reads the cluster's metadata from the first reachable of the comma-separated
-    /// `bootstrap` addresses.
+    /// `bootstrap` addresses, connecting as this process is configured to.
     pub async fn connect(bootstrap: &str) -> Result<Cluster, ClientError> {
+        Cluster::connect_with(bootstrap, security::current()).await
+    }
+
+    /// [`Cluster::connect`] with explicit connection security.
+    pub async fn connect_with(
+        bootstrap: &str,
+        security: ClientSecurity,
+    ) -> Result<Cluster, ClientError> {
         let bootstrap: Vec<String> = bootstrap
             .split(',')
             .map(str::trim)
@@ -77,6 +87,7 @@ impl Cluster {
             controller: None,
             topics: Vec::new(),
             connections: HashMap::new(),
+            security,
         };
         cluster.refresh().await?;
         Ok(cluster)
@@ -186,7 +197,7 @@ impl Cluster {
     /// A connection to `addr`, opened if needed.
     async fn connection(&mut self, addr: &str) -> Result<&mut Connection, ClientError> {
         if !self.connections.contains_key(addr) {
-            let conn = Connection::open(addr).await?;
+            let conn = Connection::open_with(addr, &self.security).await?;
             self.connections.insert(addr.to_owned(), conn);
         }
         self.connections

@@ -1,9 +1,17 @@
-//! One connection to one broker: version negotiation and request/response exchange.
+//! One connection to one broker: TLS and SASL as configured ([`super::security`]), version
+//! negotiation, and request/response exchange.
 
 use super::error::ClientError;
+use super::security::{self, ClientSecurity, SaslLogin};
+use crate::auth::sasl::SaslMechanism;
+use crate::auth::scram::ScramClient;
 use crate::versions::SUPPORTED;
+use crate::Stream;
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -24,15 +32,24 @@ const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 /// connections for concurrency.
 pub struct Connection {
     addr: String,
-    stream: BufReader<TcpStream>,
+    stream: BufReader<Box<dyn Stream>>,
     next_correlation: i32,
     /// Version to use per API: the highest both isr and the broker speak.
     versions: HashMap<i16, i16>,
 }
 
 impl Connection {
-    /// Connects and negotiates versions with ApiVersions v0, which every broker answers.
+    /// Connects as this process is configured to ([`security::configure`]).
     pub async fn open(addr: &str) -> Result<Connection, ClientError> {
+        Connection::open_with(addr, &security::current()).await
+    }
+
+    /// Connects (with TLS if `security` says so), negotiates versions with ApiVersions v0,
+    /// which every broker answers, and logs in if `security` has a SASL login.
+    pub async fn open_with(
+        addr: &str,
+        security: &ClientSecurity,
+    ) -> Result<Connection, ClientError> {
         let connect = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await;
         let stream = connect
             .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
@@ -47,6 +64,24 @@ impl Connection {
                 addr: addr.to_owned(),
                 source,
             })?;
+        let stream: Box<dyn Stream> = match &security.tls {
+            Some(config) => {
+                let tls_error = |reason: String| ClientError::Tls {
+                    addr: addr.to_owned(),
+                    reason,
+                };
+                let name =
+                    crate::auth::tls::server_name(addr).map_err(|e| tls_error(e.to_string()))?;
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let handshake = connector.connect(name, stream);
+                match tokio::time::timeout(CONNECT_TIMEOUT, handshake).await {
+                    Ok(Ok(tls)) => Box::new(tls),
+                    Ok(Err(e)) => return Err(tls_error(e.to_string())),
+                    Err(_) => return Err(tls_error("no TLS handshake within 5 s".into())),
+                }
+            }
+            None => Box::new(stream),
+        };
         let mut conn = Connection {
             addr: addr.to_owned(),
             stream: BufReader::new(stream),
@@ -65,7 +100,64 @@ impl Connection {
                 }
             }
         }
+        if let Some(login) = &security.sasl {
+            conn.log_in(login).await?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake, then SaslAuthenticate until the mechanism is done. A SCRAM server must
+    /// prove it holds the user's credential too.
+    async fn log_in(&mut self, login: &SaslLogin) -> Result<(), ClientError> {
+        let mechanism = login.mechanism;
+        let request = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str(mechanism.name()));
+        let answer = self.send(&request).await?;
+        if answer.error_code != 0 {
+            let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(ClientError::Kafka {
+                code: answer.error_code,
+                message: format!(
+                    "{} refused {}; it offers {}",
+                    self.addr,
+                    mechanism.name(),
+                    offered.join(", ")
+                ),
+            });
+        }
+        let addr = self.addr.clone();
+        let scram_error = move |e: crate::auth::AuthError| ClientError::Protocol {
+            addr: addr.clone(),
+            reason: e.to_string(),
+        };
+        match mechanism {
+            SaslMechanism::Plain => {
+                let token = format!("\0{}\0{}", login.user, login.password);
+                self.authenticate(token.into_bytes()).await?;
+            }
+            SaslMechanism::Scram(m) => {
+                let (client, first) =
+                    ScramClient::start(m, &login.user, &login.password).map_err(&scram_error)?;
+                let challenge = self.authenticate(first).await?;
+                let (expect, last) = client.respond(&challenge).map_err(&scram_error)?;
+                let proof = self.authenticate(last).await?;
+                expect.verify(&proof).map_err(&scram_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One SaslAuthenticate round: the broker's token, or its refusal.
+    async fn authenticate(&mut self, token: Vec<u8>) -> Result<Bytes, ClientError> {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        let answer = self.send(&request).await?;
+        match ClientError::from_code(
+            answer.error_code,
+            answer.error_message.as_ref().map(|m| m.as_str()),
+        ) {
+            Some(e) => Err(e),
+            None => Ok(answer.auth_bytes),
+        }
     }
 
     /// Sends `request` at the negotiated version and returns the broker's answer.

@@ -14,6 +14,8 @@ pub enum ClientError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
     #[error("broker {addr} sent a malformed answer: {reason}")]
     Protocol { addr: String, reason: String },
     #[error("broker {addr} speaks no version of {api} that isr speaks")]

@@ -10,12 +10,15 @@ mod cluster;
 mod connection;
 mod error;
 pub mod records;
+pub mod security;
 
+pub mod acl;
 pub mod consume;
 pub mod group;
 pub mod perf;
 pub mod produce;
 pub mod topic;
+pub mod user;
 
 pub use cluster::{Cluster, PartitionView, Route, TopicView};
 pub use connection::Connection;

@@ -5,6 +5,7 @@
 //! broker id as the controller, so that admin clients agree on one).
 
 use super::codes;
+use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError, BrokerSettings, NewTopic};
 use crate::configs::{self, BrokerConfigs};
 use crate::names::check_topic;
@@ -131,7 +132,7 @@ pub async fn create_topics<B: Backend>(
     for t in &request.topics {
         let spec = new_topic(t, backend.settings());
         let outcome = match &spec {
-            Ok(_) if request.validate_only => Ok(()),
+            Ok(spec) if request.validate_only => super::access::may_create(backend, &spec.name),
             Ok(spec) => within(request.timeout_ms, backend.create_topic(spec.clone())).await,
             Err(e) => Err(e.clone()),
         };
@@ -211,7 +212,9 @@ pub async fn create_partitions<B: Backend>(
         let total = u32::try_from(t.count)
             .map_err(|_| BackendError::InvalidPartitions(format!("{}: negative", t.count)));
         let manual = t.assignments.as_ref().is_some_and(|a| !a.is_empty());
+        let allowed = backend.authorize(Operation::Alter, ResourceType::Topic, name);
         let outcome = match (total, manual, &cluster) {
+            _ if allowed.is_err() => allowed,
             (_, true, _) => Err(BackendError::InvalidReplicaAssignment(
                 "isr assigns replicas itself".into(),
             )),

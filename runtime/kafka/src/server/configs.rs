@@ -1,6 +1,7 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers (the
 //! names, defaults and checks are in [`crate::configs`]).
 
+use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, ClusterMetadata};
 use crate::configs::{self, BrokerConfigs, ConfigOp, ConfigResource, Described};
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
@@ -26,6 +27,19 @@ fn text(s: impl Into<String>) -> StrBytes {
 }
 
 /// The resource a request names, or why isr does not serve it.
+/// Whether the caller may do `op` (DescribeConfigs, AlterConfigs) on a resource's configs:
+/// a topic's, or the brokers' (the cluster's, to the authorizer).
+fn authorize<B: Backend>(
+    backend: &B,
+    op: Operation,
+    resource: &ConfigResource,
+) -> Result<(), BackendError> {
+    match resource {
+        ConfigResource::Topic(name) => backend.authorize(op, ResourceType::Topic, name),
+        ConfigResource::Broker(_) => backend.authorize(op, ResourceType::Cluster, CLUSTER_NAME),
+    }
+}
+
 fn resource(kind: i8, name: &str) -> Result<ConfigResource, BackendError> {
     match kind {
         TOPIC => Ok(ConfigResource::Topic(name.to_owned())),
@@ -101,11 +115,9 @@ pub async fn describe_configs<B: Backend>(
                     settings: backend.settings(),
                     dynamic: &cluster.broker_configs,
                 };
-                describe(
-                    &resource(r.resource_type, r.resource_name.as_str())?,
-                    cluster,
-                    &broker,
-                )
+                let resource = resource(r.resource_type, r.resource_name.as_str())?;
+                authorize(backend, Operation::DescribeConfigs, &resource)?;
+                describe(&resource, cluster, &broker)
             });
             match described {
                 Ok(configs) => {
@@ -181,6 +193,7 @@ async fn alter_each<B: Backend>(
         let outcome = async {
             let resource = resource(kind, name.as_str())?;
             let ops = ops?;
+            authorize(backend, Operation::AlterConfigs, &resource)?;
             configs::check_change(&resource, &ops)?;
             if validate_only {
                 return Ok(());

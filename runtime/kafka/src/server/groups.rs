@@ -6,6 +6,7 @@
 //! backend), so any broker answers OffsetFetch.
 
 use super::membership::coordinating;
+use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, CommittedOffset, GroupOffset};
 use crate::consumer_protocol::subscribed_topics;
 use crate::coordinator::{coordinator_of, Caller, GroupDescription, GroupError};
@@ -57,7 +58,7 @@ pub async fn offset_commit<B: Backend>(
         generation: request.generation_id_or_member_epoch,
     };
     // A member of another generation commits nothing.
-    let refused = match coordinating(backend, group).await {
+    let refused = match coordinating(backend, group, Operation::Read).await {
         Ok(c) => c.may_commit(group, caller).err().map(|e| e.code()),
         Err(code) => Some(code),
     };
@@ -110,6 +111,9 @@ pub async fn offset_fetch<B: Backend>(
     request: OffsetFetchRequest,
 ) -> OffsetFetchResponse {
     let group = request.group_id.0.as_str();
+    if let Err(e) = backend.authorize(Operation::Describe, ResourceType::Group, group) {
+        return OffsetFetchResponse::default().with_error_code(e.code());
+    }
     let Some(wanted) = request.topics else {
         return match backend.group_offsets(group).await {
             Ok(offsets) => OffsetFetchResponse::default().with_topics(by_topic(offsets)),
@@ -216,10 +220,21 @@ pub async fn list_groups<B: Backend>(
             .types_filter
             .iter()
             .any(|t| t.as_str().eq_ignore_ascii_case(CLASSIC));
+    // Without Describe on the cluster, only the groups the caller may describe are listed.
+    let all = backend
+        .authorize(Operation::Describe, ResourceType::Cluster, CLUSTER_NAME)
+        .is_ok();
+    let visible = |g: &str| {
+        all || backend
+            .authorize(Operation::Describe, ResourceType::Group, g)
+            .is_ok()
+    };
     let listed = groups
         .into_iter()
         .filter(|g| {
-            classic_wanted && (states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+            classic_wanted
+                && (states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
+                && visible(&g.group)
         })
         .map(|g| {
             ListedGroup::default()
@@ -236,7 +251,7 @@ pub async fn list_groups<B: Backend>(
 /// it has committed offsets, else Dead (Kafka's answer for a group it does not know).
 async fn describe_one<B: Backend>(backend: &B, group: &str) -> DescribedGroup {
     let answer = DescribedGroup::default().with_group_id(GroupId(text(group)));
-    let coordinator = match coordinating(backend, group).await {
+    let coordinator = match coordinating(backend, group, Operation::Describe).await {
         Ok(c) => c,
         Err(code) => return answer.with_error_code(code),
     };
@@ -287,7 +302,7 @@ pub async fn describe_groups<B: Backend>(
 /// Deletes one group: refused while it has members; GROUP_ID_NOT_FOUND when it has neither
 /// members nor committed offsets.
 async fn delete_one<B: Backend>(backend: &B, group: &str) -> Result<(), i16> {
-    let coordinator = coordinating(backend, group).await?;
+    let coordinator = coordinating(backend, group, Operation::Delete).await?;
     let known = coordinator.describe(group).is_some();
     coordinator.delete(group).map_err(GroupError::code)?;
     let offsets = backend.group_offsets(group).await.map_err(|e| e.code())?;
@@ -324,7 +339,7 @@ pub async fn offset_delete<B: Backend>(
 ) -> OffsetDeleteResponse {
     let group = request.group_id.0.as_str();
     let refused = |code| OffsetDeleteResponse::default().with_error_code(code);
-    let coordinator = match coordinating(backend, group).await {
+    let coordinator = match coordinating(backend, group, Operation::Delete).await {
         Ok(c) => c,
         Err(code) => return refused(code),
     };

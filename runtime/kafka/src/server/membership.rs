@@ -1,6 +1,7 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: Kafka requests to and from the
 //! [`Coordinator`], answered NOT_COORDINATOR by a broker that does not coordinate the group.
 
+use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError};
 use crate::coordinator::{coordinator_of, Caller, Coordinator, GroupError, Join};
 use bytes::Bytes;
@@ -13,11 +14,17 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
 
-/// The coordinator, if this broker is the one for `group` (see [`coordinator_of`]).
+/// The coordinator, if this broker is the one for `group` (see [`coordinator_of`]) and the
+/// caller may do `op` on the group (GROUP_AUTHORIZATION_FAILED otherwise, before anything
+/// about the group is revealed or changed).
 pub(super) async fn coordinating<'a, B: Backend>(
     backend: &'a B,
     group: &str,
+    op: Operation,
 ) -> Result<&'a Coordinator, i16> {
+    backend
+        .authorize(op, ResourceType::Group, group)
+        .map_err(|e| e.code())?;
     let cluster = backend.metadata().await.map_err(|e| e.code())?;
     let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
     match coordinator_of(group, &live) {
@@ -53,7 +60,7 @@ pub async fn join_group<B: Backend>(
             .with_protocol_name(Some(StrBytes::default()))
             .with_member_id(request.member_id.clone())
     };
-    let coordinator = match coordinating(backend, group).await {
+    let coordinator = match coordinating(backend, group, Operation::Read).await {
         Ok(c) => c,
         Err(code) => return refused(code),
     };
@@ -106,7 +113,7 @@ pub async fn join_group<B: Backend>(
 
 pub async fn sync_group<B: Backend>(backend: &B, request: SyncGroupRequest) -> SyncGroupResponse {
     let group = request.group_id.0.as_str();
-    let result = match coordinating(backend, group).await {
+    let result = match coordinating(backend, group, Operation::Read).await {
         Ok(coordinator) => {
             let assignments: Vec<(String, Bytes)> = request
                 .assignments
@@ -142,7 +149,7 @@ pub async fn sync_group<B: Backend>(backend: &B, request: SyncGroupRequest) -> S
 
 pub async fn heartbeat<B: Backend>(backend: &B, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.as_str();
-    let code = match coordinating(backend, group).await {
+    let code = match coordinating(backend, group, Operation::Read).await {
         Ok(c) => c
             .heartbeat(
                 group,
@@ -167,7 +174,7 @@ pub async fn leave_group<B: Backend>(
     version: i16,
 ) -> LeaveGroupResponse {
     let group = request.group_id.0.as_str();
-    let coordinator = match coordinating(backend, group).await {
+    let coordinator = match coordinating(backend, group, Operation::Read).await {
         Ok(c) => c,
         Err(code) => return LeaveGroupResponse::default().with_error_code(code),
     };

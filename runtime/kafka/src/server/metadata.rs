@@ -3,6 +3,7 @@
 //! `auto.create.topics.enable` is on.
 
 use super::codes;
+use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError, ClusterMetadata, NewTopic, PartitionInfo, TopicInfo};
 use crate::coordinator::coordinator_of;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -130,11 +131,20 @@ pub async fn metadata<B: Backend>(
                 .with_topics(topics.iter().map(|n| error_topic(n, &e)).collect());
         }
     };
-    let mut failed = BTreeMap::new();
+    // A named topic the caller may not describe is refused, whether it exists or not (and so
+    // never created): TOPIC_AUTHORIZATION_FAILED reveals nothing.
+    let mut failed: BTreeMap<String, BackendError> = wanted
+        .iter()
+        .flatten()
+        .filter_map(|n| {
+            let refused = backend.authorize(Operation::Describe, ResourceType::Topic, n);
+            refused.err().map(|e| (n.clone(), e))
+        })
+        .collect();
     if let (Some(names), true) = (&wanted, may_create) {
         let missing: Vec<String> = names
             .iter()
-            .filter(|n| crate::names::check_topic(n).is_ok())
+            .filter(|n| crate::names::check_topic(n).is_ok() && !failed.contains_key(*n))
             .filter(|n| !cluster.topics.iter().any(|t| &t.name == *n))
             .cloned()
             .collect();
@@ -155,11 +165,11 @@ pub async fn metadata<B: Backend>(
         Some(names) if !names.is_empty() => names
             .iter()
             .map(|n| match cluster.topics.iter().find(|t| &t.name == n) {
-                Some(t) => topic(t),
-                None => {
-                    let e = crate::names::check_topic(n)
-                        .err()
-                        .or_else(|| failed.remove(n))
+                Some(t) if !failed.contains_key(n) => topic(t),
+                _ => {
+                    let e = failed
+                        .remove(n)
+                        .or_else(|| crate::names::check_topic(n).err())
                         .unwrap_or(BackendError::UnknownTopicOrPartition);
                     error_topic(n, &e)
                 }
@@ -245,6 +255,9 @@ pub async fn find_coordinator<B: Backend>(
         ))
     };
     let find = |key: &str| {
+        backend
+            .authorize(Operation::Describe, ResourceType::Group, key)
+            .map_err(|e| (e.code(), e.detail()))?;
         cluster
             .clone()
             .and_then(|c| coordinator(&c, key).map_err(|e| (e.code(), e.detail())))

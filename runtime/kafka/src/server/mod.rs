@@ -1,10 +1,14 @@
-//! Serves one Kafka client connection: framing, header decoding, dispatch, responses.
+//! Serves one Kafka client connection: framing, header decoding, authentication, dispatch,
+//! authorization, responses.
 //!
 //! Requests on a connection are answered one at a time and in order, as Kafka clients expect
 //! (they match responses by correlation id but librdkafka also relies on ordering). Anything
 //! this layer cannot parse closes the connection; errors a client can act on are answered with
-//! Kafka error codes by the handlers.
+//! Kafka error codes by the handlers. On a SASL listener a connection is served nothing but
+//! ApiVersions, SaslHandshake and SaslAuthenticate until it has logged in ([`sasl`]); every
+//! request after that goes through the authorizer ([`access`]).
 
+mod access;
 mod admin;
 mod codec;
 mod codes;
@@ -14,14 +18,19 @@ mod groups;
 mod membership;
 mod metadata;
 mod produce;
+mod sasl;
+mod security;
 
 use crate::backend::Backend;
 use crate::error::KafkaError;
 use crate::versions;
+use access::Authorized;
 use bytes::Bytes;
 use codec::{decode, encode};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
 use kafka_protocol::protocol::Decodable;
+use sasl::Session;
+pub use sasl::{ConnectionInfo, SASL_AUTHENTICATION_FAILED};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -33,12 +42,14 @@ pub const MAX_FRAME_BYTES: usize = 100 * 1024 * 1024;
 ///
 /// `prefix` holds bytes the caller already read from the stream (for instance the 4-byte
 /// length the runtime peeked at to tell Kafka traffic from its own); they are parsed as if
-/// still unread. Returns `Ok` when the client closes between requests, and an error for any
-/// i/o failure or malformed frame, after which the connection is dropped.
+/// still unread. `info` says which listener the connection reached and from where. Returns
+/// `Ok` when the client closes between requests, and an error for any i/o failure, malformed
+/// frame or failed login, after which the connection is dropped.
 pub async fn serve_connection<B, S>(
     stream: S,
     prefix: Bytes,
     backend: Arc<B>,
+    info: ConnectionInfo,
 ) -> Result<(), KafkaError>
 where
     B: Backend,
@@ -46,6 +57,7 @@ where
 {
     let (reader, mut writer) = tokio::io::split(stream);
     let mut reader = BufReader::new(std::io::Cursor::new(prefix).chain(reader));
+    let mut session = Session::new(info);
     loop {
         let mut len = [0u8; 4];
         match reader.read_exact(&mut len).await {
@@ -68,8 +80,18 @@ where
         if frame.len() < size {
             return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
         }
-        if let Some(response) = handle(&backend, Bytes::from(frame)).await? {
+        let response = if session.expects_raw_token() {
+            let users = backend.authorizer().state;
+            session.raw_token(&frame, &users).await
+        } else {
+            handle(&backend, &mut session, Bytes::from(frame)).await?
+        };
+        if let Some(response) = response {
             writer.write_all(&response).await?;
+        }
+        if let Some(why) = session.closing.take() {
+            writer.flush().await?;
+            return Err(why);
         }
     }
 }
@@ -77,6 +99,7 @@ where
 /// Answers one request frame; `None` when the client expects no answer (produce, acks=0).
 async fn handle<B: Backend>(
     backend: &Arc<B>,
+    session: &mut Session,
     mut frame: Bytes,
 ) -> Result<Option<Bytes>, KafkaError> {
     // Every header version starts with api key, api version and correlation id.
@@ -113,6 +136,47 @@ async fn handle<B: Backend>(
             decode::<ApiVersionsRequest>(body, version)?;
             encode(cid, version, &versions::api_versions())?
         }
+        ApiKey::SaslHandshake => {
+            let request = decode(body, version)?;
+            encode(cid, version, &session.handshake(request, version))?
+        }
+        ApiKey::SaslAuthenticate => {
+            let request = decode(body, version)?;
+            let users = backend.authorizer().state;
+            encode(cid, version, &session.authenticate(request, &users).await)?
+        }
+        _ => {
+            let Some(access) = session.access(backend.authorizer()) else {
+                return Err(KafkaError::Unauthenticated(format!(
+                    "{api:?} before SASL authentication: only ApiVersions, SaslHandshake and \
+                     SaslAuthenticate are served until the client has logged in"
+                )));
+            };
+            let authorized = Arc::new(Authorized {
+                inner: Arc::clone(backend),
+                access,
+            });
+            let client = header.client_id.as_ref().map_or("", |c| c.as_str());
+            match serve(&authorized, api, version, cid, client, body).await? {
+                Some(answer) => answer,
+                None => return Ok(None),
+            }
+        }
+    };
+    Ok(Some(answer))
+}
+
+/// Serves an authenticated request through `backend`, which authorizes it; `None` when the
+/// client expects no answer.
+async fn serve<B: Backend>(
+    backend: &Arc<B>,
+    api: ApiKey,
+    version: i16,
+    cid: i32,
+    client: &str,
+    body: &mut Bytes,
+) -> Result<Option<Bytes>, KafkaError> {
+    let answer = match api {
         ApiKey::Metadata => {
             let request = decode(body, version)?;
             let answer = metadata::metadata(&**backend, request, version).await;
@@ -217,7 +281,6 @@ async fn handle<B: Backend>(
         }
         ApiKey::JoinGroup => {
             let request = decode(body, version)?;
-            let client = header.client_id.as_ref().map_or("", |c| c.as_str());
             let answer = membership::join_group(&**backend, request, version, client).await;
             encode(cid, version, &answer)?
         }
@@ -253,7 +316,46 @@ async fn handle<B: Backend>(
                 &groups::offset_fetch(&**backend, request).await,
             )?
         }
-        _ => return Err(KafkaError::Unsupported { key, version }),
+        ApiKey::DescribeAcls => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &security::describe_acls(&**backend, request).await,
+            )?
+        }
+        ApiKey::CreateAcls => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &security::create_acls(&**backend, request).await,
+            )?
+        }
+        ApiKey::DeleteAcls => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &security::delete_acls(&**backend, request).await,
+            )?
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let request = decode(body, version)?;
+            let answer = security::describe_user_scram_credentials(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        ApiKey::AlterUserScramCredentials => {
+            let request = decode(body, version)?;
+            let answer = security::alter_user_scram_credentials(&**backend, request).await;
+            encode(cid, version, &answer)?
+        }
+        _ => {
+            return Err(KafkaError::Unsupported {
+                key: api as i16,
+                version,
+            })
+        }
     };
     Ok(Some(answer))
 }

@@ -4,7 +4,9 @@
 //! log, which is all the Kafka layer can observe. Faults can be queued per produce call so that
 //! tests see how clients react to NOT_ENOUGH_REPLICAS or NOT_LEADER_OR_FOLLOWER. Topic and
 //! broker configs are kept as the controller keeps them (overrides, applied with
-//! `configs::apply`), and produce enforces `max.message.bytes` as a broker does.
+//! `configs::apply`), and produce enforces `max.message.bytes` as a broker does. A server may
+//! be secured ([`Secured`]): SASL on its listener, users and ACLs kept as the controller keeps
+//! them (`SecurityState::apply`).
 #![allow(dead_code)] // Each test binary uses a different part of the harness.
 
 mod present;
@@ -13,13 +15,19 @@ pub use present::client_present;
 
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
+use isr_kafka::auth::acl::{Acl, Authorizer};
+use isr_kafka::auth::sasl::SaslMechanism;
+use isr_kafka::auth::scram::{Mechanism, ScramCredential};
+use isr_kafka::auth::throttle::LoginThrottle;
+use isr_kafka::auth::{SecurityAnswer, SecurityChange, SecurityProtocol, SecurityState};
 use isr_kafka::batch;
+use isr_kafka::client::security::{ClientSecurity, SaslLogin};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
 };
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::net::TcpListener;
@@ -51,9 +59,39 @@ pub struct MemoryBackend {
     /// Wakes waiting fetches when a produce commits (here: appends).
     commits: tokio::sync::Notify,
     groups: isr_kafka::Coordinator,
+    acls: bool,
+    super_users: Arc<BTreeSet<String>>,
+    security: Mutex<Arc<SecurityState>>,
 }
 
 impl MemoryBackend {
+    /// Adds a user with SCRAM-SHA-256 and SCRAM-SHA-512 credentials for `password`.
+    pub fn add_user(&self, name: &str, password: &str) {
+        let upserts = Mechanism::ALL
+            .into_iter()
+            .map(|m| {
+                let credential = ScramCredential::from_password(m, password, 4096).expect("cred");
+                (name.to_owned(), m, credential)
+            })
+            .collect();
+        self.change_security(SecurityChange::AlterScram {
+            upserts,
+            deletions: vec![],
+        });
+    }
+
+    pub fn add_acls(&self, acls: Vec<Acl>) {
+        self.change_security(SecurityChange::CreateAcls(acls));
+    }
+
+    fn change_security(&self, change: SecurityChange) -> SecurityAnswer {
+        let mut current = self.security.lock().unwrap_or_else(|e| e.into_inner());
+        let mut next = (**current).clone();
+        let answer = next.apply(change);
+        *current = Arc::new(next);
+        answer
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -115,6 +153,7 @@ impl Backend for MemoryBackend {
                 id: BROKER,
                 host: "127.0.0.1".into(),
                 port: self.port,
+                listeners: BTreeMap::new(),
             }],
             topics: state
                 .topics
@@ -360,8 +399,45 @@ impl Backend for MemoryBackend {
         Ok(state.next_producer_id)
     }
 
+    fn authorizer(&self) -> Authorizer {
+        Authorizer {
+            enabled: self.acls,
+            super_users: self.super_users.clone(),
+            state: self
+                .security
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
+    }
+
+    async fn alter_security(&self, change: SecurityChange) -> Result<SecurityAnswer, BackendError> {
+        Ok(self.change_security(change))
+    }
+
     fn committed_changed(&self) -> impl std::future::Future<Output = ()> + Send {
         self.commits.notified()
+    }
+}
+
+/// How a test server's listener is secured.
+pub struct Secured {
+    pub protocol: SecurityProtocol,
+    /// Whether ACLs are enabled (default deny).
+    pub acls: bool,
+    pub super_users: Vec<String>,
+}
+
+/// A login as `user` over SASL_PLAINTEXT with SCRAM-SHA-512.
+pub fn login(user: &str, password: &str) -> ClientSecurity {
+    ClientSecurity {
+        protocol: SecurityProtocol::SaslPlaintext,
+        tls: None,
+        sasl: Some(SaslLogin {
+            mechanism: SaslMechanism::Scram(Mechanism::Sha512),
+            user: user.into(),
+            password: password.into(),
+        }),
     }
 }
 
@@ -380,6 +456,18 @@ impl TestServer {
 
     /// A server whose broker has these static settings (for instance auto-creation off).
     pub async fn with_settings(settings: BrokerSettings) -> TestServer {
+        TestServer::serve(settings, None).await
+    }
+
+    /// A server whose listener and authorizer are secured as `secured` says.
+    pub async fn secured(secured: Secured) -> TestServer {
+        TestServer::serve(BrokerSettings::default(), Some(secured)).await
+    }
+
+    async fn serve(settings: BrokerSettings, secured: Option<Secured>) -> TestServer {
+        let protocol = secured
+            .as_ref()
+            .map_or(SecurityProtocol::Plaintext, |s| s.protocol);
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind 127.0.0.1:0");
@@ -390,14 +478,29 @@ impl TestServer {
             state: Mutex::default(),
             commits: tokio::sync::Notify::new(),
             groups: isr_kafka::Coordinator::default(),
+            acls: secured.as_ref().is_some_and(|s| s.acls),
+            super_users: Arc::new(
+                secured
+                    .map(|s| s.super_users.into_iter().collect())
+                    .unwrap_or_default(),
+            ),
+            security: Mutex::default(),
         });
         let served = Arc::clone(&backend);
+        let logins = Arc::new(LoginThrottle::default());
         let accept = tokio::spawn(async move {
             let mut connections = tokio::task::JoinSet::new();
-            while let Ok((stream, _)) = listener.accept().await {
+            while let Ok((stream, peer)) = listener.accept().await {
                 let backend = Arc::clone(&served);
+                let info = isr_kafka::ConnectionInfo {
+                    protocol,
+                    peer,
+                    tls_principal: None,
+                    logins: logins.clone(),
+                };
                 connections.spawn(async move {
-                    if let Err(e) = isr_kafka::serve_connection(stream, Bytes::new(), backend).await
+                    if let Err(e) =
+                        isr_kafka::serve_connection(stream, Bytes::new(), backend, info).await
                     {
                         eprintln!("test server: connection closed: {e}");
                     }

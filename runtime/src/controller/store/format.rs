@@ -7,8 +7,9 @@
 use super::StoreError;
 use crate::controller::metadata::Metadata;
 
-/// The format this isr writes and reads: 2 added topic and broker configs and commit metadata.
-pub const FORMAT: u16 = 2;
+/// The format this isr writes and reads: 2 added topic and broker configs and commit metadata;
+/// 3 brokers' Kafka listeners, and users' SCRAM credentials and ACLs.
+pub const FORMAT: u16 = 3;
 const MAGIC: &[u8; 4] = b"ISRM";
 
 pub fn encode(metadata: &Metadata) -> Vec<u8> {
