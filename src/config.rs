@@ -250,7 +250,8 @@ impl fmt::Display for FlushPolicy {
     }
 }
 
-/// Everything a replica or the controller needs to know besides its state.
+/// Everything a replica or the controller needs to know besides its state. Times are in ticks,
+/// the only time the core knows: the driver says how long a tick is, and passes them in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Config {
     pub rules: Rules,
@@ -260,8 +261,24 @@ pub struct Config {
     pub replica_lag_max: Tick,
     /// A broker whose last heartbeat is older than this is fenced by the controller.
     pub session_timeout: Tick,
-    /// The most log entries one Fetch response carries.
+    /// The most log entries one Fetch answer or consumer read carries.
     pub fetch_max_entries: usize,
+    /// The most bytes of records one Fetch answer carries (Kafka's replica.fetch.max.bytes),
+    /// except that one entry always goes: a frame limit is the core's to respect, not the
+    /// driver's to enforce by cutting what the core decided to send.
+    pub fetch_max_bytes: usize,
+    /// A follower's request unanswered for this long is sent again; so is a leader's
+    /// AlterPartition.
+    pub request_timeout: Tick,
+    /// After an error answer, a follower asks again this much later (not at once: the leader may
+    /// not have heard of its new epoch yet, and asking at network speed would only spin).
+    pub retry_backoff: Tick,
+    /// How long a leader holds a Fetch that found nothing new before answering it empty
+    /// (Kafka's replica.fetch.wait.max.ms), so that idle followers do not spin. Zero: never held.
+    pub fetch_max_wait: Tick,
+    /// The high watermark checkpoint is written at most this often (each costs an fsync); a
+    /// lower one is always safe, and a truncation lowers it at once.
+    pub hw_checkpoint_interval: Tick,
 }
 
 impl Default for Config {
@@ -272,6 +289,11 @@ impl Default for Config {
             replica_lag_max: Tick(30),
             session_timeout: Tick(18),
             fetch_max_entries: 1000,
+            fetch_max_bytes: usize::MAX,
+            request_timeout: Tick(10),
+            retry_backoff: Tick(1),
+            fetch_max_wait: Tick(0),
+            hw_checkpoint_interval: Tick(0),
         }
     }
 }

@@ -40,6 +40,10 @@ pub enum EpochError {
     /// The fetch offset lies outside the leader's log.
     #[error("OFFSET_OUT_OF_RANGE")]
     OffsetOutOfRange,
+    /// The Fetch comes from an older incarnation of the follower than one the leader already
+    /// heard from (KIP-903): a process that has since crashed and registered again.
+    #[error("STALE_BROKER_EPOCH")]
+    StaleBrokerEpoch,
 }
 
 /// Why a leader could not propose an ISR change.

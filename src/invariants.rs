@@ -4,6 +4,7 @@
 //! runtime's debug builds assert [`replica_is_consistent`] after every transition. Each returns
 //! the first [`Violation`] it finds, worded so that a counterexample explains itself.
 
+use crate::config::FlushPolicy;
 use crate::controller::Controller;
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
@@ -39,14 +40,32 @@ impl<R: Ord> Default for History<R> {
 impl<R: Ord + Clone> History<R> {
     /// Records as committed everything below the high watermark of every replica that believes
     /// it leads. Call after every step.
-    pub fn observe_commits<L: Log<Record = R>>(&mut self, replicas: &[Replica<L>]) {
-        for r in replicas.iter().filter(|r| r.is_leader()) {
+    pub fn observe_commits<'r, L: Log<Record = R> + 'r>(
+        &mut self,
+        replicas: impl IntoIterator<Item = &'r Replica<L>>,
+    ) {
+        let new = self.new_commits(replicas);
+        self.committed.extend(new);
+    }
+
+    /// What [`History::observe_commits`] would add: the entries below the high watermark of a
+    /// replica that believes it leads that are not recorded as committed yet.
+    pub fn new_commits<'r, L: Log<Record = R> + 'r>(
+        &self,
+        replicas: impl IntoIterator<Item = &'r Replica<L>>,
+    ) -> Vec<(Offset, Entry<R>)> {
+        let mut new = Vec::new();
+        for r in replicas.into_iter().filter(|r| r.is_leader()) {
             for o in 0..r.high_watermark().0 {
                 if let Some(entry) = r.entry(Offset(o)) {
-                    self.committed.insert((Offset(o), entry));
+                    let commit = (Offset(o), entry);
+                    if !self.committed.contains(&commit) && !new.contains(&commit) {
+                        new.push(commit);
+                    }
                 }
             }
         }
+        new
     }
 }
 
@@ -57,8 +76,14 @@ where
 {
     pub partition: PartitionId,
     pub controller: &'a Controller,
-    pub replicas: &'a [Replica<L>],
+    pub replicas: Vec<&'a Replica<L>>,
     pub history: &'a History<L::Record>,
+    /// The flush policy the replicas run under: what a leader counts of its own log.
+    pub flush: FlushPolicy,
+    /// A follower that acted on an OffsetForLeaderEpoch answer without ending its
+    /// reconciliation or lowering the epoch it asks about ([`round_progressed`]), as the
+    /// driver saw it happen.
+    pub stalled_reconciliation: Option<BrokerId>,
 }
 
 /// A broken property, with the evidence.
@@ -107,6 +132,14 @@ pub enum Violation {
         offset: Offset,
         record: String,
     },
+    #[error("HighWatermarkKeepsUp: leader {leader} has HW {hw}, but its confirmed ISR's fetches prove {proven}")]
+    HighWatermarkBehind {
+        leader: BrokerId,
+        hw: Offset,
+        proven: Offset,
+    },
+    #[error("ReconciliationProgresses: {follower} acted on an OffsetForLeaderEpoch answer and asks about the same epoch again")]
+    ReconciliationStalled { follower: BrokerId },
     #[error("replica {replica} is inconsistent: {what}")]
     Replica { replica: BrokerId, what: String },
 }
@@ -121,10 +154,12 @@ pub enum Property {
     LogMatching,
     CommittedRecordsSurviveLeaderFailure,
     ConsumerReadsAreNeverRevoked,
+    HighWatermarkKeepsUp,
+    ReconciliationProgresses,
 }
 
 impl Property {
-    pub const ALL: [Property; 7] = [
+    pub const ALL: [Property; 9] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -132,6 +167,8 @@ impl Property {
         Property::LogMatching,
         Property::CommittedRecordsSurviveLeaderFailure,
         Property::ConsumerReadsAreNeverRevoked,
+        Property::HighWatermarkKeepsUp,
+        Property::ReconciliationProgresses,
     ];
 
     pub fn name(self) -> &'static str {
@@ -145,6 +182,8 @@ impl Property {
                 "CommittedRecordsSurviveLeaderFailure"
             }
             Property::ConsumerReadsAreNeverRevoked => "ConsumerReadsAreNeverRevoked",
+            Property::HighWatermarkKeepsUp => "HighWatermarkKeepsUp",
+            Property::ReconciliationProgresses => "ReconciliationProgresses",
         }
     }
 
@@ -161,6 +200,8 @@ impl Property {
             Property::LogMatching => log_matching(view),
             Property::CommittedRecordsSurviveLeaderFailure => committed_records_survive(view),
             Property::ConsumerReadsAreNeverRevoked => consumer_reads_never_revoked(view),
+            Property::HighWatermarkKeepsUp => high_watermark_keeps_up(view),
+            Property::ReconciliationProgresses => reconciliation_progresses(view),
         }
     }
 }
@@ -184,7 +225,7 @@ where
     L::Record: Ord,
 {
     fn replica(&self, id: BrokerId) -> Option<&Replica<L>> {
-        self.replicas.iter().find(|r| r.id() == id)
+        self.replicas.iter().copied().find(|r| r.id() == id)
     }
 
     /// The controller's ISR for the partition.
@@ -220,7 +261,7 @@ where
     F: Fn(&Replica<L>) -> BTreeSet<BrokerId>,
     V: Fn(BrokerId, BrokerId, Offset, Offset) -> Violation,
 {
-    for leader in view.replicas.iter().filter(|r| r.is_leader()) {
+    for &leader in view.replicas.iter().filter(|r| r.is_leader()) {
         let hw = leader.high_watermark();
         for member in isr_of(leader) {
             let Some(m) = view.replica(member).filter(|m| m.is_online()) else {
@@ -313,8 +354,8 @@ pub fn log_matching<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
 where
     L::Record: Ord,
 {
-    for (i, a) in view.replicas.iter().enumerate() {
-        for b in &view.replicas[i + 1..] {
+    for (i, &a) in view.replicas.iter().enumerate() {
+        for &b in &view.replicas[i + 1..] {
             let hw = a.high_watermark().min(b.high_watermark());
             if let Some(offset) = first_difference(a, b, hw) {
                 return Err(Violation::LogMatching {
@@ -376,6 +417,91 @@ where
             offset,
             record,
         }),
+        None => Ok(()),
+    }
+}
+
+/// **HighWatermarkKeepsUp** (progress at the leader): a replica that believes it leads, whose
+/// confirmed ISR has at least `min.insync.replicas` members and another member besides
+/// itself, with no ISR change pending and every other ISR member's fetch recorded in this
+/// epoch, has a HW no lower than what those fetches and its own log prove: `min(its replicated
+/// offset, their fetch offsets)`, where the replicated offset is its durable log end under
+/// `flush=always` ([`Replica::replicated_offset`]). The step that brings the proof (a fetch, or
+/// the leader's flush) raises the HW, so while the ISR is healthy the HW advances as fast as the
+/// followers fetch and the leader flushes. (A leader whose ISR is itself alone is left out: it raises its
+/// HW at its next write or fetch, not on taking office; see spec/properties.md.)
+pub fn high_watermark_keeps_up<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    for &r in view.replicas.iter() {
+        let Some(l) = r.leader_state() else { continue };
+        if l.proposed_isr.is_some() || l.isr.len() < l.min_insync_replicas.max(2) {
+            continue;
+        }
+        let mut proven = r.replicated_offset(view.flush);
+        let fetched = l.isr.iter().filter(|&&m| m != r.id()).all(|m| {
+            match l.followers.get(m).and_then(|p| p.log_end_offset) {
+                Some(p) => {
+                    proven = proven.min(p);
+                    true
+                }
+                None => false,
+            }
+        });
+        if fetched && r.high_watermark() < proven {
+            return Err(Violation::HighWatermarkBehind {
+                leader: r.id(),
+                hw: r.high_watermark(),
+                proven,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether a follower that received `answer` from `from` made progress: when the answer is to
+/// its question (the epoch it asks about), from its leader, in its epoch, and not an error, it
+/// ends its reconciliation or asks about an older epoch than before. The epoch asked about is
+/// the latest in its log, and each answer about an older epoch truncates that one away (rule 3,
+/// KIP-279), so reconciliation ends within as many rounds as the log has epochs: a bounded form
+/// of "reconciliation terminates". Other answers (late, stale, failed) are not judged.
+pub fn round_progressed<L: Log>(
+    before: &Replica<L>,
+    from: BrokerId,
+    answer: &crate::message::OffsetForLeaderEpochResponse,
+    after: &Replica<L>,
+) -> bool {
+    use crate::replica::{FollowerPhase, FollowerState, Role};
+    let reconciling = |r: &Replica<L>| match r.role() {
+        Role::Follower(FollowerState {
+            leader: Some(l),
+            phase: FollowerPhase::Reconciling { requested },
+            ..
+        }) => Some((*l, r.leader_epoch(), *requested)),
+        _ => None,
+    };
+    let Some((leader, epoch, asked)) = reconciling(before) else {
+        return true;
+    };
+    let to_the_question = leader == from
+        && answer.leader_epoch == epoch
+        && answer.requested_epoch == asked
+        && answer.result.is_ok();
+    match reconciling(after) {
+        Some((l, e, again)) if to_the_question && l == leader && e == epoch => again < asked,
+        _ => true,
+    }
+}
+
+/// **ReconciliationProgresses**: no follower has acted on an OffsetForLeaderEpoch answer
+/// without progress ([`round_progressed`], as the driver records it).
+pub fn reconciliation_progresses<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    match view.stalled_reconciliation {
+        Some(follower) => Err(Violation::ReconciliationStalled { follower }),
         None => Ok(()),
     }
 }

@@ -40,9 +40,9 @@ pub trait Log {
     fn append(&mut self, entries: &[Entry<Self::Record>]);
     /// Removes every entry at or above `offset`; a no-op when `offset` is at or past the end.
     fn truncate_to(&mut self, offset: Offset);
-    /// Makes everything appended so far durable, at the latest before any effect of the step
-    /// that flushed is seen outside the node: a driver may hold a step's effects and cover the
-    /// flushes of several steps with one fsync (group commit, as the runtime's broker does).
+    /// Makes everything appended so far durable. The driver's to call, never the core's: the
+    /// core asks for it ([`crate::Effect::Flush`]) and is told when it is done
+    /// ([`crate::ReplicaInput::Flushed`]), so one flush may serve several steps (group commit).
     fn flush(&mut self);
     /// What an unclean crash does to the log: everything above the flushed offset is gone.
     /// A disk log has nothing to do here (the crash itself did it); the in-memory log simulates it.
@@ -54,6 +54,36 @@ pub trait Log {
     /// replicas append and truncate whole entries.
     fn width(_record: &Self::Record) -> u64 {
         1
+    }
+
+    /// How many bytes a record takes in a frame, for the byte limits of fetches and reads. One
+    /// in the models.
+    fn size(_record: &Self::Record) -> usize {
+        1
+    }
+
+    /// [`Log::read`] within `max_bytes` as well: entries while their sizes add up to at most
+    /// `max_bytes`, and always the first, so that an entry larger than the limit cannot stall a
+    /// reader (Kafka's rule). A disk log may answer without reading what does not fit.
+    fn read_within(
+        &self,
+        from: Offset,
+        until: Offset,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Vec<Entry<Self::Record>> {
+        let mut entries = self.read(from, until, max_entries);
+        let mut total = 0usize;
+        let keep = entries
+            .iter()
+            .take_while(|e| {
+                total = total.saturating_add(Self::size(&e.record));
+                total <= max_bytes
+            })
+            .count()
+            .max(1);
+        entries.truncate(keep);
+        entries
     }
 
     /// The leader epoch of the entry at `offset`.

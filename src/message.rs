@@ -4,7 +4,7 @@
 //! them in length-prefixed frames. Every message names its partition, so one connection between
 //! two brokers can carry the replication of all partitions, as in Kafka.
 
-use crate::error::{AlterPartitionError, EpochError, WriteError};
+use crate::error::{AlterPartitionError, EpochError, ReadError, WriteError};
 use crate::log::Entry;
 use crate::types::{
     BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
@@ -163,6 +163,20 @@ impl<R> Message<R> {
             Message::BrokerHeartbeat { .. } => "BrokerHeartbeat",
         }
     }
+
+    /// The partition a message is about; `None` for the broker-wide ones.
+    pub fn partition(&self) -> Option<PartitionId> {
+        match self {
+            Message::Fetch(m) => Some(m.partition),
+            Message::FetchResponse(m) => Some(m.partition),
+            Message::OffsetForLeaderEpoch(m) => Some(m.partition),
+            Message::OffsetForLeaderEpochResponse(m) => Some(m.partition),
+            Message::AlterPartition(m) => Some(m.partition),
+            Message::AlterPartitionResponse(m) => Some(m.partition),
+            Message::LeaderAndIsr(m) => Some(m.partition),
+            Message::BrokerRegistration { .. } | Message::BrokerHeartbeat { .. } => None,
+        }
+    }
 }
 
 /// A message with its sender and receiver.
@@ -176,13 +190,33 @@ pub struct Envelope<R> {
 /// Identifies a producer's write so its acknowledgement can find it. Chosen by the driver.
 pub type ProduceId = u64;
 
+/// Identifies a consumer's read so its answer can find it. Chosen by the driver.
+pub type ReadId = u64;
+
+/// What a consumer's read found.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ReadAnswer<R> {
+    /// Committed entries from the one holding the offset asked for, in offset order.
+    pub entries: Vec<Entry<R>>,
+    pub high_watermark: Offset,
+    pub log_start_offset: Offset,
+}
+
 /// What a transition asks its driver to do, or tells it happened. The log itself is changed
 /// through the [`crate::Log`] trait; these are the rest.
+///
+/// The order of a step's effects is the order to carry them out in, and what must be durable
+/// before something may leave is the core's concern: under `flush=always` an effect that reports
+/// or acknowledges data (a follower's next Fetch, an acks=0/1 answer) is held back by the core
+/// until the driver says the log is durable that far ([`crate::ReplicaInput::Flushed`]); the
+/// step that appended asks for that with [`Effect::Flush`]. A driver carries out effects as they
+/// come and never holds or drops one.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Effect<R> {
     /// Send a message.
     Send(Envelope<R>),
-    /// An acks=all write is committed: answer the producer.
+    /// A write is acknowledged: acks=all once committed (the high watermark passed it),
+    /// acks=0/1 once the leader holds it (durably, under `flush=always`). Answer the producer.
     Acknowledge {
         partition: PartitionId,
         id: ProduceId,
@@ -200,11 +234,31 @@ pub enum Effect<R> {
         from: Offset,
         to: Offset,
     },
-    /// The high watermark moved; the driver may persist it as a checkpoint.
+    /// The high watermark moved (consumers waiting for data may find some).
     HighWatermark {
         partition: PartitionId,
         offset: Offset,
     },
+    /// Make the log durable up to at least `up_to` (one fsync may serve several of these: group
+    /// commit), then step the replica with `Flushed`.
+    Flush {
+        partition: PartitionId,
+        up_to: Offset,
+    },
+    /// Write the high watermark checkpoint (what a restart after an unclean crash starts from).
+    CheckpointHighWatermark {
+        partition: PartitionId,
+        offset: Offset,
+    },
+    /// The answer to a consumer's read.
+    Read {
+        partition: PartitionId,
+        id: ReadId,
+        result: Result<ReadAnswer<R>, ReadError>,
+    },
+    /// The controller heard a heartbeat from a broker it has fenced: the broker must register
+    /// again, as a new incarnation, to be part of the cluster.
+    MustRegister { broker: BrokerId },
 }
 
 /// The effects of one transition, in order.

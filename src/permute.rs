@@ -32,16 +32,17 @@
 use crate::controller::Controller;
 use crate::error::AlterPartitionError;
 use crate::log::Log;
-use crate::message::{Envelope, Message, PartitionState};
+use crate::message::{Effect, Envelope, FetchRequest, Message, PartitionState};
 use crate::replica::{Replica, Role};
 use crate::sim::Cluster;
 use crate::types::{BrokerEpoch, BrokerId, Node};
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// Every nonzero broker epoch a state holds, as (broker, epoch), sorted and without repeats:
 /// from it, [`Renaming::ranking_epochs`] renumbers each broker's epochs 1, 2, … in order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EpochTable(Vec<(BrokerId, BrokerEpoch)>);
 
 impl EpochTable {
@@ -219,10 +220,7 @@ impl RenameBrokers for PartitionState {
 impl<R> RenameBrokers for Envelope<R> {
     fn rename_brokers(&mut self, r: &Renaming) {
         match &mut self.message {
-            Message::Fetch(m) => {
-                m.broker_epoch = r.epoch(m.replica, m.broker_epoch);
-                r.rename(&mut m.replica);
-            }
+            Message::Fetch(m) => m.rename_brokers(r),
             Message::OffsetForLeaderEpoch(m) => r.rename(&mut m.replica),
             Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {}
             Message::AlterPartition(m) => {
@@ -274,7 +272,28 @@ impl RenameBrokers for Role {
                 r.map(&mut l.followers, |b, p| {
                     p.broker_epoch = r.epoch(b, p.broker_epoch)
                 });
+                for parked in &mut l.parked {
+                    parked.request.rename_brokers(r);
+                }
+                l.parked.sort_unstable_by_key(|p| p.request.replica);
             }
+        }
+    }
+}
+
+impl RenameBrokers for FetchRequest {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        self.broker_epoch = r.epoch(self.replica, self.broker_epoch);
+        r.rename(&mut self.replica);
+    }
+}
+
+impl<R> RenameBrokers for Effect<R> {
+    fn rename_brokers(&mut self, r: &Renaming) {
+        match self {
+            Effect::Send(e) => e.rename_brokers(r),
+            Effect::MustRegister { broker } => r.rename(broker),
+            _ => {}
         }
     }
 }
@@ -284,6 +303,9 @@ impl<L: Log> RenameBrokers for Replica<L> {
         self.broker_epoch = r.epoch(self.id, self.broker_epoch);
         r.rename(&mut self.id);
         self.role.rename_brokers(r);
+        for (_, effect) in &mut self.held {
+            effect.rename_brokers(r);
+        }
     }
 }
 
@@ -327,7 +349,7 @@ impl Cluster {
     pub fn rename_brokers(&mut self, r: &Renaming) {
         debug_assert_eq!(r.names.len(), self.replicas.len());
         for replica in &mut self.replicas {
-            replica.rename_brokers(r);
+            Arc::make_mut(replica).rename_brokers(r);
         }
         self.replicas.sort_unstable_by_key(|replica| replica.id);
         let old = self.last_stop_clean.clone();
@@ -338,11 +360,14 @@ impl Cluster {
             e.rename_brokers(r);
         }
         self.network.sort_unstable();
-        self.controller.rename_brokers(r);
+        Arc::make_mut(&mut self.controller).rename_brokers(r);
         for c in self.zombie.iter_mut().chain(self.stale_store.iter_mut()) {
-            c.rename_brokers(r);
+            Arc::make_mut(c).rename_brokers(r);
         }
         r.set(&mut self.awaiting_rejoin);
+        if let Some(b) = &mut self.stalled_reconciliation {
+            r.rename(b);
+        }
     }
 
     /// A digest of what broker `b` is, in terms no renaming changes: its replica's epochs,
@@ -356,13 +381,14 @@ impl Cluster {
         r.epoch_cache.entries().hash(&mut h);
         (r.log.log_end_offset(), r.log.flushed_offset()).hash(&mut h);
         (r.high_watermark, r.hw_checkpoint).hash(&mut h);
-        (r.leader_epoch, r.partition_epoch).hash(&mut h);
+        (r.leader_epoch, r.partition_epoch, r.held.len()).hash(&mut h);
         match &r.role {
             Role::Offline => 0u8.hash(&mut h),
             Role::Follower(f) => (1u8, f.leader.is_some(), f.phase).hash(&mut h),
             Role::Leader(l) => {
                 (2u8, l.epoch_start_offset, &l.pending_writes).hash(&mut h);
                 (l.isr.len(), l.proposed_isr.as_ref().map(BTreeSet::len)).hash(&mut h);
+                l.parked.len().hash(&mut h);
             }
         }
         for c in self.controllers() {
@@ -386,6 +412,16 @@ impl Cluster {
     /// [`Renaming::ranking_epochs`].
     pub fn broker_epochs(&self) -> EpochTable {
         let mut table = Vec::with_capacity(4 * self.replicas.len() + 2 * self.network.len());
+        self.note_node_epochs(&mut table);
+        for e in &self.network {
+            note_envelope_epochs(e, &mut table);
+        }
+        EpochTable::from_notes(table)
+    }
+
+    /// The nonzero epochs held outside the network: the controllers', the brokers' own, and
+    /// their leaders' records of fetches and proposals.
+    fn note_node_epochs(&self, table: &mut Vec<(BrokerId, BrokerEpoch)>) {
         let mut note = |b: BrokerId, e: BrokerEpoch| {
             if e.0 != 0 {
                 table.push((b, e));
@@ -405,32 +441,92 @@ impl Cluster {
                 for (&b, p) in &l.followers {
                     note(b, p.broker_epoch);
                 }
+                for parked in &l.parked {
+                    note(parked.request.replica, parked.request.broker_epoch);
+                }
+            }
+            for (_, effect) in replica.held() {
+                if let Effect::Send(Envelope {
+                    message: Message::Fetch(m),
+                    ..
+                }) = effect
+                {
+                    note(m.replica, m.broker_epoch);
+                }
             }
         }
-        for e in &self.network {
-            match &e.message {
-                Message::Fetch(m) => note(m.replica, m.broker_epoch),
-                Message::AlterPartition(m) => {
-                    for (&b, &e) in &m.broker_epochs {
-                        note(b, e);
-                    }
-                }
-                Message::AlterPartitionResponse(m) => {
-                    for (&b, &e) in &m.requested_broker_epochs {
-                        note(b, e);
-                    }
-                }
-                Message::LeaderAndIsr(m) => {
-                    if let Node::Broker(to) = e.to {
-                        note(to, m.broker_epoch);
-                    }
-                }
-                _ => {}
+    }
+}
+
+/// The nonzero broker epochs a message carries, as (broker, epoch).
+pub fn envelope_epochs<R>(e: &Envelope<R>) -> Vec<(BrokerId, BrokerEpoch)> {
+    let mut notes = Vec::new();
+    note_envelope_epochs(e, &mut notes);
+    notes
+}
+
+/// The nonzero broker epochs a message carries.
+fn note_envelope_epochs<R>(e: &Envelope<R>, table: &mut Vec<(BrokerId, BrokerEpoch)>) {
+    let mut note = |b: BrokerId, e: BrokerEpoch| {
+        if e.0 != 0 {
+            table.push((b, e));
+        }
+    };
+    match &e.message {
+        Message::Fetch(m) => note(m.replica, m.broker_epoch),
+        Message::AlterPartition(m) => {
+            for (&b, &e) in &m.broker_epochs {
+                note(b, e);
             }
         }
-        table.sort_unstable();
-        table.dedup();
-        EpochTable(table)
+        Message::AlterPartitionResponse(m) => {
+            for (&b, &e) in &m.requested_broker_epochs {
+                note(b, e);
+            }
+        }
+        Message::LeaderAndIsr(m) => {
+            if let Node::Broker(to) = e.to {
+                note(to, m.broker_epoch);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl EpochTable {
+    /// This table with the epochs the messages of `network` carry: itself when they add none.
+    pub fn with_network<'e>(
+        &self,
+        network: impl IntoIterator<Item = &'e Envelope<crate::sim::Record>>,
+    ) -> std::borrow::Cow<'_, EpochTable> {
+        let mut notes = Vec::new();
+        for e in network {
+            note_envelope_epochs(e, &mut notes);
+        }
+        self.with(notes.iter().copied())
+    }
+
+    /// This table with more (broker, epoch) notes: itself when they add none.
+    pub fn with(
+        &self,
+        notes: impl IntoIterator<Item = (BrokerId, BrokerEpoch)>,
+    ) -> std::borrow::Cow<'_, EpochTable> {
+        let mut new: Vec<(BrokerId, BrokerEpoch)> = notes
+            .into_iter()
+            .filter(|n| self.0.binary_search(n).is_err())
+            .collect();
+        if new.is_empty() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        new.extend_from_slice(&self.0);
+        std::borrow::Cow::Owned(EpochTable::from_notes(new))
+    }
+
+    /// The table of these (broker, epoch) notes, in any order, repeats allowed.
+    fn from_notes(mut notes: Vec<(BrokerId, BrokerEpoch)>) -> EpochTable {
+        notes.sort_unstable();
+        notes.dedup();
+        EpochTable(notes)
     }
 }
 

@@ -2,24 +2,28 @@
 //! messages in flight, a producer, a consumer and the history of what they saw.
 //!
 //! This is the deterministic driver the stateright models and the property tests share. It
-//! makes no protocol decision: every [`Action`] calls one transition of [`Replica`] or
-//! [`Controller`] and routes the [`Effect`]s it returns. What it adds is what a model needs —
-//! a network that delays, reorders, duplicates and drops, crashes with budgets, bounds — and the
-//! ghost state the properties read.
+//! makes no protocol decision: every [`Action`] is one step of a [`Replica`] or the
+//! [`Controller`] (`step`, with a [`ReplicaInput`] or [`ControllerInput`]), and the sim routes
+//! the [`Effect`]s it returns. What it adds is what a model needs — a network that delays,
+//! reorders, duplicates and drops, crashes with budgets, bounds — and the ghost state the
+//! properties read. It has no clock: every step happens at tick 0, and a timer fires when its
+//! action is taken (any amount of time may pass between two steps).
 //!
-//! It is pure, `Clone + Hash + Eq`, and cheap to clone (logs share structure), so a model checker
-//! can hold millions of clusters.
+//! It is pure, `Clone + Hash + Eq`, and cheap to clone: replicas, controllers and the history are
+//! shared between clones until one of them changes (copy on write), so a model checker can hold
+//! millions of clusters and a step copies only what it changes.
 
-use crate::config::Config;
-use crate::controller::Controller;
+use crate::config::{Config, FlushPolicy};
+use crate::controller::{Controller, Input as ControllerInput};
 use crate::invariants::{ClusterView, History, Property, Violation};
 use crate::log::{Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
-use crate::replica::Replica;
+use crate::replica::{Input as ReplicaInput, Replica, Timer};
 use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 /// Records in the simulation are small numbers: the n-th record written is `n`.
 pub type Record = u8;
@@ -84,7 +88,9 @@ impl Default for Bounds {
 pub enum Action {
     /// The producer writes the next record to a broker that believes it leads.
     LeaderWrite(BrokerId),
-    /// A follower sends its next request (OffsetForLeaderEpoch or Fetch) to its leader.
+    /// A follower's request timer fires and it sends its request (OffsetForLeaderEpoch or
+    /// Fetch) to its leader again: taken only when neither the request nor its answer is in
+    /// flight (it was lost, or answered with an error), as a timeout would find it.
     FollowerFetch(BrokerId),
     /// A message in flight arrives.
     Deliver(Envelope<Record>),
@@ -92,7 +98,8 @@ pub enum Action {
     Drop(Envelope<Record>),
     /// A message in flight is copied: it will arrive twice.
     Duplicate(Envelope<Record>),
-    /// A leader proposes to drop a follower from the ISR (any time may have passed).
+    /// A leader's lag timer for a follower fires and it proposes to drop it from the ISR (any
+    /// time may have passed).
     LeaderShrinkIsr {
         leader: BrokerId,
         follower: BrokerId,
@@ -119,8 +126,15 @@ pub enum Action {
         broker: BrokerId,
         elects: Option<BrokerId>,
     },
-    /// The OS flushes a broker's page cache.
+    /// A broker's log becomes durable (its flush completes: under `flush=always` the one the
+    /// broker asked for, under page cache the OS's).
     Flush(BrokerId),
+    /// A leader's AlterPartition timer fires and it sends its pending proposal again: taken only
+    /// when neither the request nor its answer is in flight.
+    LeaderRetryAlterPartition(BrokerId),
+    /// A leader's held fetches waited long enough and are answered (only with a
+    /// `fetch_max_wait`).
+    FetchWaitExpired(BrokerId),
     /// The consumer reads the committed records it has not read yet from a leader.
     ConsumerRead(BrokerId),
     /// The active controller loses the role without noticing (a pause, a partition from the
@@ -159,12 +173,35 @@ impl fmt::Display for Action {
                 write!(f, "Restart({broker}{})", electing(elects))
             }
             Action::Flush(b) => write!(f, "Flush({b})"),
+            Action::LeaderRetryAlterPartition(b) => write!(f, "LeaderRetryAlterPartition({b})"),
+            Action::FetchWaitExpired(b) => write!(f, "FetchWaitExpired({b})"),
             Action::ConsumerRead(b) => write!(f, "ConsumerRead({b})"),
             Action::ControllerFailover => write!(f, "ControllerFailover"),
             Action::ZombieShrinkIsr(b) => write!(f, "ZombieShrinkIsr({b})"),
             Action::ZombieElectLeader(b) => write!(f, "ZombieElectLeader({b})"),
             Action::ZombieDeliver(e) => write!(f, "ZombieDeliver({})", describe(e)),
         }
+    }
+}
+
+impl Action {
+    /// The message in flight the action names.
+    pub fn message(&self) -> Option<&Envelope<Record>> {
+        match self {
+            Action::Deliver(e)
+            | Action::Drop(e)
+            | Action::Duplicate(e)
+            | Action::ZombieDeliver(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether the action takes its message off the network (every one but `Duplicate`).
+    pub fn takes_message(&self) -> bool {
+        matches!(
+            self,
+            Action::Deliver(_) | Action::Drop(_) | Action::ZombieDeliver(_)
+        )
     }
 }
 
@@ -268,20 +305,22 @@ pub fn set(s: &BTreeSet<BrokerId>) -> String {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cluster {
     /// Replica of broker `i` at index `i`.
-    pub replicas: Vec<Replica<MemLog<Record>>>,
+    pub replicas: Vec<Arc<Replica<MemLog<Record>>>>,
     /// The active controller: the one that holds the controller role.
-    pub controller: Controller,
+    pub controller: Arc<Controller>,
     /// The controller that lost the role and has not noticed: it acts on its in-memory state
     /// until the store refuses it (rule 11). At most one: a second failover lets the older
     /// zombie go.
-    pub zombie: Option<Controller>,
+    pub zombie: Option<Arc<Controller>>,
     /// What the store holds when it is not the active controller's state: only a zombie's
     /// unfenced write (`controller-fencing=off`) can make it differ, until the active
     /// controller's next write. The next controller takes over from it.
-    pub stale_store: Option<Controller>,
+    pub stale_store: Option<Arc<Controller>>,
+    /// The flush policy of the replicas (the same in every state), for the invariants.
+    pub flush: FlushPolicy,
     /// Messages in flight: a multiset, kept sorted so equal networks are equal values.
     pub network: Vec<Envelope<Record>>,
-    pub history: History<Record>,
+    pub history: Arc<History<Record>>,
     /// Records written so far (the next one is `written + 1`).
     pub written: u8,
     /// The consumer's position.
@@ -298,6 +337,10 @@ pub struct Cluster {
     pub awaiting_rejoin: BTreeSet<BrokerId>,
     /// Ghost: a restarted replica has rejoined the ISR.
     pub rejoined: bool,
+    /// Ghost: the first follower seen to act on an OffsetForLeaderEpoch answer without
+    /// progress ([`crate::invariants::round_progressed`]). `None` in every run of a correct
+    /// core, so it adds no state.
+    pub stalled_reconciliation: Option<BrokerId>,
 }
 
 impl Cluster {
@@ -307,13 +350,14 @@ impl Cluster {
         let n = bounds.replicas;
         let mut cluster = Cluster {
             replicas: (0..n)
-                .map(|b| Replica::new(BrokerId(b), PARTITION, MemLog::new()))
+                .map(|b| Arc::new(Replica::new(BrokerId(b), PARTITION, MemLog::new())))
                 .collect(),
-            controller: Controller::new(),
+            controller: Arc::new(Controller::new()),
+            flush: cfg.rules.flush,
             zombie: None,
             stale_store: None,
             network: Vec::new(),
-            history: History::default(),
+            history: Arc::default(),
             written: 0,
             consumer_offset: Offset(0),
             last_stop_clean: vec![true; n as usize],
@@ -325,22 +369,35 @@ impl Cluster {
             controller_failovers: 0,
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
+            stalled_reconciliation: None,
         };
+        let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
-            let _: Effects<Record> =
-                cluster
-                    .controller
-                    .on_broker_registration(cfg, Tick(0), BrokerId(b), true);
+            let register = ControllerInput::Register {
+                broker: BrokerId(b),
+                clean_shutdown: true,
+                elects: None,
+            };
+            let _: Effects<Record> = controller.step(cfg, Tick(0), register);
         }
         let assigned = (0..n).map(BrokerId).collect();
-        let announce = cluster
-            .controller
+        let announce = controller
             .create_partition(PARTITION, assigned, cfg.min_insync_replicas)
             .expect("a fresh cluster has every broker alive");
-        // The initial LeaderAndIsr arrive at once: the interesting interleavings come later.
+        // The initial LeaderAndIsr arrive at once (the followers' first requests wait in the
+        // network): the interesting interleavings come later.
         for effect in announce {
             if let Effect::Send(envelope) = effect {
-                cluster.deliver(cfg, envelope);
+                let effects = cluster.deliver(cfg, &envelope);
+                let sent = cluster.route(bounds, effects);
+                carry(
+                    cfg,
+                    &cluster.replicas,
+                    &mut cluster.network,
+                    None,
+                    sent,
+                    |_| true,
+                );
             }
         }
         cluster
@@ -349,9 +406,9 @@ impl Cluster {
     /// Every controller state in the cluster: the active controller's, the zombie's and a stale
     /// store's. Bounds on partition changes apply to each.
     pub fn controllers(&self) -> impl Iterator<Item = &Controller> {
-        std::iter::once(&self.controller)
-            .chain(self.zombie.as_ref())
-            .chain(self.stale_store.as_ref())
+        std::iter::once(&*self.controller)
+            .chain(self.zombie.as_deref())
+            .chain(self.stale_store.as_deref())
     }
 
     /// A snapshot for the invariants.
@@ -359,8 +416,10 @@ impl Cluster {
         ClusterView {
             partition: PARTITION,
             controller: &self.controller,
-            replicas: &self.replicas,
+            replicas: self.replicas.iter().map(|r| &**r).collect(),
             history: &self.history,
+            flush: self.flush,
+            stalled_reconciliation: self.stalled_reconciliation,
         }
     }
 
@@ -374,114 +433,136 @@ impl Cluster {
     }
 
     fn replica_mut(&mut self, b: BrokerId) -> &mut Replica<MemLog<Record>> {
-        &mut self.replicas[b.0 as usize]
+        Arc::make_mut(&mut self.replicas[b.0 as usize])
     }
 
     fn brokers(&self) -> impl Iterator<Item = BrokerId> {
         (0..self.replicas.len() as u32).map(BrokerId)
     }
 
-    /// Whether broker `b` has a request to its leader, or the answer to one, in flight.
-    fn request_in_flight(&self, b: BrokerId) -> bool {
-        self.network.iter().any(|e| match &e.message {
-            Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
-            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
-                e.to == Node::Broker(b)
-            }
-            _ => false,
-        })
+    /// Whether broker `b` has a request to its leader waiting for its log to be durable, or a
+    /// Fetch parked at a running leader (which answers it within `fetch_max_wait`, before the
+    /// request timer, `request_timeout`, fires). With one in flight too ([`request_of`]), its
+    /// request timer cannot fire: [`Menu::choices`] checks the network.
+    fn request_held(&self, b: BrokerId) -> bool {
+        let parked = self.replicas.iter().any(|r| {
+            r.leader_state()
+                .is_some_and(|l| l.parked.iter().any(|p| p.request.replica == b))
+        });
+        let is_request = |e: &Envelope<Record>| {
+            matches!(
+                e.message,
+                Message::Fetch(_) | Message::OffsetForLeaderEpoch(_)
+            )
+        };
+        parked
+            || self
+                .replica(b)
+                .held()
+                .iter()
+                .any(|(_, e)| matches!(e, Effect::Send(env) if is_request(env)))
     }
 
-    /// Every action enabled in this state within `bounds`, in a deterministic order.
-    pub fn actions(&self, cfg: &Config, bounds: &Bounds) -> Vec<Action> {
-        let mut actions = Vec::new();
+    /// The enabled actions that do not depend on the messages in flight, and where those that
+    /// do go: see [`Menu`].
+    pub fn menu(&self, cfg: &Config, bounds: &Bounds) -> Menu {
+        let mut listed = Vec::new();
+        let mut brokers = Vec::new();
         for b in self.brokers() {
             let r = self.replica(b);
             if r.is_leader() && self.written < bounds.records {
-                actions.push(Action::LeaderWrite(b));
+                listed.push(Action::LeaderWrite(b));
             }
-            if r.next_request().is_some() && !self.request_in_flight(b) {
-                actions.push(Action::FollowerFetch(b));
-            }
-            if let Some(l) = r.leader_state() {
-                if l.proposed_isr.is_none() {
-                    for &follower in l.isr.iter().filter(|&&f| f != b) {
-                        actions.push(Action::LeaderShrinkIsr {
-                            leader: b,
-                            follower,
-                        });
-                    }
+            let fetch_at = listed.len();
+            let (mut fetches, mut resends) = (false, false);
+            // The replica's running timers, each an action whenever it may fire. Retries fire
+            // only once what they retry is neither in flight nor answered in flight (a timeout
+            // finds it lost): those go in by the network, at `fetch_at`. The checkpoint needs no
+            // action: with the model's interval of zero the replica takes it with every flush.
+            for (timer, _) in r.timers(cfg) {
+                match timer {
+                    Timer::Request => fetches = !self.request_held(b),
+                    Timer::AlterPartition => resends = true,
+                    Timer::FetchWait => listed.push(Action::FetchWaitExpired(b)),
+                    Timer::Lag(follower) => listed.push(Action::LeaderShrinkIsr {
+                        leader: b,
+                        follower,
+                    }),
+                    Timer::Checkpoint => {}
                 }
-                if bounds.consumer && self.consumer_offset < r.high_watermark() {
-                    actions.push(Action::ConsumerRead(b));
-                }
             }
+            if r.is_leader() && bounds.consumer && self.consumer_offset < r.high_watermark() {
+                listed.push(Action::ConsumerRead(b));
+            }
+            brokers.push(BrokerMenu {
+                fetch_at,
+                fetches,
+                resends,
+                end: listed.len(),
+            });
         }
-        let mut previous = None;
-        for e in &self.network {
-            if previous == Some(e) {
-                continue; // a duplicate: delivering either copy is the same step
-            }
-            previous = Some(e);
-            actions.push(Action::Deliver(e.clone()));
-            if self.drops < bounds.drops {
-                actions.push(Action::Drop(e.clone()));
-            }
-            if self.duplicates < bounds.duplicates {
-                actions.push(Action::Duplicate(e.clone()));
-            }
-        }
+        let later = listed.len();
         for b in self.brokers() {
             let r = self.replica(b);
             if r.is_online() {
                 if self.clean_crashes < bounds.clean_crashes {
-                    actions.push(Action::CleanShutdown(b));
+                    listed.push(Action::CleanShutdown(b));
                 }
                 if self.unclean_crashes < bounds.unclean_crashes {
-                    actions.push(Action::UncleanCrash(b));
+                    listed.push(Action::UncleanCrash(b));
                 }
                 if !self.controller.is_alive(b) {
                     for elects in self.registration_choices(cfg, b, true) {
-                        actions.push(Action::Reregister { broker: b, elects });
+                        listed.push(Action::Reregister { broker: b, elects });
                     }
                 } else if self.session_expiries < bounds.session_expiries {
-                    actions.push(Action::ControllerShrinkIsr(b));
+                    listed.push(Action::ControllerShrinkIsr(b));
                 }
-                if bounds.background_flush && r.log().flushed_offset() < r.log_end_offset() {
-                    actions.push(Action::Flush(b));
+                let flushes = cfg.rules.flush == FlushPolicy::Always || bounds.background_flush;
+                if flushes && r.log().flushed_offset() < r.log_end_offset() {
+                    listed.push(Action::Flush(b));
                 }
             } else {
                 if self.controller.is_alive(b) {
-                    actions.push(Action::ControllerShrinkIsr(b));
+                    listed.push(Action::ControllerShrinkIsr(b));
                 }
                 let clean = self.last_stop_clean[b.0 as usize];
                 for elects in self.registration_choices(cfg, b, clean) {
-                    actions.push(Action::Restart { broker: b, elects });
+                    listed.push(Action::Restart { broker: b, elects });
                 }
             }
         }
         for b in electable(cfg, bounds, &self.controller) {
-            actions.push(Action::ControllerElectLeader(b));
+            listed.push(Action::ControllerElectLeader(b));
         }
         if self.controller_failovers < bounds.controller_failovers {
-            actions.push(Action::ControllerFailover);
+            listed.push(Action::ControllerFailover);
         }
         if let Some(zombie) = &self.zombie {
             for b in zombie.alive_brokers() {
-                actions.push(Action::ZombieShrinkIsr(b));
+                listed.push(Action::ZombieShrinkIsr(b));
             }
             for b in electable(cfg, bounds, zombie) {
-                actions.push(Action::ZombieElectLeader(b));
-            }
-            let mut previous = None;
-            for e in self.network.iter().filter(|e| e.to == Node::Controller) {
-                if previous != Some(e) {
-                    actions.push(Action::ZombieDeliver(e.clone()));
-                }
-                previous = Some(e);
+                listed.push(Action::ZombieElectLeader(b));
             }
         }
-        actions
+        Menu {
+            listed,
+            brokers,
+            drops: self.drops < bounds.drops,
+            duplicates: self.duplicates < bounds.duplicates,
+            later,
+            zombie: self.zombie.is_some(),
+        }
+    }
+
+    /// Every action enabled in this state within `bounds`, in a deterministic order.
+    pub fn actions(&self, cfg: &Config, bounds: &Bounds) -> Vec<Action> {
+        let menu = self.menu(cfg, bounds);
+        menu.choices(&self.network)
+            .into_iter()
+            .map(|c| c.action(&menu, &self.network))
+            .collect()
     }
 
     /// Who the registration of `b` may elect: each candidate, or `None` when it elects nobody.
@@ -503,70 +584,120 @@ impl Cluster {
 
     /// Takes one step. Actions that are not enabled change nothing.
     pub fn apply(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) {
+        let traffic = match action.message() {
+            Some(e) if !self.network.contains(e) => {
+                self.observe();
+                Traffic::default()
+            }
+            Some(e) => {
+                if action.takes_message() {
+                    if let Some(at) = self.network.iter().position(|x| x == e) {
+                        self.network.remove(at);
+                    }
+                }
+                self.act(cfg, bounds, action)
+            }
+            None => self.act(cfg, bounds, action),
+        };
+        carry(
+            cfg,
+            &self.replicas,
+            &mut self.network,
+            traffic.closed,
+            traffic.sent,
+            |_| true,
+        );
+        self.network.sort_unstable();
+    }
+
+    /// What `action` does to everything but the network: the nodes, the budgets and the ghost
+    /// state. It neither reads nor changes `network`: the message an action names must be in
+    /// flight, and [`Action::takes_message`] says whether the caller takes it off first; what
+    /// the step does to the network comes back as [`Traffic`], for [`carry`]. [`Cluster::apply`]
+    /// is the two together; a search engine runs this part once for all the states that differ
+    /// only in their messages.
+    pub fn act(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) -> Traffic {
+        let now = Tick(0);
+        let mut closed = None;
         let effects = match action {
             Action::LeaderWrite(b) => {
                 let record = self.written + 1;
-                let id = u64::from(record);
-                match self
-                    .replica_mut(*b)
-                    .leader_write(cfg, vec![record], bounds.acks, id)
-                {
-                    Ok((_, effects)) => {
-                        self.written = record;
-                        effects
-                    }
-                    Err(_) => Vec::new(),
+                let write = ReplicaInput::Write {
+                    id: u64::from(record),
+                    records: vec![record],
+                    acks: bounds.acks,
+                };
+                let r = self.replica_mut(*b);
+                let before = r.log_end_offset();
+                let effects = r.step(cfg, now, write);
+                if r.log_end_offset() > before {
+                    self.written = record;
                 }
+                effects
             }
-            Action::FollowerFetch(b) => self
-                .replica(*b)
-                .next_request()
-                .map(Effect::Send)
-                .into_iter()
-                .collect(),
-            Action::Deliver(e) => match self.take(e) {
-                Some(e) => self.deliver(cfg, e),
-                None => Vec::new(),
-            },
-            Action::Drop(e) => {
-                if self.take(e).is_some() {
-                    self.drops += 1;
+            Action::FollowerFetch(b) => self.timeout(cfg, *b, Timer::Request),
+            Action::Deliver(e) => {
+                let answered = match (&e.message, e.to, e.from) {
+                    (
+                        Message::OffsetForLeaderEpochResponse(answer),
+                        Node::Broker(b),
+                        Node::Broker(from),
+                    ) => Some((b, from, answer, self.replicas[b.0 as usize].clone())),
+                    _ => None,
+                };
+                let effects = self.deliver(cfg, e);
+                if let Some((b, from, answer, before)) = answered {
+                    let after = self.replica(b);
+                    if self.stalled_reconciliation.is_none()
+                        && !crate::invariants::round_progressed(&before, from, answer, after)
+                    {
+                        self.stalled_reconciliation = Some(b);
+                    }
                 }
+                effects
+            }
+            Action::Drop(_) => {
+                self.drops += 1;
                 Vec::new()
             }
             Action::Duplicate(e) => {
-                if self.network.contains(e) {
-                    self.duplicates += 1;
-                    vec![Effect::Send(e.clone())]
-                } else {
-                    Vec::new()
-                }
+                self.duplicates += 1;
+                vec![Effect::Send(e.clone())]
             }
-            Action::LeaderShrinkIsr { leader, follower } => self
-                .replica_mut(*leader)
-                .shrink_isr(cfg, *follower)
-                .unwrap_or_default(),
+            Action::LeaderShrinkIsr { leader, follower } => {
+                self.timeout(cfg, *leader, Timer::Lag(*follower))
+            }
+            Action::LeaderRetryAlterPartition(b) => self.timeout(cfg, *b, Timer::AlterPartition),
+            Action::FetchWaitExpired(b) => self.timeout(cfg, *b, Timer::FetchWait),
             Action::ControllerShrinkIsr(b) => {
                 if self.replica(*b).is_online() {
                     self.session_expiries += 1;
                 }
-                self.active_step(|c| c.fence_broker(cfg, *b))
+                self.active_step(|c| c.step(cfg, now, ControllerInput::Expire(*b)))
             }
             Action::Reregister { broker, elects } => self.register(cfg, *broker, true, *elects),
             Action::ControllerElectLeader(b) => {
-                self.active_step(|c| c.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default())
+                let elect = ControllerInput::Elect {
+                    partition: PARTITION,
+                    leader: *b,
+                };
+                self.active_step(|c| c.step(cfg, now, elect))
             }
             Action::CleanShutdown(b) => {
+                closed = Some(*b);
                 self.stop(*b, true);
-                self.replica_mut(*b).clean_shutdown()
+                let r = self.replica_mut(*b);
+                r.log_mut().flush();
+                r.step(cfg, now, ReplicaInput::Stop { clean: true })
             }
             Action::UncleanCrash(b) => {
+                closed = Some(*b);
                 self.stop(*b, false);
-                self.replica_mut(*b).crash();
-                Vec::new()
+                self.replica_mut(*b)
+                    .step(cfg, now, ReplicaInput::Stop { clean: false })
             }
             Action::Restart { broker: b, elects } => {
-                self.replica_mut(*b).restart();
+                let _ = self.replica_mut(*b).step(cfg, now, ReplicaInput::Restart);
                 let clean = self.last_stop_clean[b.0 as usize];
                 let effects = self.register(cfg, *b, clean, *elects);
                 let in_isr = self
@@ -579,44 +710,56 @@ impl Cluster {
                 effects
             }
             Action::Flush(b) => {
-                self.replica_mut(*b).flush();
-                Vec::new()
+                let r = self.replica_mut(*b);
+                r.log_mut().flush();
+                let flushed = r.log().flushed_offset();
+                r.step(cfg, now, ReplicaInput::Flushed(flushed))
             }
             Action::ConsumerRead(b) => {
-                let from = self.consumer_offset;
-                if let Ok(entries) = self.replica(*b).read_committed(from, usize::MAX) {
-                    for (i, entry) in entries.into_iter().enumerate() {
-                        self.history
-                            .consumed
-                            .insert((Offset(from.0 + i as u64), entry));
-                        self.consumer_offset = Offset(from.0 + i as u64 + 1);
-                    }
-                }
-                Vec::new()
+                let read = ReplicaInput::Read {
+                    id: 0,
+                    from: self.consumer_offset,
+                    max_entries: usize::MAX,
+                    max_bytes: usize::MAX,
+                };
+                self.replica_mut(*b).step(cfg, now, read)
             }
             Action::ControllerFailover => {
                 let stored = self.stale_store.take();
                 let stored = stored.as_ref().unwrap_or(&self.controller);
                 let epoch = self.controller.epoch().next();
                 let (next, announce) = Controller::take_over(stored, epoch, Tick(0));
-                self.zombie = Some(std::mem::replace(&mut self.controller, next));
+                self.zombie = Some(std::mem::replace(&mut self.controller, Arc::new(next)));
                 self.controller_failovers += 1;
                 announce
             }
-            Action::ZombieShrinkIsr(b) => self.zombie_step(cfg, |z| z.fence_broker(cfg, *b)),
-            Action::ZombieElectLeader(b) => self.zombie_step(cfg, |z| {
-                z.elect_leader_as(cfg, PARTITION, *b).unwrap_or_default()
-            }),
-            Action::ZombieDeliver(e) => match self.take(e) {
-                Some(Envelope {
-                    message: Message::AlterPartition(req),
-                    ..
-                }) => self.zombie_step(cfg, |z| z.on_alter_partition(cfg, &req)),
-                _ => Vec::new(),
-            },
+            Action::ZombieShrinkIsr(b) => {
+                self.zombie_step(cfg, |z| z.step(cfg, now, ControllerInput::Expire(*b)))
+            }
+            Action::ZombieElectLeader(b) => {
+                let elect = ControllerInput::Elect {
+                    partition: PARTITION,
+                    leader: *b,
+                };
+                self.zombie_step(cfg, |z| z.step(cfg, now, elect))
+            }
+            Action::ZombieDeliver(e) => {
+                let input = ControllerInput::Message {
+                    from: e.from,
+                    message: e.message.clone(),
+                };
+                self.zombie_step(cfg, |z| z.step(cfg, now, input))
+            }
         };
-        self.route(effects);
-        self.observe(cfg);
+        let sent = self.route(bounds, effects);
+        self.observe();
+        Traffic { closed, sent }
+    }
+
+    /// A timer of broker `b`'s replica fires.
+    fn timeout(&mut self, cfg: &Config, b: BrokerId, timer: Timer) -> Effects<Record> {
+        self.replica_mut(b)
+            .step(cfg, Tick(0), ReplicaInput::Timeout(timer))
     }
 
     /// A step of the active controller. It holds the role, so the store takes its write: a
@@ -627,7 +770,7 @@ impl Cluster {
         step: impl FnOnce(&mut Controller) -> Effects<Record>,
     ) -> Effects<Record> {
         let before = self.stale_store.is_some().then(|| self.controller.clone());
-        let effects = step(&mut self.controller);
+        let effects = step(Arc::make_mut(&mut self.controller));
         if before.is_some_and(|before| before != self.controller) {
             self.stale_store = None;
         }
@@ -650,10 +793,10 @@ impl Cluster {
             return Vec::new();
         }
         let before = zombie.clone();
-        let effects = step(&mut zombie);
+        let effects = step(Arc::make_mut(&mut zombie));
         if zombie != before {
             let stored = self.stale_store.as_ref().unwrap_or(&self.controller);
-            self.stale_store = Some(zombie.written_over(stored));
+            self.stale_store = Some(Arc::new(zombie.written_over(stored)));
         }
         self.zombie = Some(zombie);
         effects
@@ -667,20 +810,15 @@ impl Cluster {
         clean: bool,
         elects: Option<BrokerId>,
     ) -> Effects<Record> {
-        self.active_step(|c| match elects {
-            Some(leader) => c.on_broker_registration_electing(cfg, Tick(0), b, clean, leader),
-            None => c.on_broker_registration(cfg, Tick(0), b, clean),
-        })
+        let register = ControllerInput::Register {
+            broker: b,
+            clean_shutdown: clean,
+            elects,
+        };
+        self.active_step(|c| c.step(cfg, Tick(0), register))
     }
 
-    /// Removes one copy of `e` from the network.
-    fn take(&mut self, e: &Envelope<Record>) -> Option<Envelope<Record>> {
-        let i = self.network.iter().position(|x| x == e)?;
-        Some(self.network.remove(i))
-    }
-
-    /// A broker stops: its budget is spent and its connections close, losing what was in flight
-    /// to it.
+    /// A broker stops: its budget is spent (its connections close: see [`Traffic::closed`]).
     fn stop(&mut self, b: BrokerId, clean: bool) {
         if clean {
             self.clean_crashes += 1;
@@ -688,83 +826,78 @@ impl Cluster {
             self.unclean_crashes += 1;
         }
         self.last_stop_clean[b.0 as usize] = clean;
-        self.network.retain(|e| e.to != Node::Broker(b));
     }
 
-    /// Hands a message to its receiver's transition.
-    fn deliver(&mut self, cfg: &Config, e: Envelope<Record>) -> Effects<Record> {
-        let now = Tick(0);
-        let Node::Broker(to) = e.to else {
-            return match &e.message {
-                Message::AlterPartition(req) => {
-                    self.active_step(|c| c.on_alter_partition(cfg, req))
-                }
-                _ => Vec::new(),
-            };
-        };
-        let Node::Broker(from) = e.from else {
-            return match &e.message {
-                Message::LeaderAndIsr(m) => self.replica_mut(to).on_leader_and_isr(cfg, now, m),
-                Message::AlterPartitionResponse(m) => {
-                    self.replica_mut(to).on_alter_partition_response(cfg, m)
-                }
-                _ => Vec::new(),
-            };
-        };
-        let r = self.replica_mut(to);
-        match &e.message {
-            Message::Fetch(m) => r.on_fetch(cfg, now, m),
-            Message::FetchResponse(m) => r.on_fetch_response(cfg, from, m),
-            Message::OffsetForLeaderEpoch(m) => r.on_offset_for_leader_epoch(cfg, m),
-            Message::OffsetForLeaderEpochResponse(m) => {
-                r.on_offset_for_leader_epoch_response(cfg, from, m)
+    /// Hands a message to its receiver's step.
+    fn deliver(&mut self, cfg: &Config, e: &Envelope<Record>) -> Effects<Record> {
+        let (from, message) = (e.from, e.message.clone());
+        match e.to {
+            Node::Controller => {
+                let input = ControllerInput::Message { from, message };
+                self.active_step(|c| c.step(cfg, Tick(0), input))
             }
-            _ => Vec::new(),
+            Node::Broker(to) => {
+                let input = ReplicaInput::Message { from, message };
+                self.replica_mut(to).step(cfg, Tick(0), input)
+            }
         }
     }
 
-    /// Carries out effects: messages join the network (unless their receiver is down), and
-    /// acknowledgements join the history.
-    fn route(&mut self, effects: Effects<Record>) {
+    /// Carries out effects: acknowledgements of acks=all writes and consumers' reads join the
+    /// history, and the messages sent are returned for the network ([`carry`]). Asks for
+    /// flushes and checkpoints need nothing here: a flush is its own action, and a checkpoint is
+    /// the replica's own record of it.
+    fn route(&mut self, bounds: &Bounds, effects: Effects<Record>) -> Vec<Envelope<Record>> {
+        let mut sent = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Send(e) => {
-                    let down = matches!(e.to, Node::Broker(b) if !self.replica(b).is_online());
-                    if !down {
-                        let at = self.network.partition_point(|x| x <= &e);
-                        self.network.insert(at, e);
-                    }
-                }
+                Effect::Send(e) => sent.push(e),
                 Effect::Acknowledge {
                     id, base_offset, ..
-                } => {
+                } if bounds.acks == Acks::All => {
                     let entry = self
                         .replicas
                         .iter()
                         .filter(|r| r.is_leader())
                         .find_map(|r| r.entry(base_offset).filter(|e| u64::from(e.record) == id));
                     if let Some(entry) = entry {
-                        self.history.acknowledged.insert((base_offset, entry));
+                        let ack = (base_offset, entry);
+                        if !self.history.acknowledged.contains(&ack) {
+                            Arc::make_mut(&mut self.history).acknowledged.insert(ack);
+                        }
                     }
                 }
-                Effect::FailWrite { .. }
+                Effect::Read {
+                    result: Ok(answer), ..
+                } => {
+                    let from = self.consumer_offset;
+                    let history = Arc::make_mut(&mut self.history);
+                    for (i, entry) in answer.entries.into_iter().enumerate() {
+                        let offset = Offset(from.0 + i as u64);
+                        history.consumed.insert((offset, entry));
+                        self.consumer_offset = offset.next();
+                    }
+                }
+                Effect::Acknowledge { .. }
+                | Effect::Read { .. }
+                | Effect::FailWrite { .. }
                 | Effect::Truncated { .. }
-                | Effect::HighWatermark { .. } => {}
+                | Effect::HighWatermark { .. }
+                | Effect::Flush { .. }
+                | Effect::CheckpointHighWatermark { .. }
+                | Effect::MustRegister { .. } => {}
             }
         }
+        sent
     }
 
-    /// Updates the ghost state after a step, and discards the messages their receiver will
-    /// ignore forever ([`Replica::ignores_forever`]): delivering one is a step that changes
-    /// nothing, so every pruned state is one the unpruned network reaches too, and the
-    /// properties never look at the network.
-    fn observe(&mut self, cfg: &Config) {
-        let replicas = &self.replicas;
-        self.network.retain(|e| match e.to {
-            Node::Broker(b) => !replicas[b.0 as usize].ignores_forever(cfg, &e.message),
-            Node::Controller => true,
-        });
-        self.history.observe_commits(&self.replicas);
+    /// Updates the ghost state after a step: the history of commits, and which restarted
+    /// replicas are back in the ISR.
+    fn observe(&mut self) {
+        let new = self.history.new_commits(self.replicas.iter().map(|r| &**r));
+        if !new.is_empty() {
+            Arc::make_mut(&mut self.history).committed.extend(new);
+        }
         if let Some(state) = self.controller.partition(PARTITION) {
             let back: Vec<BrokerId> = self
                 .awaiting_rejoin
@@ -778,6 +911,223 @@ impl Cluster {
             for b in back {
                 self.awaiting_rejoin.remove(&b);
             }
+        }
+    }
+}
+
+/// What a step ([`Cluster::act`]) does to the messages in flight, besides taking the message it
+/// names off the network.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// A broker that stopped: its connections close, so everything in flight *to* it is lost
+    /// (what it sent stays in flight).
+    pub closed: Option<BrokerId>,
+    /// The messages sent, in order. Those to a broker that is down are lost.
+    pub sent: Vec<Envelope<Record>>,
+}
+
+/// A message in flight as a network holds it: the envelope itself ([`Cluster::network`]), or a
+/// search engine's shared copy.
+pub trait InFlight {
+    fn envelope(&self) -> &Envelope<Record>;
+
+    /// Whether two messages in flight are copies of one message.
+    fn same(&self, other: &Self) -> bool {
+        self.envelope() == other.envelope()
+    }
+}
+
+impl InFlight for Envelope<Record> {
+    fn envelope(&self) -> &Envelope<Record> {
+        self
+    }
+}
+
+/// Carries out a step's [`Traffic`] on a network: closes the stopped broker's connections, adds
+/// the messages sent to running brokers and the controller (at the end: a caller that keeps its
+/// network sorted sorts it again), and discards the messages their receiver will ignore forever
+/// ([`Replica::ignores_forever`]): delivering one is a step that changes nothing, so every
+/// pruned state is one the unpruned network reaches too, and the properties never look at the
+/// network. `replicas` are the brokers after the step; of the messages already in flight, only
+/// those to a broker for which `changed` holds are looked at again (the others were kept
+/// against the same replica before).
+pub fn carry<M: InFlight>(
+    cfg: &Config,
+    replicas: &[Arc<Replica<MemLog<Record>>>],
+    network: &mut Vec<M>,
+    closed: Option<BrokerId>,
+    sent: impl IntoIterator<Item = M>,
+    changed: impl Fn(BrokerId) -> bool,
+) {
+    let ignored = |e: &Envelope<Record>| match e.to {
+        Node::Broker(b) => replicas[b.0 as usize].ignores_forever(cfg, &e.message),
+        Node::Controller => false,
+    };
+    if let Some(b) = closed {
+        network.retain(|m| m.envelope().to != Node::Broker(b));
+    }
+    network.retain(|m| {
+        let e = m.envelope();
+        !matches!(e.to, Node::Broker(b) if changed(b)) || !ignored(e)
+    });
+    for m in sent {
+        let e = m.envelope();
+        let down = matches!(e.to, Node::Broker(b) if !replicas[b.0 as usize].is_online());
+        if !down && !ignored(e) {
+            network.push(m);
+        }
+    }
+}
+
+/// Whether `e` is a request of broker `b` to its leader, or the answer to one: while one is in
+/// flight, `b` sends no other (its FollowerFetch waits).
+fn request_of(e: &Envelope<Record>, b: BrokerId) -> bool {
+    match &e.message {
+        Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
+        Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
+            e.to == Node::Broker(b)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `e` is leader `b`'s AlterPartition, or the answer to it: while one is in flight, its
+/// AlterPartition timer does not fire (the controller may still answer).
+fn proposal_of(e: &Envelope<Record>, b: BrokerId) -> bool {
+    match &e.message {
+        Message::AlterPartition(_) => e.from == Node::Broker(b),
+        Message::AlterPartitionResponse(_) => e.to == Node::Broker(b),
+        _ => false,
+    }
+}
+
+/// The enabled actions of a cluster apart from its messages in flight ([`Cluster::menu`]):
+/// those that depend on the messages are filled in by [`Menu::choices`] for a given network, in
+/// the order of [`Cluster::actions`]. A search engine keeps one menu for all the states that
+/// differ only in their messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Menu {
+    /// The actions that name no message: per broker (a producer write, then its ISR shrinks and
+    /// a consumer read), then, from `later` on, those listed after the messages (stops,
+    /// restarts, registrations, fencing, elections, failovers, the zombie's shrinks and
+    /// elections).
+    listed: Vec<Action>,
+    /// Per broker, in broker order: where its actions end in `listed`, and where its
+    /// FollowerFetch goes.
+    brokers: Vec<BrokerMenu>,
+    later: usize,
+    /// Whether a message may be lost, or copied.
+    drops: bool,
+    duplicates: bool,
+    /// Whether a zombie may take a message to the controller (listed last).
+    zombie: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BrokerMenu {
+    /// Its FollowerFetch goes before `listed[fetch_at]`, after its producer write.
+    fetch_at: usize,
+    /// Whether its request timer runs and nothing holds its request: it fires (a
+    /// FollowerFetch), unless a request or answer of its is in flight.
+    fetches: bool,
+    /// Whether its AlterPartition timer runs: it fires (a LeaderRetryAlterPartition), unless
+    /// the proposal or its answer is in flight.
+    resends: bool,
+    /// Its actions end before `listed[end]`.
+    end: usize,
+}
+
+/// An enabled action of a [`Menu`], naming a message in flight by its index in the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Choice {
+    /// An action that names no message in flight, by its index among the menu's.
+    Listed(usize),
+    /// `FollowerFetch` of this broker.
+    Fetch(BrokerId),
+    /// `LeaderRetryAlterPartition` of this broker.
+    Resend(BrokerId),
+    Deliver(usize),
+    Drop(usize),
+    Duplicate(usize),
+    ZombieDeliver(usize),
+}
+
+impl Menu {
+    /// How many actions name no message in flight: [`Choice::Listed`] indices are below.
+    pub fn listed(&self) -> usize {
+        self.listed.len()
+    }
+
+    /// The enabled actions when `network` is in flight, in the order of [`Cluster::actions`]
+    /// when the network is sorted as a cluster keeps it. Of copies of one message next to each
+    /// other only the first is named: delivering either is the same step.
+    pub fn choices<M: InFlight>(&self, network: &[M]) -> Vec<Choice> {
+        let mut out = Vec::new();
+        let mut next = 0;
+        for (b, menu) in self.brokers.iter().enumerate() {
+            let b = BrokerId(b as u32);
+            out.extend((next..menu.fetch_at).map(Choice::Listed));
+            if menu.fetches && !network.iter().any(|m| request_of(m.envelope(), b)) {
+                out.push(Choice::Fetch(b));
+            }
+            if menu.resends && !network.iter().any(|m| proposal_of(m.envelope(), b)) {
+                out.push(Choice::Resend(b));
+            }
+            out.extend((menu.fetch_at..menu.end).map(Choice::Listed));
+            next = menu.end;
+        }
+        let mut previous: Option<&M> = None;
+        for (i, m) in network.iter().enumerate() {
+            if previous.is_some_and(|p| p.same(m)) {
+                continue;
+            }
+            previous = Some(m);
+            out.push(Choice::Deliver(i));
+            if self.drops {
+                out.push(Choice::Drop(i));
+            }
+            if self.duplicates {
+                out.push(Choice::Duplicate(i));
+            }
+        }
+        out.extend((self.later..self.listed.len()).map(Choice::Listed));
+        if self.zombie {
+            let mut previous: Option<&M> = None;
+            for (i, m) in network.iter().enumerate() {
+                if m.envelope().to != Node::Controller || previous.is_some_and(|p| p.same(m)) {
+                    continue;
+                }
+                previous = Some(m);
+                out.push(Choice::ZombieDeliver(i));
+            }
+        }
+        out
+    }
+}
+
+impl Choice {
+    /// The action itself, for the menu and the network the choice was made from.
+    pub fn action<M: InFlight>(&self, menu: &Menu, network: &[M]) -> Action {
+        let e = |i: usize| network[i].envelope().clone();
+        match *self {
+            Choice::Listed(i) => menu.listed[i].clone(),
+            Choice::Fetch(b) => Action::FollowerFetch(b),
+            Choice::Resend(b) => Action::LeaderRetryAlterPartition(b),
+            Choice::Deliver(i) => Action::Deliver(e(i)),
+            Choice::Drop(i) => Action::Drop(e(i)),
+            Choice::Duplicate(i) => Action::Duplicate(e(i)),
+            Choice::ZombieDeliver(i) => Action::ZombieDeliver(e(i)),
+        }
+    }
+
+    /// The message in flight the action names, by its index.
+    pub fn message(&self) -> Option<usize> {
+        match *self {
+            Choice::Listed(_) | Choice::Fetch(_) | Choice::Resend(_) => None,
+            Choice::Deliver(i)
+            | Choice::Drop(i)
+            | Choice::Duplicate(i)
+            | Choice::ZombieDeliver(i) => Some(i),
         }
     }
 }

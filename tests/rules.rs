@@ -15,17 +15,19 @@ mod common;
 use common::{check_state, summary};
 use isr::sim::{Action, Bounds, Cluster, Record, PARTITION};
 use isr::{
-    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Message, Node, Offset,
-    Property, Rules, TruncationRule, Violation, WriteError,
+    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Log, Message, Node, Offset,
+    Property, ReplicaInput, Rules, Tick, TruncationRule, Violation, WriteError,
 };
 use std::collections::BTreeSet;
 
 /// One step of a script.
 #[derive(Clone, Copy, Debug)]
 enum Step {
-    /// The producer writes the next record to broker n, which must believe it leads.
+    /// The producer writes the next record to broker n, which must believe it leads; under
+    /// `flush=always` its log is then flushed (the broker asks for it at once).
     Write(u32),
-    /// Follower n sends its next request.
+    /// Follower n has a request to its leader in flight: it sent one after its last answer
+    /// (or its order), or its request timer fires now.
     Fetch(u32),
     /// Delivers the first message in flight from → to of this kind (`Message::kind`).
     Deliver(Node, Node, &'static str),
@@ -192,12 +194,34 @@ impl Run {
         )
     }
 
+    /// Makes sure follower n has a request in flight: the one it sent on its own (once its log
+    /// is durable under `flush=always`: it flushes first), or a new one when its request timer
+    /// fires (enabled only when none is in flight).
+    fn ask(&mut self, n: u32) -> Result<(), Violation> {
+        let fetch = Action::FollowerFetch(BrokerId(n));
+        if self.first_enabled(|a| *a == fetch).is_some() {
+            return self.act(fetch);
+        }
+        if !self.cluster.replicas[n as usize].held().is_empty() {
+            self.act(Action::Flush(BrokerId(n)))?;
+        }
+        let requests = ["Fetch", "OffsetForLeaderEpoch"];
+        let leader = self.cluster.replicas[n as usize].leader();
+        match leader.and_then(|l| self.find(b(n), Node::Broker(l), &requests)) {
+            Some(_) => Ok(()),
+            None => panic!(
+                "script error: b{n} has no request in flight{}",
+                self.report()
+            ),
+        }
+    }
+
     fn round(&mut self, n: u32) -> Result<(), Violation> {
         let Some(leader) = self.cluster.replicas[n as usize].leader() else {
             panic!("script error: b{n} follows nobody{}", self.report());
         };
         let leader = leader.0;
-        self.act(Action::FollowerFetch(BrokerId(n)))?;
+        self.ask(n)?;
         self.deliver(b(n), b(leader), &["Fetch", "OffsetForLeaderEpoch"])?;
         let answers = ["FetchResponse", "OffsetForLeaderEpochResponse"];
         if self.find(b(leader), b(n), &answers).is_none()
@@ -213,8 +237,15 @@ impl Run {
     fn step(&mut self, step: Step) -> Result<(), Violation> {
         let id = BrokerId;
         match step {
-            Write(n) => self.act(Action::LeaderWrite(id(n))),
-            Fetch(n) => self.act(Action::FollowerFetch(id(n))),
+            Write(n) => {
+                self.act(Action::LeaderWrite(id(n)))?;
+                let flush = Action::Flush(id(n));
+                match self.first_enabled(|a| *a == flush) {
+                    Some(flush) if self.cfg.rules.flush == FlushPolicy::Always => self.act(flush),
+                    _ => Ok(()),
+                }
+            }
+            Fetch(n) => self.ask(n),
             Deliver(from, to, kind) => self.deliver(from, to, &[kind]),
             Round(n) => self.round(n),
             CatchUp(n) => {
@@ -723,13 +754,20 @@ fn rule_8_unclean_leader_election() {
 #[test]
 fn rule_9_acks_all_refused_below_min_insync_replicas() {
     let steps = [Shrink(0, 1), SETTLE];
+    let write = |id, acks| ReplicaInput::Write {
+        id,
+        records: vec![1],
+        acks,
+    };
     let refusing = holds(2, safe(2, Acks::All), &steps);
-    let mut leader = refusing.cluster.replicas[0].clone();
+    let mut leader = isr::Replica::clone(&refusing.cluster.replicas[0]);
     assert_eq!(
-        leader
-            .leader_write(&refusing.cfg, vec![1], Acks::All, 1)
-            .map(|(offset, _)| offset),
-        Err(WriteError::NotEnoughReplicas { isr: 1, min: 2 })
+        leader.step(&refusing.cfg, Tick(0), write(1, Acks::All)),
+        vec![Effect::FailWrite {
+            partition: PARTITION,
+            id: 1,
+            error: WriteError::NotEnoughReplicas { isr: 1, min: 2 },
+        }]
     );
     assert_eq!(
         leader.log_end_offset(),
@@ -737,16 +775,16 @@ fn rule_9_acks_all_refused_below_min_insync_replicas() {
         "a refused write appends nothing"
     );
     // acks=1 is not subject to the floor.
-    assert!(leader
-        .leader_write(&refusing.cfg, vec![1], Acks::Leader, 1)
-        .is_ok());
+    leader.step(&refusing.cfg, Tick(0), write(2, Acks::Leader));
+    assert_eq!(leader.log_end_offset(), Offset(1));
 
     let accepting = holds(2, safe(1, Acks::All), &steps);
-    let mut leader = accepting.cluster.replicas[0].clone();
-    let (offset, effects) = leader
-        .leader_write(&accepting.cfg, vec![1], Acks::All, 7)
-        .expect("min.insync.replicas=1 accepts a lone leader's acks=all write");
-    assert_eq!(offset, Offset(0));
+    let mut leader = isr::Replica::clone(&accepting.cluster.replicas[0]);
+    leader.step(&accepting.cfg, Tick(0), write(7, Acks::All));
+    assert_eq!(leader.log_end_offset(), Offset(1));
+    // min.insync.replicas=1: the lone leader acknowledges it once its log is durable.
+    leader.log_mut().flush();
+    let effects = leader.step(&accepting.cfg, Tick(0), ReplicaInput::Flushed(Offset(1)));
     assert!(effects.contains(&Effect::Acknowledge {
         partition: PARTITION,
         id: 7,

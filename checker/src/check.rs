@@ -1,10 +1,11 @@
 //! `isr-check check`: one target's verdicts, figures and shortest counterexamples, as text,
 //! Mermaid or JSON.
 
-use crate::run::{execute, mib, peak_memory_kib, rate, search_name, show, RunArgs};
+use crate::run::{execute, limit_line, mib, peak_memory_kib, rate, search_name, show, RunArgs};
 use crate::target::{bounds_json, describe_bounds, describe_rules, Target};
 use clap::ValueEnum;
 use isr_models::check::{Run, Verdict};
+use isr_models::engine::Ending;
 use isr_models::render::{self, Section};
 use isr_models::shortest::Trace;
 use isr_models::Check;
@@ -16,6 +17,16 @@ use std::process::ExitCode;
 pub enum Format {
     Text,
     Mermaid,
+}
+
+/// How a search ended, for JSON.
+fn ending_name(r: &Run) -> &'static str {
+    match r.ending {
+        Ending::Exhausted => "exhausted",
+        Ending::Found => "found",
+        Ending::MaxDepth => "max-depth",
+        Ending::TimeLimit => "time-limit",
+    }
 }
 
 pub fn violation(trace: &Trace, check: Check) -> Option<String> {
@@ -63,15 +74,27 @@ pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
             "states_per_second": rate(&r),
             "peak_memory_kib": peak,
             "as_expected": ok,
+            "expectations": target.expectations.name(),
+            "ending": ending_name(&r),
+            "complete_to_depth": r.complete_to.filter(|_| r.limited()),
+            "limit": limit_line(&r),
             "verdicts": verdicts,
         });
         println!("{out:#}");
     } else {
         let report = report(target, args, &r, peak);
-        let verdict = format!(
-            "verdict: {}",
-            if ok { "as expected" } else { "NOT as expected" }
-        );
+        let undecided = r
+            .verdicts
+            .iter()
+            .filter(|v| v.expected.is_some() && v.found.is_none())
+            .count();
+        let verdict = match (ok, r.limited() && undecided > 0) {
+            (true, false) => "verdict: as expected".to_string(),
+            (true, true) => format!(
+                "verdict: as expected so far ({undecided} expected verdicts undecided at the limit)"
+            ),
+            (false, _) => "verdict: NOT as expected".to_string(),
+        };
         let headline = |v: &Verdict, trace: &Trace| {
             format!(
                 "counterexample for {} ({} steps): {}",
@@ -137,11 +160,7 @@ fn report(target: &Target, args: &RunArgs, r: &Run, peak: Option<u64>) -> String
         out,
         "preset {}{}: {}",
         target.preset.name,
-        if target.adhoc {
-            " (ad hoc: every property expected to hold)"
-        } else {
-            ""
-        },
+        target.describe_expectations(),
         describe_rules(&target.cfg)
     );
     let _ = writeln!(out, "bounds: {}", describe_bounds(&target.bounds));
@@ -163,6 +182,9 @@ fn report(target: &Target, args: &RunArgs, r: &Run, peak: Option<u64>) -> String
         rate(r),
         mib(peak)
     );
+    if let Some(line) = limit_line(r) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,

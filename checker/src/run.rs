@@ -3,7 +3,8 @@
 
 use crate::target::Target;
 use clap::Args;
-use isr_models::check::{run, symmetry_pays, Progress, Run, Search};
+use isr_models::check::{run_with, symmetry_pays, Options, Progress, Run, Search};
+use isr_models::engine::{Ending, Limits};
 use isr_models::presets::{Outcome, Preset};
 use isr_models::Check;
 use std::io::IsTerminal;
@@ -29,25 +30,47 @@ pub struct SearchArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
     pub threads: u16,
+    /// Explore no state more than N steps from the initial state (breadth-first): verdicts
+    /// are then complete to depth N, and what could only be decided deeper stays undecided.
+    #[arg(long, value_name = "N", conflicts_with = "dfs")]
+    pub max_depth: Option<usize>,
+    /// Stop after SECS seconds (breadth-first unless --dfs: complete to the last depth
+    /// finished).
+    #[arg(long, value_name = "SECS", value_parser = positive_seconds)]
+    pub time_limit: Option<f64>,
+}
+
+/// A time limit: a positive number of seconds.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x.is_finite() => Ok(x),
+        _ => Err(format!("`{s}` is not a positive number of seconds")),
+    }
 }
 
 impl SearchArgs {
     /// Checks `target` as these options say, calling `progress` while the search runs.
     pub fn run(&self, target: &Target, progress: impl FnMut(Progress)) -> Run {
-        run(
+        let options = Options {
+            search: self.search(target.stop_at().is_some()),
+            symmetry: self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
+            threads: self.threads as usize,
+            limits: Limits::with_time(self.time_limit, self.max_depth),
+        };
+        run_with(
             &target.model(),
             |c| target.expected(c),
             target.stop_at(),
-            self.search(target.stop_at().is_some()),
-            self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
-            self.threads as usize,
+            options,
             progress,
         )
     }
 
-    /// Breadth-first when asked, or by default when the search stops at expected failures.
+    /// Breadth-first when asked, or by default when the search stops at expected failures or
+    /// is limited (then it is complete to the last depth it finished).
     fn search(&self, stops: bool) -> Search {
-        if self.bfs || (stops && !self.dfs) {
+        let limited = self.max_depth.is_some() || self.time_limit.is_some();
+        if self.bfs || ((stops || limited) && !self.dfs) {
             Search::Bfs
         } else {
             Search::Dfs
@@ -120,6 +143,37 @@ pub fn execute(target: &Target, args: &RunArgs, quiet: bool) -> Run {
         eprint!("\r\x1b[2K");
     }
     result
+}
+
+/// What a search cut short by a limit can say, or `None` when it was not: `no violation
+/// through depth D (complete to depth D, N states)` breadth-first.
+pub fn limit_line(r: &Run) -> Option<String> {
+    let why = match r.ending {
+        Ending::MaxDepth => "the depth limit",
+        Ending::TimeLimit => "the time limit",
+        Ending::Exhausted | Ending::Found => return None,
+    };
+    let violated = r
+        .verdicts
+        .iter()
+        .any(|v| v.found == Some(isr_models::presets::Outcome::Fails) && v.check.is_always());
+    let line = match (r.complete_to, violated) {
+        (Some(d), false) => format!(
+            "no violation through depth {d} (complete to depth {d}, {} states); stopped at {why}",
+            r.unique
+        ),
+        (Some(d), true) => format!(
+            "stopped at {why}: complete to depth {d}, {} states",
+            r.unique
+        ),
+        (None, false) => format!(
+            "no violation in {} states; stopped at {why} (a depth-first search is complete \
+             to no depth: breadth-first is, to the last depth it finished)",
+            r.unique
+        ),
+        (None, true) => format!("stopped at {why} after {} states", r.unique),
+    };
+    Some(line)
 }
 
 pub fn rate(r: &Run) -> f64 {

@@ -40,6 +40,9 @@ pub struct Overrides {
     pub controller_failovers: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub min_isr: Option<u32>,
+    /// The most entries one Fetch answer carries (1: followers catch up a record at a time).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub fetch_max: Option<u32>,
     /// Producer acks: 0, 1 or all.
     #[arg(long, value_name = "X")]
     pub acks: Option<String>,
@@ -49,6 +52,12 @@ pub struct Overrides {
     /// A rule switch, as NAME=VALUE (repeatable).
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rules: Vec<String>,
+    /// What to expect instead of the preset's verdicts (repeatable, applied in order):
+    /// `all-hold` (every property holds, every guard is reached), `none` (assert nothing), or
+    /// `CHECK=holds|fails` for one property or guard. By default a preset keeps its expected
+    /// verdicts under other bounds; other rules or min ISR make it `all-hold`.
+    #[arg(long = "expect", value_name = "EXPECTATION")]
+    pub expect: Vec<String>,
 }
 
 /// A bad argument: printed on one line, exit status 2.
@@ -60,8 +69,34 @@ pub struct Target {
     pub cfg: Config,
     pub bounds: Bounds,
     pub isr_changes: u32,
-    /// Changed from the preset: then every property is expected to hold.
+    /// Changed from the preset (rules, min ISR or bounds).
     pub adhoc: bool,
+    /// Where the expected verdicts come from.
+    pub expectations: Expectations,
+    /// Per check, an expectation given with `--expect CHECK=...`.
+    overrides: Vec<(Check, Option<Outcome>)>,
+}
+
+/// Where a target's expected verdicts come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expectations {
+    /// The preset's (its bounds may differ: a protocol's verdicts do not depend on them).
+    Preset,
+    /// Every property holds and every guard is reached: the default once rules or min ISR
+    /// differ from the preset's (another protocol), and `--expect all-hold`.
+    AllHold,
+    /// Nothing is asserted (`--expect none`).
+    Nothing,
+}
+
+impl Expectations {
+    pub fn name(self) -> &'static str {
+        match self {
+            Expectations::Preset => "preset",
+            Expectations::AllHold => "all-hold",
+            Expectations::Nothing => "none",
+        }
+    }
 }
 
 impl Target {
@@ -119,6 +154,9 @@ impl Target {
         if let Some(m) = o.min_isr {
             cfg.min_insync_replicas = m as usize;
         }
+        if let Some(n) = o.fetch_max {
+            cfg.fetch_max_entries = n as usize;
+        }
         if cfg.min_insync_replicas > b.replicas as usize {
             return Err(Usage(format!(
                 "invalid --min-isr {}: expected 1 to the replica count {}",
@@ -136,14 +174,39 @@ impl Target {
                 .set(name, value)
                 .map_err(|e| Usage(e.to_string()))?;
         }
-        let adhoc =
-            cfg != preset.config() || b != preset.bounds || isr_changes != preset.isr_changes;
+        // The fetch limit is a bound of the model, like the others; rules and min ISR are
+        // the protocol.
+        let preset_cfg = preset.config();
+        let protocol_changed = cfg.rules != preset_cfg.rules
+            || cfg.min_insync_replicas != preset_cfg.min_insync_replicas;
+        let adhoc = cfg != preset_cfg || b != preset.bounds || isr_changes != preset.isr_changes;
+        let mut expectations = if protocol_changed {
+            Expectations::AllHold
+        } else {
+            Expectations::Preset
+        };
+        let mut overrides = Vec::new();
+        for e in &o.expect {
+            match e.as_str() {
+                "all-hold" => {
+                    expectations = Expectations::AllHold;
+                    overrides.clear();
+                }
+                "none" => {
+                    expectations = Expectations::Nothing;
+                    overrides.clear();
+                }
+                _ => overrides.push(parse_expectation(e)?),
+            }
+        }
         Ok(Target {
             preset,
             cfg,
             bounds: b,
             isr_changes,
             adhoc,
+            expectations,
+            overrides,
         })
     }
 
@@ -151,22 +214,61 @@ impl Target {
         IsrModel::new(self.cfg, self.bounds.clone(), self.isr_changes)
     }
 
-    /// Ad hoc configurations are explored exhaustively and expected to satisfy everything.
+    /// The expected verdict of a check: an `--expect CHECK=...` override, else as
+    /// [`Target::expectations`] says.
     pub fn expected(&self, check: Check) -> Option<Outcome> {
-        if self.adhoc {
-            Some(Outcome::Holds)
-        } else {
-            self.preset.expected(check)
+        if let Some(&(_, o)) = self.overrides.iter().rev().find(|(c, _)| *c == check) {
+            return o;
+        }
+        match self.expectations {
+            Expectations::Preset => self.preset.expected(check),
+            Expectations::AllHold => Some(Outcome::Holds),
+            Expectations::Nothing => None,
         }
     }
 
+    /// Where the search may stop: at the preset's expected failures when its expectations
+    /// stand (a bug preset), else nowhere (the search is exhaustive).
     pub fn stop_at(&self) -> Option<BTreeSet<&'static str>> {
-        if self.adhoc {
-            None
-        } else {
+        if self.expectations == Expectations::Preset && self.overrides.is_empty() {
             self.preset.stop_at()
+        } else {
+            None
         }
     }
+
+    /// How the report names where the expectations come from.
+    pub fn describe_expectations(&self) -> &'static str {
+        match (self.expectations, self.adhoc, self.overrides.is_empty()) {
+            (Expectations::Preset, false, true) => "",
+            (Expectations::Preset, true, true) => {
+                " (ad hoc bounds: the preset's expected verdicts)"
+            }
+            (Expectations::AllHold, _, true) => " (ad hoc: every property expected to hold)",
+            (Expectations::Nothing, _, true) => " (ad hoc: nothing asserted)",
+            (_, _, false) => " (ad hoc: expectations given with --expect)",
+        }
+    }
+}
+
+/// `CHECK=holds|fails` (or `CHECK=any`: not asserted).
+fn parse_expectation(e: &str) -> Result<(Check, Option<Outcome>), Usage> {
+    let usage = || {
+        let names: Vec<&str> = Check::all().into_iter().map(Check::name).collect();
+        Usage(format!(
+            "invalid --expect `{e}`: expected all-hold, none, or CHECK=holds|fails|any with CHECK one of {}",
+            names.join(", ")
+        ))
+    };
+    let (name, value) = e.split_once('=').ok_or_else(usage)?;
+    let check = Check::from_name(name).ok_or_else(usage)?;
+    let outcome = match value {
+        "holds" => Some(Outcome::Holds),
+        "fails" => Some(Outcome::Fails),
+        "any" => None,
+        _ => return Err(usage()),
+    };
+    Ok((check, outcome))
 }
 
 pub fn describe_bounds(b: &Bounds) -> String {
@@ -195,7 +297,15 @@ pub fn describe_rules(cfg: &Config) -> String {
     } else {
         switches.join(" ")
     };
-    format!("{rules}; min.insync.replicas={}", cfg.min_insync_replicas)
+    let fetch = if cfg.fetch_max_entries < 1000 {
+        format!("; fetch.max={} entries", cfg.fetch_max_entries)
+    } else {
+        String::new()
+    };
+    format!(
+        "{rules}; min.insync.replicas={}{fetch}",
+        cfg.min_insync_replicas
+    )
 }
 
 pub fn bounds_json(b: &Bounds) -> Value {

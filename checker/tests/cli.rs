@@ -50,8 +50,8 @@ fn a_counterexample_prints_as_numbered_steps_and_as_mermaid() {
     let out = isr_check(&["check", "unclean-election"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("counterexample for CommittedRecordsSurviveLeaderFailure (8 steps)"));
-    assert!(text.contains("8. "), "{text}");
+    assert!(text.contains("counterexample for CommittedRecordsSurviveLeaderFailure (9 steps)"));
+    assert!(text.contains("9. "), "{text}");
     assert!(text.contains("controller: c1: leader"), "{text}");
     assert!(text.contains("0:1:1"), "{text}");
     let out = isr_check(&["check", "unclean-election", "--format", "mermaid"]);
@@ -106,7 +106,7 @@ fn mermaid_output_is_one_diagram_with_the_report_as_comments() {
     assert_eq!(text.matches("sequenceDiagram").count(), 1, "{text}");
     assert!(text.contains("%% verdict: as expected"), "{text}");
     assert!(
-        text.contains("%% counterexample for CommittedRecordsSurviveLeaderFailure (8 steps)"),
+        text.contains("%% counterexample for CommittedRecordsSurviveLeaderFailure (9 steps)"),
         "{text}"
     );
     assert!(
@@ -236,4 +236,100 @@ fn a_port_in_use_is_one_clear_line() {
     );
     assert!(stderr.contains("in use"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// `check` with `--json`: the report and the exit status.
+fn check_json(args: &[&str]) -> (serde_json::Value, Option<i32>) {
+    let out = isr_check(&[&["check"], args, &["--json"]].concat());
+    let report = serde_json::from_slice(&out.stdout).expect("JSON");
+    (report, out.status.code())
+}
+
+#[test]
+fn a_preset_keeps_its_expected_verdicts_under_other_bounds_unless_told_otherwise() {
+    // kip966 with two brokers: WeakIsr still fails as documented.
+    let bounds = ["kip966", "--replicas", "2", "--isr-changes", "3"];
+    let (report, code) = check_json(&bounds);
+    assert_eq!(report["adhoc"], true);
+    assert_eq!(report["expectations"], "preset");
+    assert_eq!(report["as_expected"], true, "{report:#}");
+    assert_eq!(code, Some(0));
+    // Expecting everything to hold, or WeakIsr to hold, makes its failure unexpected.
+    for expect in [
+        &["--expect", "all-hold"][..],
+        &["--expect", "WeakIsr=holds"],
+    ] {
+        let (report, code) = check_json(&[&bounds[..], expect].concat());
+        assert_eq!(report["as_expected"], false, "{expect:?}");
+        assert_eq!(code, Some(1), "{expect:?}");
+    }
+    // Asserting nothing, or that WeakIsr may go either way, accepts it.
+    for expect in [&["--expect", "none"][..], &["--expect", "WeakIsr=any"]] {
+        let (report, code) = check_json(&[&bounds[..], expect].concat());
+        assert_eq!(report["as_expected"], true, "{expect:?}");
+        assert_eq!(code, Some(0), "{expect:?}");
+    }
+    // Other rules are another protocol: every property is then expected to hold.
+    let (report, _) = check_json(&["kip966", "--replicas", "2", "--rule", "elr=off"]);
+    assert_eq!(report["expectations"], "all-hold");
+    refused(&["check", "safe", "--expect", "Nope=holds"], "--expect");
+    refused(&["check", "safe", "--expect", "WeakIsr=maybe"], "--expect");
+}
+
+#[test]
+fn a_depth_limit_gives_verdicts_complete_to_that_depth() {
+    let out = isr_check(&["check", "safe", "--max-depth", "6"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("no violation through depth 6 (complete to depth 6, "),
+        "{text}"
+    );
+    assert!(text.contains("verdict: as expected so far"), "{text}");
+    let (report, _) = check_json(&["safe", "--max-depth", "6"]);
+    assert_eq!(report["ending"], "max-depth");
+    assert_eq!(report["complete_to_depth"], 6);
+    assert_eq!(report["max_depth"], 6);
+    // A counterexample deeper than the limit is not found, and not denied either.
+    let (report, code) = check_json(&["kip101", "--max-depth", "5"]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let strong = report["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["property"] == "StrongIsr")
+        .unwrap();
+    assert_eq!(strong["expected"], "fails");
+    assert_eq!(strong["found"], serde_json::Value::Null);
+    refused(
+        &["check", "safe", "--max-depth", "3", "--dfs"],
+        "--max-depth",
+    );
+}
+
+#[test]
+fn a_time_limit_reports_how_deep_the_search_is_complete() {
+    let anchor = [
+        "safe",
+        "--records",
+        "2",
+        "--max-epoch",
+        "3",
+        "--crashes",
+        "1",
+        "--unclean-crashes",
+        "1",
+    ];
+    let (report, code) = check_json(&[&anchor[..], &["--time-limit", "1"]].concat());
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["ending"], "time-limit");
+    let depth = report["complete_to_depth"].as_u64().expect("a depth");
+    let line = report["limit"].as_str().expect("the limit line");
+    assert!(
+        line.starts_with(&format!(
+            "no violation through depth {depth} (complete to depth {depth}, "
+        )),
+        "{line}"
+    );
+    refused(&["check", "safe", "--time-limit", "0"], "--time-limit");
 }

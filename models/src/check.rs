@@ -1,19 +1,24 @@
-//! Running a model to its verdicts, with or without symmetry reduction. Depth-first, stateright
-//! explores the state space, then one breadth-first search ([`crate::shortest`]) finds a
-//! shortest counterexample for every violated `always` property. Breadth-first, that search
-//! does both at once: it checks every property on every state and records parent pointers, so
-//! the first violation of each property it meets is a shortest counterexample.
+//! Running a model to its verdicts, with or without symmetry reduction, on isr-models' own
+//! search engine ([`crate::engine`]). Depth-first, the engine explores the state space, then
+//! one breadth-first search finds a shortest counterexample for every violated `always`
+//! property. Breadth-first, that search does both at once: it checks every property on every
+//! state and records parent pointers, so the first violation of each property it meets is a
+//! shortest counterexample. A search may be cut short by a depth or a time limit; breadth-first,
+//! it is then complete to the last depth it finished.
 
+use crate::engine::bfs::{breadth_first, Targets};
+use crate::engine::dfs::depth_first;
+use crate::engine::state::Nodes;
+use crate::engine::{Counts, Ending, Limits};
 use crate::presets::Outcome;
-use crate::shortest::{breadth_first, shortest_paths, Counts, Target, Trace};
+use crate::shortest::Trace;
 use crate::symmetry::MAX_SYMMETRIC_BROKERS;
 use crate::{Check, IsrModel};
-use isr::sim::{Bounds, Cluster};
-use stateright::{Checker, HasDiscoveries, Model};
+use isr::sim::Bounds;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-/// The search strategy of stateright.
+/// The search strategy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Search {
     /// Depth-first.
@@ -37,15 +42,17 @@ pub struct Verdict {
     pub check: Check,
     /// `None`: not asserted.
     pub expected: Option<Outcome>,
-    /// `None`: not decided, because the search stopped once the expected failures were found.
+    /// `None`: not decided, because the search stopped before it could be (at the expected
+    /// failures, or at a depth or time limit).
     pub found: Option<Outcome>,
     /// For a violated `always` property: a shortest path to a violating state.
     pub counterexample: Option<Trace>,
 }
 
 impl Verdict {
+    /// Whether nothing found contradicts the expectation (an undecided check does not).
     pub fn as_expected(&self) -> bool {
-        self.expected.is_none() || self.expected == self.found
+        self.expected.is_none() || self.found.is_none() || self.expected == self.found
     }
 }
 
@@ -57,8 +64,13 @@ pub struct Run {
     pub symmetry: bool,
     pub states: usize,
     pub unique: usize,
+    /// Steps from the initial state to the deepest state found.
     pub depth: usize,
-    /// Time stateright took to explore the state space.
+    /// Why the search ended.
+    pub ending: Ending,
+    /// For a breadth-first search: every state up to this depth was explored.
+    pub complete_to: Option<usize>,
+    /// Time the search for verdicts took.
     pub elapsed: Duration,
     /// Wall time including the searches for shortest counterexamples.
     pub total: Duration,
@@ -66,10 +78,25 @@ pub struct Run {
 }
 
 impl Run {
-    /// Whether every asserted verdict is the expected one.
+    /// Whether every asserted verdict is the expected one (undecided ones aside).
     pub fn as_expected(&self) -> bool {
         self.verdicts.iter().all(Verdict::as_expected)
     }
+
+    /// Whether a depth or time limit cut the search short.
+    pub fn limited(&self) -> bool {
+        matches!(self.ending, Ending::MaxDepth | Ending::TimeLimit)
+    }
+}
+
+/// How to search.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub search: Search,
+    /// Symmetry reduction (up to [`MAX_SYMMETRIC_BROKERS`] brokers).
+    pub symmetry: bool,
+    pub threads: usize,
+    pub limits: Limits,
 }
 
 /// Whether symmetry reduction is worth its cost at these bounds: from three brokers on. With
@@ -82,8 +109,7 @@ pub fn symmetry_pays(bounds: &Bounds) -> bool {
 /// Explores `model` and compares each verdict with `expected`: exhaustively, or — when
 /// `stop_at` names properties — until each of them has failed. With `symmetry` (up to
 /// [`MAX_SYMMETRIC_BROKERS`] brokers), the search and the shortest counterexamples visit one
-/// state per class of broker renamings ([`IsrModel::symmetry`]). `progress` is called a few
-/// times a second while stateright runs.
+/// state per class of broker renamings. `progress` is called a few times a second.
 pub fn run(
     model: &IsrModel,
     expected: impl Fn(Check) -> Option<Outcome>,
@@ -91,31 +117,62 @@ pub fn run(
     search: Search,
     symmetry: bool,
     threads: usize,
+    progress: impl FnMut(Progress),
+) -> Run {
+    let options = Options {
+        search,
+        symmetry,
+        threads,
+        limits: Limits::default(),
+    };
+    run_with(model, expected, stop_at, options, progress)
+}
+
+/// [`run`] with every option, limits included.
+pub fn run_with(
+    model: &IsrModel,
+    expected: impl Fn(Check) -> Option<Outcome>,
+    stop_at: Option<BTreeSet<&'static str>>,
+    options: Options,
     mut progress: impl FnMut(Progress),
 ) -> Run {
     let start = Instant::now();
-    let symmetry = symmetry && model.bounds.replicas as usize <= MAX_SYMMETRIC_BROKERS;
+    let symmetry = options.symmetry && model.bounds.replicas as usize <= MAX_SYMMETRIC_BROKERS;
     let checks = Check::all();
-    let (counts, discovered, mut traces) = match search {
+    let wanted: u64 = checks
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| stop_at.as_ref().is_some_and(|n| n.contains(c.name())))
+        .fold(0, |m, (i, _)| m | 1 << i);
+    let stops = stop_at.is_some();
+    let verdicts = |n: &Nodes| n.verdicts(&checks);
+    let mut report = |c: Counts| {
+        progress(Progress {
+            states: c.states,
+            unique: c.unique,
+            depth: c.depth,
+            elapsed: start.elapsed(),
+        })
+    };
+    let (counts, ending, complete_to, found, mut traces) = match options.search {
         Search::Bfs => {
-            let targets: Vec<BoxedTarget> = checks.iter().map(|&c| target(c)).collect();
-            let targets: Vec<Target> = targets.iter().map(|t| &**t).collect();
-            let stop = |found: &[bool]| {
-                stop_at.as_ref().is_some_and(|names| {
-                    checks
-                        .iter()
-                        .zip(found)
-                        .all(|(c, &f)| f || !names.contains(c.name()))
-                })
+            let bits = |f: &[bool]| {
+                f.iter()
+                    .enumerate()
+                    .fold(0u64, |m, (i, &x)| m | (x as u64) << i)
             };
-            let bfs = breadth_first(model, symmetry, &targets, threads, stop, |c| {
-                progress(Progress {
-                    states: c.states,
-                    unique: c.unique,
-                    depth: c.depth,
-                    elapsed: start.elapsed(),
-                })
-            });
+            let bfs = breadth_first(
+                model,
+                symmetry,
+                Targets {
+                    count: checks.len(),
+                    hits: &verdicts,
+                },
+                options.threads,
+                |f| stops && bits(f) & wanted == wanted,
+                options.limits,
+                &mut report,
+            );
             let traces: Vec<Option<Trace>> = checks
                 .iter()
                 .enumerate()
@@ -125,54 +182,70 @@ pub fn run(
                 })
                 .collect();
             let found = (0..checks.len()).map(|i| bfs.found(i)).collect();
-            (bfs.counts, found, Some(traces))
+            (
+                bfs.counts,
+                bfs.ending,
+                Some(bfs.complete_to),
+                found,
+                Some(traces),
+            )
         }
         Search::Dfs => {
-            let reduced = IsrModel {
+            let stop = |found: u64| stops && found & wanted == wanted;
+            let dfs = depth_first(
+                model,
                 symmetry,
-                ..model.clone()
-            };
-            let mut builder = reduced.checker().threads(threads.max(1));
-            if let Some(names) = &stop_at {
-                builder = builder.finish_when(HasDiscoveries::AllOf(names.clone()));
-            }
-            let (counts, names) = finish(builder.spawn_dfs(), start, &mut progress);
-            let found = checks.iter().map(|c| names.contains(&c.name())).collect();
-            (counts, found, None)
+                &checks,
+                options.threads,
+                &stop,
+                options.limits,
+                &mut report,
+            );
+            (dfs.counts, dfs.ending, None, dfs.found, None)
         }
     };
     let elapsed = start.elapsed();
-    let discovered: Vec<bool> = discovered;
-    if traces.is_none() {
+    let traces = traces.take().unwrap_or_else(|| {
         // One breadth-first search for the shortest counterexamples of every violated property.
-        let violated: Vec<usize> = (0..checks.len())
-            .filter(|&i| discovered[i] && matches!(checks[i], Check::Always(_)))
-            .collect();
-        let targets: Vec<BoxedTarget> = violated.iter().map(|&i| target(checks[i])).collect();
-        let targets: Vec<Target> = targets.iter().map(|t| &**t).collect();
-        let mut found = shortest_paths(model, symmetry, &targets, threads).into_iter();
-        let mut all = vec![None; checks.len()];
-        for i in violated {
-            all[i] = found.next().flatten();
-        }
-        traces = Some(all);
-    }
-    let traces = traces.unwrap_or_default();
-    let stopped = stop_at.is_some_and(|names| {
-        checks
+        let violated: u64 = checks
             .iter()
-            .zip(&discovered)
-            .all(|(c, &f)| f || !names.contains(c.name()))
+            .enumerate()
+            .filter(|&(i, c)| found[i] && matches!(c, Check::Always(_)))
+            .fold(0, |m, (i, _)| m | 1 << i);
+        if violated == 0 {
+            return vec![None; checks.len()];
+        }
+        let hits = |n: &Nodes| n.verdicts(&checks) & violated;
+        let bfs = breadth_first(
+            model,
+            symmetry,
+            Targets {
+                count: checks.len(),
+                hits: &hits,
+            },
+            options.threads,
+            |f| (0..checks.len()).all(|i| f[i] || violated & 1 << i == 0),
+            Limits::default(),
+            |_| {},
+        );
+        (0..checks.len())
+            .map(|i| {
+                (violated & 1 << i != 0)
+                    .then(|| bfs.trace(model, i))
+                    .flatten()
+            })
+            .collect()
     });
+    let decided = ending == Ending::Exhausted;
     let verdicts = checks
         .iter()
-        .zip(discovered)
+        .zip(found)
         .zip(traces)
         .map(|((&check, discovered), counterexample)| {
             let found = match check {
                 Check::Always(_) if discovered => Some(Outcome::Fails),
                 Check::Sometimes(_) if discovered => Some(Outcome::Holds),
-                _ if stopped => None,
+                _ if !decided => None,
                 Check::Always(_) => Some(Outcome::Holds),
                 Check::Sometimes(_) => Some(Outcome::Fails),
             };
@@ -185,50 +258,15 @@ pub fn run(
         })
         .collect();
     Run {
-        search,
+        search: options.search,
         symmetry,
         states: counts.states,
         unique: counts.unique,
         depth: counts.depth,
+        ending,
+        complete_to,
         elapsed,
         total: start.elapsed(),
         verdicts,
     }
-}
-
-type BoxedTarget = Box<dyn Fn(&Cluster) -> bool + Sync>;
-
-/// The states a check is about: where an `always` property is violated, or a `sometimes`
-/// guard is reached.
-fn target(check: Check) -> BoxedTarget {
-    match check {
-        Check::Always(p) => Box::new(move |c: &Cluster| c.check(p).is_err()),
-        Check::Sometimes(g) => Box::new(move |c: &Cluster| g.reached(c)),
-    }
-}
-
-/// Waits for a checker, reporting progress; returns its counts and the names of the
-/// properties with discoveries.
-fn finish<C: Checker<IsrModel>>(
-    checker: C,
-    start: Instant,
-    progress: &mut impl FnMut(Progress),
-) -> (Counts, Vec<&'static str>) {
-    while !checker.is_done() {
-        std::thread::sleep(Duration::from_millis(100));
-        progress(Progress {
-            states: checker.state_count(),
-            unique: checker.unique_state_count(),
-            depth: checker.max_depth(),
-            elapsed: start.elapsed(),
-        });
-    }
-    let checker = checker.join();
-    let names = checker.discoveries().into_keys().collect();
-    let counts = Counts {
-        states: checker.state_count(),
-        unique: checker.unique_state_count(),
-        depth: checker.max_depth(),
-    };
-    (counts, names)
 }

@@ -14,6 +14,7 @@
 //! counterexamples (stateright's discovery paths are not); [`render`] prints states and traces.
 
 pub mod check;
+pub mod engine;
 pub mod presets;
 pub mod render;
 pub mod shortest;
@@ -94,6 +95,11 @@ impl Check {
             .collect()
     }
 
+    /// Whether an `always` property (a violation is a counterexample).
+    pub fn is_always(self) -> bool {
+        matches!(self, Check::Always(_))
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Check::Always(p) => p.name(),
@@ -138,6 +144,10 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         }
         Check::Always(Property::ConsumerReadsAreNeverRevoked) => {
             always!(Property::ConsumerReadsAreNeverRevoked)
+        }
+        Check::Always(Property::HighWatermarkKeepsUp) => always!(Property::HighWatermarkKeepsUp),
+        Check::Always(Property::ReconciliationProgresses) => {
+            always!(Property::ReconciliationProgresses)
         }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),

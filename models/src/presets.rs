@@ -40,6 +40,9 @@ pub struct Preset {
     /// Rule switches that differ from the safe protocol, as for [`Rules::set`].
     pub rules: &'static [(&'static str, &'static str)],
     pub min_insync_replicas: usize,
+    /// The most entries a Fetch answer carries ([`Config::fetch_max_entries`]): one makes a
+    /// follower catch up a record at a time, holding partial fetches.
+    pub fetch_max_entries: usize,
     pub bounds: Bounds,
     /// Changes of the controller's partition state other than elections.
     pub isr_changes: u32,
@@ -52,6 +55,9 @@ pub struct Preset {
     /// one counterexample, not the whole state space.
     pub exhaustive: bool,
 }
+
+/// A fetch limit larger than any log of the presets: a Fetch answer carries every entry.
+const UNLIMITED: usize = 1000;
 
 /// Bounds shared by the presets; each preset overrides what it needs.
 const BASE: Bounds = Bounds {
@@ -78,6 +84,7 @@ pub const PRESETS: &[Preset] = &[
                 failover and a rejoin (CI bounds; larger bounds on the command line)",
         rules: &[],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             replicas: 3,
             clean_crashes: 1,
@@ -98,6 +105,7 @@ pub const PRESETS: &[Preset] = &[
                 `check safe --controller-failovers 1` runs three)",
         rules: &[],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             clean_crashes: 1,
             controller_failovers: 1,
@@ -114,16 +122,19 @@ pub const PRESETS: &[Preset] = &[
                 unclean crashes than min.insync.replicas. WeakIsr is expected to fail: a \
                 leader's cached ISR still lists a replica that restarted empty after an unclean \
                 crash until the controller's LeaderAndIsr reaches the leader; StrongIsr (against \
-                the controller's ISR) and the headline property hold",
+                the controller's ISR) and the headline property hold. Four ISR changes reach \
+                the ELR scenarios: fencing below min ISR puts a broker in the ELR, its unclean \
+                restart takes it out, a rejoin empties it",
         rules: &[("flush", "page-cache")],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             replicas: 3,
             unclean_crashes: 1,
             consumer: false,
             ..BASE
         },
-        isr_changes: 2,
+        isr_changes: 4,
         fails: &[WeakIsr],
         unreached: &[],
         exhaustive: true,
@@ -135,6 +146,7 @@ pub const PRESETS: &[Preset] = &[
                 record; the leader dies and the truncated follower (in the ELR) is elected",
         rules: &[("truncation", "high-watermark")],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             clean_crashes: 2,
             ..BASE
@@ -152,6 +164,7 @@ pub const PRESETS: &[Preset] = &[
                 keeps a record the leader does not have and the logs diverge below the HW",
         rules: &[("truncation", "kip101")],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             records: 2,
             max_leader_epoch: 3,
@@ -173,6 +186,7 @@ pub const PRESETS: &[Preset] = &[
                 two logs differ below both high watermarks (a session expiry moves leadership)",
         rules: &[("epoch-fencing", "off")],
         min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             records: 2,
             max_leader_epoch: 3,
@@ -194,6 +208,7 @@ pub const PRESETS: &[Preset] = &[
                 elected. The same bounds without the switch are the kip966 rules, which hold",
         rules: &[("expansion-epoch-check", "off"), ("flush", "page-cache")],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             max_leader_epoch: 3,
             clean_crashes: 1,
@@ -213,6 +228,7 @@ pub const PRESETS: &[Preset] = &[
                 the shrink, and an ISR member that lacks the committed record is elected",
         rules: &[("maximal-isr-hw", "off")],
         min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             replicas: 3,
             clean_crashes: 1,
@@ -230,6 +246,7 @@ pub const PRESETS: &[Preset] = &[
                 truncate to it (ELR off, so it cannot rescue the partition)",
         rules: &[("unclean-election", "on"), ("elr", "off")],
         min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             clean_crashes: 1,
             ..BASE
@@ -246,6 +263,7 @@ pub const PRESETS: &[Preset] = &[
                 then dies; the replica elected lacks it",
         rules: &[("unclean-election", "on"), ("elr", "off")],
         min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             replicas: 3,
             clean_crashes: 1,
@@ -263,6 +281,7 @@ pub const PRESETS: &[Preset] = &[
                 replica, it crashes uncleanly losing committed records, and is re-elected",
         rules: &[("flush", "page-cache"), ("elr", "off")],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             replicas: 3,
             unclean_crashes: 1,
@@ -283,6 +302,7 @@ pub const PRESETS: &[Preset] = &[
                 to it, and the successor later elects that follower",
         rules: &[("controller-fencing", "off")],
         min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
         bounds: Bounds {
             replicas: 3,
             controller_failovers: 1,
@@ -293,6 +313,28 @@ pub const PRESETS: &[Preset] = &[
         fails: &[CommittedRecordsSurviveLeaderFailure],
         unreached: &[],
         exhaustive: false,
+    },
+    Preset {
+        name: "safe-records",
+        about: "every rule on, with what the other safe presets leave out: two records, a \
+                consumer, a fetch limit of one record (a follower catches up a record at a \
+                time, its HW capped by its LEO), a clean and an unclean crash, three elections \
+                and three ISR changes. Two brokers keep it small",
+        rules: &[],
+        min_insync_replicas: 2,
+        fetch_max_entries: 1,
+        bounds: Bounds {
+            records: 2,
+            max_leader_epoch: 3,
+            clean_crashes: 1,
+            unclean_crashes: 1,
+            consumer: true,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
     },
 ];
 
@@ -327,6 +369,7 @@ impl Preset {
         Config {
             rules: self.rules(),
             min_insync_replicas: self.min_insync_replicas,
+            fetch_max_entries: self.fetch_max_entries,
             ..Config::default()
         }
     }

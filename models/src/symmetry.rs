@@ -7,7 +7,7 @@
 //! is the renaming with the smallest fingerprint: every member of the class has the same set of
 //! renamings, so they all pick the same one. stateright applies it under DFS only.
 
-use isr::permute::Renaming;
+use isr::permute::{EpochTable, Renaming};
 use isr::sim::Cluster;
 use isr::BrokerId;
 use std::hash::Hash;
@@ -58,14 +58,12 @@ pub fn representative(c: &Cluster) -> Cluster {
     r
 }
 
-/// Replaces `c` by the canonical member of its class of broker renamings.
-///
-/// Among the renamings that list brokers in the order of their signatures
-/// ([`Cluster::broker_signature`], which no renaming changes), the one with the smallest
-/// fingerprint, with each broker's epochs renumbered by rank: every member of the class has
-/// the same set of such renamings, so they all end at the same state. Usually the signatures
-/// differ, and there is just one.
-pub fn canonicalize(c: &mut Cluster) {
+/// The renamings that list the brokers of `c` in the order of their signatures
+/// ([`Cluster::broker_signature`], which no renaming changes), as permutations (`perm[b]` is
+/// `b`'s new name). Every member of a class of renamings has the same set of renamed states
+/// under its candidates; usually the signatures differ, and there is just one. The messages in
+/// flight play no part: a signature reads none.
+pub fn candidates(c: &Cluster) -> Vec<&'static [u32]> {
     let n = c.replicas.len();
     assert!(
         n <= MAX_SYMMETRIC_BROKERS,
@@ -74,29 +72,46 @@ pub fn canonicalize(c: &mut Cluster) {
     let signatures: Vec<u64> = (0..n as u32)
         .map(|b| c.broker_signature(BrokerId(b)))
         .collect();
-    // perm[b] is b's new name: keep those that sort brokers by signature.
     let in_order = |perm: &&Vec<u32>| {
         (0..n).all(|a| (0..n).all(|b| signatures[a] >= signatures[b] || perm[a] < perm[b]))
     };
+    cached_permutations(n)
+        .iter()
+        .filter(in_order)
+        .map(Vec::as_slice)
+        .collect()
+}
+
+/// Whether a permutation leaves every broker's name as it is.
+pub fn is_identity(perm: &[u32]) -> bool {
+    perm.iter().enumerate().all(|(b, &to)| to as usize == b)
+}
+
+/// The renaming of a candidate: `perm`, forgetting the order of assignments and renumbering
+/// each broker's epochs by rank in `epochs` (the table of the whole state being renamed).
+pub fn renaming<'a>(perm: &'a [u32], epochs: &'a EpochTable) -> Renaming<'a> {
+    Renaming::new(perm)
+        .forgetting_assignment_order()
+        .ranking_epochs(epochs)
+}
+
+/// Replaces `c` by the canonical member of its class of broker renamings: among the renamings
+/// of its [`candidates`], the one with the smallest fingerprint, with each broker's epochs
+/// renumbered by rank, so every member of the class ends at the same state.
+pub fn canonicalize(c: &mut Cluster) {
+    let candidates = candidates(c);
     let epochs = c.broker_epochs();
-    let renaming = |perm: &'static [u32]| {
-        Renaming::new(perm)
-            .forgetting_assignment_order()
-            .ranking_epochs(&epochs)
-    };
-    let candidates: Vec<&Vec<u32>> = cached_permutations(n).iter().filter(in_order).collect();
     if let [perm] = candidates[..] {
-        let identity = perm.iter().enumerate().all(|(b, &to)| to as usize == b);
-        if identity && c.epochs_are_ranked(&epochs) {
+        if is_identity(perm) && c.epochs_are_ranked(&epochs) {
             return;
         }
-        c.rename_brokers(&renaming(perm));
+        c.rename_brokers(&renaming(perm, &epochs));
         return;
     }
     let mut best: Option<(u64, Cluster)> = None;
     for perm in candidates {
         let mut renamed = c.clone();
-        renamed.rename_brokers(&renaming(perm));
+        renamed.rename_brokers(&renaming(perm, &epochs));
         let fp = fingerprint(&renamed);
         if best.as_ref().is_none_or(|(b, _)| fp < *b) {
             best = Some((fp, renamed));

@@ -3,6 +3,9 @@
 //! class; and searches with and without the reduction agree on every verdict and every shortest
 //! counterexample's length. Run in release.
 
+mod common;
+
+use common::Walk;
 use isr::permute::Renaming;
 use isr::sim::{Action, Bounds, Cluster};
 use isr::{Acks, BrokerId, Property};
@@ -19,18 +22,6 @@ fn successor_classes(model: &IsrModel, c: &Cluster) -> BTreeSet<u64> {
         .iter()
         .map(|a| fingerprint(&representative(&model.step(c, a))))
         .collect()
-}
-
-/// A small deterministic generator for random walks.
-struct Walk(u64);
-
-impl Walk {
-    fn pick(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
 }
 
 /// States along random walks of a model with every kind of fault, three brokers, and both
@@ -62,21 +53,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
     ] {
         let p = Preset::find(name).expect("preset exists");
         let model = IsrModel::new(p.config(), bounds.clone(), 6);
-        for _ in 0..60 {
-            let mut c = model.initial();
-            for _ in 0..40 {
-                let actions: Vec<Action> = model
-                    .enabled(&c)
-                    .into_iter()
-                    .filter(|a| model.within(&model.step(&c, a)))
-                    .collect();
-                if actions.is_empty() {
-                    break;
-                }
-                c = model.step(&c, &actions[walk.pick(actions.len())]);
-                out.push((model.clone(), c.clone()));
-            }
-        }
+        walk.walks(&model, 60, 40, |c| out.push((model.clone(), c.clone())));
     }
     out
 }

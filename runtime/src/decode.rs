@@ -19,9 +19,9 @@ use crate::wire::codec::{self, FrameError};
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
-    AlterPartitionRequest, BrokerEpoch, BrokerId, ControllerEpoch, Effect, Entry, Envelope,
-    EpochCache, FetchRequest, FetchResponse, FetchedRecords, FlushPolicy, LeaderEpoch, Log,
-    Message, Node, Offset, OffsetForLeaderEpochRequest, PartitionEpoch, PartitionId, Tick,
+    AlterPartitionRequest, BrokerEpoch, BrokerId, ControllerEpoch, ControllerInput, Effect, Entry,
+    Envelope, EpochCache, FetchRequest, FetchResponse, FetchedRecords, FlushPolicy, LeaderEpoch,
+    Log, Message, Node, Offset, OffsetForLeaderEpochRequest, PartitionEpoch, PartitionId, Tick,
 };
 use std::path::Path;
 
@@ -147,12 +147,12 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     let mut effects = Vec::new();
     for b in 1..=3 {
         let id = BrokerId(b);
-        effects.extend(metadata.controller.on_broker_registration::<Bytes>(
-            &cfg,
-            Tick(0),
-            id,
-            b == 1,
-        ));
+        let register = ControllerInput::Register {
+            broker: id,
+            clean_shutdown: b == 1,
+            elects: None,
+        };
+        effects.extend(metadata.controller.step::<Bytes>(&cfg, Tick(0), register));
         metadata
             .addresses
             .insert(id, BrokerAddress::plaintext(format!("127.0.0.1:909{b}")));

@@ -5,10 +5,10 @@ use crate::config::{Config, TruncationRule};
 use crate::error::EpochError;
 use crate::log::Log;
 use crate::message::{
-    Effects, Envelope, FetchRequest, FetchResponse, Message, OffsetForLeaderEpochRequest,
+    Effect, Effects, Envelope, FetchRequest, FetchResponse, Message, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
 };
-use crate::types::{BrokerId, LeaderEpoch, Node};
+use crate::types::{BrokerId, LeaderEpoch, Node, Tick};
 use serde::{Deserialize, Serialize};
 
 /// Where a follower stands with its leader.
@@ -22,12 +22,14 @@ pub enum FollowerPhase {
 
 impl<L: Log> Replica<L> {
     /// `FollowerFetch`: the request a follower sends its leader next — OffsetForLeaderEpoch
-    /// while reconciling, Fetch once the logs agree — or `None` without a leader. Pure: the
-    /// driver decides when (after each answer, or when a request timed out).
+    /// while reconciling, Fetch once the logs agree — or `None` without a leader. The replica
+    /// sends it itself (after each answer, when it starts following, when its request timer
+    /// fires); this only says what it would be.
     pub fn next_request(&self) -> Option<Envelope<L::Record>> {
         let Role::Follower(FollowerState {
             leader: Some(leader),
             phase,
+            ..
         }) = &self.role
         else {
             return None;
@@ -56,6 +58,44 @@ impl<L: Log> Replica<L> {
         })
     }
 
+    /// Sends the next request to the leader, and restarts the request timer. A Fetch reports the
+    /// follower's log end offset, which the leader counts as replicated (rule 5): under
+    /// `flush=always` it waits until the log is durable that far (rule 10), replacing any
+    /// request that was still waiting.
+    pub(super) fn send_request(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
+        let Some(request) = self.next_request() else {
+            return;
+        };
+        let now = self.now;
+        if let Role::Follower(f) = &mut self.role {
+            f.last_request = now;
+            f.awaiting_answer = true;
+        }
+        self.drop_held_requests();
+        let until = match request.message {
+            Message::Fetch(ref fetch) => fetch.fetch_offset,
+            _ => self.log.log_start_offset(),
+        };
+        self.when_durable(cfg, until, Effect::Send(request), effects);
+    }
+
+    /// After an error answer from the leader (it may not have heard of the epoch yet: in any
+    /// epoch, errors are acted on by retrying only), the request timer fires `retry_backoff`
+    /// from now rather than a whole `request_timeout` after the request.
+    fn retry_soon(&mut self, cfg: &Config, from: BrokerId) {
+        let early = Tick(
+            self.now
+                .0
+                .saturating_add(cfg.retry_backoff.0)
+                .saturating_sub(cfg.request_timeout.0),
+        );
+        if let Role::Follower(f) = &mut self.role {
+            if f.leader == Some(from) {
+                f.last_request = f.last_request.min(early);
+            }
+        }
+    }
+
     /// Whether an answer from `from`, sent in `epoch`, is one this follower may act on: it must
     /// come from the leader it follows and — with epoch fencing (rule 4) — in its own epoch.
     fn accepts_answer(
@@ -68,10 +108,26 @@ impl<L: Log> Replica<L> {
             Role::Follower(FollowerState {
                 leader: Some(leader),
                 phase,
+                ..
             }) if *leader == from && (!cfg.rules.epoch_fencing || epoch == self.leader_epoch) => {
                 Some(*phase)
             }
             _ => None,
+        }
+    }
+
+    /// An answer from the leader this follower follows that it cannot use: to a request of an
+    /// earlier epoch or phase (sent before the order that changed them), or a duplicate. It is
+    /// the answer to the request that was out, so the next goes now; an answer from another
+    /// broker says nothing about that request.
+    fn answered_unusably(
+        &mut self,
+        cfg: &Config,
+        from: BrokerId,
+        effects: &mut Effects<L::Record>,
+    ) {
+        if matches!(&self.role, Role::Follower(f) if f.leader == Some(from)) {
+            self.send_request(cfg, effects);
         }
     }
 
@@ -86,23 +142,27 @@ impl<L: Log> Replica<L> {
     /// KIP-279: truncate to the smaller of the two ends of the largest common epoch, and ask
     /// again until the answer is about the follower's own latest epoch. KIP-101: one lookup,
     /// trusting its end offset, falling back to the high watermark when there is no answer.
-    pub fn on_offset_for_leader_epoch_response(
+    pub(super) fn on_offset_for_leader_epoch_response(
         &mut self,
         cfg: &Config,
         from: BrokerId,
         resp: &OffsetForLeaderEpochResponse,
-    ) -> Effects<L::Record> {
-        let mut effects = Vec::new();
+        effects: &mut Effects<L::Record>,
+    ) {
+        if resp.result.is_err() {
+            self.retry_soon(cfg, from);
+            return;
+        }
         let Some(FollowerPhase::Reconciling { requested }) =
             self.accepts_answer(cfg, from, resp.leader_epoch)
         else {
-            return effects;
+            return self.answered_unusably(cfg, from, effects);
         };
         let Ok(answer) = resp.result else {
-            return effects;
+            return;
         };
         if resp.requested_epoch != requested {
-            return effects;
+            return self.answered_unusably(cfg, from, effects);
         }
         let leo = self.log.log_end_offset();
         let target = match (cfg.rules.truncation, answer) {
@@ -121,7 +181,7 @@ impl<L: Log> Replica<L> {
                 end.min(own_end)
             }
         };
-        self.truncate_to(cfg, target, &mut effects);
+        self.truncate_to(target, effects);
         let done = answer.is_none_or(|(epoch, _)| epoch == requested)
             || cfg.rules.truncation != TruncationRule::Kip279;
         let phase = match self.epoch_cache.latest_epoch() {
@@ -129,35 +189,39 @@ impl<L: Log> Replica<L> {
             _ => FollowerPhase::Fetching,
         };
         self.set_phase(phase);
-        effects
+        self.send_request(cfg, effects);
     }
 
-    /// `FollowerReplicate`: appends the records of a Fetch answer and takes the leader's high
-    /// watermark, capped by the own LEO. An out-of-range answer starts reconciliation anew.
-    pub fn on_fetch_response(
+    /// `FollowerReplicate`: appends the records of a Fetch answer, takes the leader's high
+    /// watermark, capped by the own LEO, and fetches on. An out-of-range answer starts
+    /// reconciliation anew; another error, a retry after `retry_backoff`.
+    pub(super) fn on_fetch_response(
         &mut self,
         cfg: &Config,
         from: BrokerId,
         resp: &FetchResponse<L::Record>,
-    ) -> Effects<L::Record> {
-        let mut effects = Vec::new();
+        effects: &mut Effects<L::Record>,
+    ) {
+        if matches!(&resp.result, Err(e) if *e != EpochError::OffsetOutOfRange) {
+            self.retry_soon(cfg, from);
+            return;
+        }
         if self.accepts_answer(cfg, from, resp.leader_epoch) != Some(FollowerPhase::Fetching)
             || resp.fetch_offset != self.log.log_end_offset()
         {
-            return effects;
+            return self.answered_unusably(cfg, from, effects);
         }
         match &resp.result {
             Ok(fetched) => {
-                self.append(cfg, &fetched.entries);
+                self.append(cfg, &fetched.entries, effects);
                 let hw = fetched.high_watermark.min(self.log.log_end_offset());
-                self.set_high_watermark(cfg, hw, &mut effects);
+                self.set_high_watermark(hw, effects);
+                self.send_request(cfg, effects);
             }
-            Err(EpochError::OffsetOutOfRange) => {
+            Err(_) => {
                 let leader = self.leader();
-                self.become_follower(cfg, leader, &mut effects);
+                self.become_follower(cfg, leader, effects);
             }
-            Err(_) => {}
         }
-        effects
     }
 }

@@ -1,14 +1,14 @@
 //! The leader's side of a replica: producer writes, answering followers, the high watermark and
 //! the ISR.
 
-use super::{PendingWrite, Replica, Role};
+use super::{ParkedFetch, PendingWrite, Replica, Role};
 use crate::config::Config;
-use crate::error::{AlterPartitionError, EpochError, IsrChangeError, ReadError, WriteError};
+use crate::error::{AlterPartitionError, EpochError, ReadError, WriteError};
 use crate::log::{Entry, Log};
 use crate::message::{
     AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
     FetchResponse, FetchedRecords, Message, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, ProduceId,
+    OffsetForLeaderEpochResponse, ProduceId, ReadAnswer, ReadId,
 };
 use crate::types::{Acks, BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, Tick};
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,75 +16,106 @@ use std::collections::{BTreeMap, BTreeSet};
 impl<L: Log> Replica<L> {
     /// `LeaderWrite`: appends a producer's records under the leader's epoch (rules 1, 2).
     ///
-    /// Returns the offset of the first record. An acks=all write is refused while the ISR is
-    /// below `min.insync.replicas` (rule 9) and is acknowledged later, by an
-    /// [`Effect::Acknowledge`] carrying `id`, once the high watermark passes it.
-    pub fn leader_write(
+    /// An acks=all write is refused while the ISR is below `min.insync.replicas` (rule 9) and is
+    /// acknowledged once the high watermark passes it; acks=0/1 once the leader holds it, durably
+    /// under `flush=always` (rule 10).
+    pub(super) fn write(
         &mut self,
         cfg: &Config,
+        id: ProduceId,
         records: Vec<L::Record>,
         acks: Acks,
-        id: ProduceId,
-    ) -> Result<(Offset, Effects<L::Record>), WriteError> {
-        self.check_writable(acks)?;
+        effects: &mut Effects<L::Record>,
+    ) {
+        if let Err(error) = self.check_writable(acks) {
+            effects.push(self.fail(id, error));
+            return;
+        }
         let epoch = self.leader_epoch;
         let base_offset = self.log.log_end_offset();
         let entries: Vec<_> = records
             .into_iter()
             .map(|record| Entry { epoch, record })
             .collect();
-        self.append(cfg, &entries);
-        let pending = (acks == Acks::All).then(|| PendingWrite {
-            id,
-            base_offset,
-            end_offset: self.log.log_end_offset(),
-        });
-        Ok((base_offset, self.commit_later(cfg, pending)))
+        self.append(cfg, &entries, effects);
+        let end_offset = self.log.log_end_offset();
+        self.answer_when_committed(cfg, id, base_offset, end_offset, acks, effects);
+        self.answer_parked(cfg, effects);
     }
 
     /// `LeaderWrite` of records the log already holds: a producer's retry of a write whose first
     /// attempt was appended (here, or by an earlier leader that replicated it here) but never
-    /// acknowledged. The driver recognises the retry (Kafka's idempotent producers number their
+    /// answered. The driver recognises the retry (Kafka's idempotent producers number their
     /// batches); nothing is appended, so the records are not stored twice, and the write is
-    /// acknowledged as [`Replica::leader_write`] would acknowledge it: acks=0/1 at once (the
-    /// leader holds it), acks=all by an [`Effect::Acknowledge`] carrying `id` once the high
-    /// watermark passes `end_offset` (rule 9), at once if it already has. Refused like
-    /// `leader_write` when not leading or, for acks=all, below `min.insync.replicas`, and with
-    /// [`WriteError::NotInLog`] unless `base_offset..end_offset` lies within the log.
-    pub fn leader_retry(
+    /// answered as [`Replica::write`] would answer it. Refused like a write when not leading or,
+    /// for acks=all, below `min.insync.replicas`, and with [`WriteError::NotInLog`] unless
+    /// `base_offset..end_offset` lies within the log.
+    pub(super) fn retry(
         &mut self,
         cfg: &Config,
+        id: ProduceId,
         base_offset: Offset,
         end_offset: Offset,
         acks: Acks,
+        effects: &mut Effects<L::Record>,
+    ) {
+        let in_log = base_offset < end_offset
+            && base_offset >= self.log.log_start_offset()
+            && end_offset <= self.log.log_end_offset();
+        let checked = self.check_writable(acks).and_then(|()| {
+            in_log.then_some(()).ok_or(WriteError::NotInLog {
+                base_offset,
+                end_offset,
+            })
+        });
+        match checked {
+            Ok(()) => self.answer_when_committed(cfg, id, base_offset, end_offset, acks, effects),
+            Err(error) => effects.push(self.fail(id, error)),
+        }
+    }
+
+    fn fail(&self, id: ProduceId, error: WriteError) -> Effect<L::Record> {
+        Effect::FailWrite {
+            partition: self.partition,
+            id,
+            error,
+        }
+    }
+
+    /// Answers a write at `base_offset..end_offset` as `acks` asks: acks=all once the high
+    /// watermark passes it (rule 9; at once if it has), acks=0/1 once the leader holds it.
+    fn answer_when_committed(
+        &mut self,
+        cfg: &Config,
         id: ProduceId,
-    ) -> Result<Effects<L::Record>, WriteError> {
-        self.check_writable(acks)?;
-        if base_offset >= end_offset
-            || base_offset < self.log.log_start_offset()
-            || end_offset > self.log.log_end_offset()
-        {
-            return Err(WriteError::NotInLog {
+        base_offset: Offset,
+        end_offset: Offset,
+        acks: Acks,
+        effects: &mut Effects<L::Record>,
+    ) {
+        let answer = Effect::Acknowledge {
+            partition: self.partition,
+            id,
+            base_offset,
+        };
+        if acks != Acks::All {
+            self.when_durable(cfg, end_offset, answer, effects);
+            return;
+        }
+        if end_offset <= self.high_watermark {
+            effects.push(answer);
+            return;
+        }
+        if let Role::Leader(l) = &mut self.role {
+            l.pending_writes.push(PendingWrite {
+                id,
                 base_offset,
                 end_offset,
             });
         }
-        if acks != Acks::All {
-            return Ok(Vec::new());
-        }
-        if end_offset <= self.high_watermark {
-            return Ok(vec![Effect::Acknowledge {
-                partition: self.partition,
-                id,
-                base_offset,
-            }]);
-        }
-        let pending = PendingWrite {
-            id,
-            base_offset,
-            end_offset,
-        };
-        Ok(self.commit_later(cfg, Some(pending)))
+        // LeaderIncHighWatermark: a single-member ISR, or a leader that has not written in its
+        // epoch yet, may commit at once.
+        self.maybe_advance_high_watermark(cfg, effects);
     }
 
     /// Whether this replica may take a write: it leads, and for acks=all the ISR is at least
@@ -100,18 +131,6 @@ impl<L: Log> Replica<L> {
             });
         }
         Ok(())
-    }
-
-    /// Records an acks=all write to acknowledge once committed, then runs
-    /// LeaderIncHighWatermark: the high watermark may move at once (a single-member ISR, or a
-    /// leader that has not written in its epoch yet), which acknowledges it.
-    fn commit_later(&mut self, cfg: &Config, pending: Option<PendingWrite>) -> Effects<L::Record> {
-        if let (Some(w), Role::Leader(l)) = (pending, &mut self.role) {
-            l.pending_writes.push(w);
-        }
-        let mut effects = Vec::new();
-        self.maybe_advance_high_watermark(cfg, &mut effects);
-        effects
     }
 
     /// Checks a request's leader epoch against this leader's (rule 4). Without epoch fencing
@@ -140,24 +159,58 @@ impl<L: Log> Replica<L> {
     }
 
     /// Answers a follower's Fetch: records its progress, may expand the ISR (rule 6) and advance
-    /// the high watermark (rule 5), then replies with records and the high watermark.
-    pub fn on_fetch(&mut self, cfg: &Config, now: Tick, req: &FetchRequest) -> Effects<L::Record> {
-        let mut effects = Vec::new();
-        let result = self.serve_fetch(cfg, now, req, &mut effects);
+    /// the high watermark (rule 5), then replies with records and the high watermark. A Fetch
+    /// that finds nothing new is held for `fetch_max_wait` (until data comes), so that idle
+    /// followers do not spin; its progress counts at once.
+    pub(super) fn on_fetch(
+        &mut self,
+        cfg: &Config,
+        req: FetchRequest,
+        effects: &mut Effects<L::Record>,
+    ) {
+        let result = self.serve_fetch(cfg, &req, effects);
+        let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
+        let until = Tick(self.now.0.saturating_add(cfg.fetch_max_wait.0));
+        if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
+            l.parked.retain(|p| p.request.replica != req.replica);
+            l.parked.push(ParkedFetch {
+                request: req,
+                until,
+            });
+            return;
+        }
+        effects.push(self.fetch_response(&req, result));
+    }
+
+    fn fetch_response(
+        &self,
+        req: &FetchRequest,
+        result: Result<FetchedRecords<L::Record>, EpochError>,
+    ) -> Effect<L::Record> {
         let response = FetchResponse {
             partition: self.partition,
             leader_epoch: self.leader_epoch,
             fetch_offset: req.fetch_offset,
             result,
         };
-        effects.push(self.reply(req.replica, Message::FetchResponse(response)));
-        effects
+        self.reply(req.replica, Message::FetchResponse(response))
+    }
+
+    /// Answers the held fetches with what they find now: new records, or nothing once they
+    /// waited long enough. Serving one again is a redelivery of the same request.
+    pub(super) fn answer_parked(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        for parked in std::mem::take(&mut l.parked) {
+            let result = self.serve_fetch(cfg, &parked.request, effects);
+            effects.push(self.fetch_response(&parked.request, result));
+        }
     }
 
     fn serve_fetch(
         &mut self,
         cfg: &Config,
-        now: Tick,
         req: &FetchRequest,
         effects: &mut Effects<L::Record>,
     ) -> Result<FetchedRecords<L::Record>, EpochError> {
@@ -166,12 +219,19 @@ impl<L: Log> Replica<L> {
         if req.fetch_offset > leo || req.fetch_offset < self.log.log_start_offset() {
             return Err(EpochError::OffsetOutOfRange);
         }
+        let now = self.now;
         let Role::Leader(l) = &mut self.role else {
             return Err(EpochError::NotLeader);
         };
         let Some(progress) = l.followers.get_mut(&req.replica) else {
             return Err(EpochError::NotLeader);
         };
+        // A Fetch the follower's previous incarnation sent before it crashed can arrive after
+        // the new one's (two connections, no order between them). Counting its offset would
+        // credit the restarted replica with records it lost.
+        if req.broker_epoch < progress.broker_epoch {
+            return Err(EpochError::StaleBrokerEpoch);
+        }
         progress.log_end_offset = Some(req.fetch_offset);
         progress.broker_epoch = req.broker_epoch;
         if req.fetch_offset >= leo {
@@ -180,7 +240,12 @@ impl<L: Log> Replica<L> {
         self.maybe_expand_isr(cfg, req.replica, effects);
         self.maybe_advance_high_watermark(cfg, effects);
         Ok(FetchedRecords {
-            entries: self.log.read(req.fetch_offset, leo, cfg.fetch_max_entries),
+            entries: self.log.read_within(
+                req.fetch_offset,
+                leo,
+                cfg.fetch_max_entries,
+                cfg.fetch_max_bytes,
+            ),
             high_watermark: self.high_watermark,
         })
     }
@@ -212,55 +277,26 @@ impl<L: Log> Replica<L> {
         }
     }
 
-    /// `LeaderShrinkIsr`: proposes to drop `follower` from the ISR. The driver decides when a
-    /// follower lags (the runtime by ticks in [`Replica::on_tick`], a model at any moment, since
-    /// any amount of time may pass).
-    pub fn shrink_isr(
+    /// `LeaderShrinkIsr`: proposes to drop `follower` from the ISR (the lag timer fired: it has
+    /// not caught up for longer than `replica_lag_max`; a model fires it at any moment, since
+    /// any amount of time may pass). Nothing happens unless this replica leads with no change
+    /// pending and `follower` is another member of its ISR.
+    pub(super) fn shrink_isr(
         &mut self,
         cfg: &Config,
         follower: BrokerId,
-    ) -> Result<Effects<L::Record>, IsrChangeError> {
+        effects: &mut Effects<L::Record>,
+    ) {
         let Role::Leader(l) = &self.role else {
-            return Err(IsrChangeError::NotLeader);
+            return;
         };
-        if l.proposed_isr.is_some() {
-            return Err(IsrChangeError::ChangePending);
-        }
-        if follower == self.id || !l.isr.contains(&follower) {
-            return Err(IsrChangeError::NotAFollowerInIsr(follower));
+        if l.proposed_isr.is_some() || follower == self.id || !l.isr.contains(&follower) {
+            return;
         }
         let mut isr = l.isr.clone();
         isr.remove(&follower);
-        let mut effects = Vec::new();
-        self.propose_isr(isr, BTreeMap::new(), &mut effects);
-        self.maybe_advance_high_watermark(cfg, &mut effects);
-        Ok(effects)
-    }
-
-    /// The followers that may leave the ISR now: those in it that have not caught up for longer
-    /// than `replica_lag_max`.
-    pub fn lagging_followers(&self, cfg: &Config, now: Tick) -> Vec<BrokerId> {
-        let Role::Leader(l) = &self.role else {
-            return Vec::new();
-        };
-        l.isr
-            .iter()
-            .filter(|&&b| b != self.id)
-            .filter(|b| {
-                l.followers.get(b).is_some_and(|p| {
-                    now.0.saturating_sub(p.last_caught_up.0) > cfg.replica_lag_max.0
-                })
-            })
-            .copied()
-            .collect()
-    }
-
-    /// Time passes: a leader proposes to drop the first lagging follower from the ISR.
-    pub fn on_tick(&mut self, cfg: &Config, now: Tick) -> Effects<L::Record> {
-        match self.lagging_followers(cfg, now).first() {
-            Some(&follower) => self.shrink_isr(cfg, follower).unwrap_or_default(),
-            None => Vec::new(),
-        }
+        self.propose_isr(isr, BTreeMap::new(), effects);
+        self.maybe_advance_high_watermark(cfg, effects);
     }
 
     /// Sends an AlterPartition for `isr` and remembers it as pending (rule 7).
@@ -270,24 +306,43 @@ impl<L: Log> Replica<L> {
         broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
         effects: &mut Effects<L::Record>,
     ) {
+        let now = self.now;
         let Role::Leader(l) = &mut self.role else {
             return;
         };
-        l.proposed_isr = Some(isr.clone());
-        l.proposed_broker_epochs = broker_epochs.clone();
-        effects.push(Effect::Send(Envelope {
+        l.proposed_isr = Some(isr);
+        l.proposed_broker_epochs = broker_epochs;
+        l.proposal_sent = Some(now);
+        effects.extend(self.proposal());
+    }
+
+    /// The AlterPartition of the pending proposal, if there is one.
+    fn proposal(&self) -> Option<Effect<L::Record>> {
+        let l = self.leader_state()?;
+        let request = AlterPartitionRequest {
+            partition: self.partition,
+            leader: self.id,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr: l.proposed_isr.clone()?,
+            broker_epochs: l.proposed_broker_epochs.clone(),
+            controller_epoch: self.controller_epoch,
+        };
+        Some(Effect::Send(Envelope {
             from: Node::Broker(self.id),
             to: Node::Controller,
-            message: Message::AlterPartition(AlterPartitionRequest {
-                partition: self.partition,
-                leader: self.id,
-                leader_epoch: self.leader_epoch,
-                partition_epoch: self.partition_epoch,
-                new_isr: isr,
-                broker_epochs,
-                controller_epoch: self.controller_epoch,
-            }),
-        }));
+            message: Message::AlterPartition(request),
+        }))
+    }
+
+    /// The pending proposal went unanswered (the request or its answer was lost, or went to a
+    /// controller that lost its role): send it again, to the controller there is now.
+    pub(super) fn resend_proposal(&mut self, effects: &mut Effects<L::Record>) {
+        let now = self.now;
+        if let Role::Leader(l) = &mut self.role {
+            l.proposal_sent = Some(now);
+        }
+        effects.extend(self.proposal());
     }
 
     /// The controller's answer to AlterPartition: adopt the confirmed ISR, or forget a refused
@@ -296,25 +351,25 @@ impl<L: Log> Replica<L> {
     /// replica has heard from is ignored (rule 11): a deposed controller's view must not cancel
     /// a proposal, which stays pending for the current one. That includes the NOT_CONTROLLER a
     /// deposed controller answers to a leader that heard its successor (rule 12).
-    pub fn on_alter_partition_response(
+    pub(super) fn on_alter_partition_response(
         &mut self,
         cfg: &Config,
         resp: &AlterPartitionResponse,
-    ) -> Effects<L::Record> {
-        let mut effects = Vec::new();
+        effects: &mut Effects<L::Record>,
+    ) {
         if !self.is_leader() || !self.hears_controller(cfg, resp.controller_epoch) {
-            return effects;
+            return;
         }
         let (epoch, version) = (self.leader_epoch, self.partition_epoch);
         let Role::Leader(l) = &mut self.role else {
-            return effects;
+            return;
         };
         if l.proposed_isr.as_ref() != Some(&resp.requested_isr)
             || l.proposed_broker_epochs != resp.requested_broker_epochs
             || resp.request_partition_epoch != version
             || resp.partition != self.partition
         {
-            return effects;
+            return;
         }
         match &resp.result {
             Ok(state) if state.leader_epoch == epoch && state.partition_epoch > version => {
@@ -322,32 +377,36 @@ impl<L: Log> Replica<L> {
                 l.clear_proposal();
                 self.partition_epoch = state.partition_epoch;
             }
-            Ok(_) => return effects,
+            Ok(_) => return,
             // The controller moved on without this proposal, or a duplicate of an accepted one
             // came back refused: either way the controller's state may hold the proposed ISR,
             // so HW stays over the maximal ISR until the LeaderAndIsr that the controller sends
             // with the refusal says which.
-            Err(AlterPartitionError::InvalidUpdateVersion { .. }) => return effects,
+            Err(AlterPartitionError::InvalidUpdateVersion { .. }) => {
+                l.proposal_sent = None;
+                return;
+            }
             Err(_) => l.clear_proposal(),
         }
-        self.maybe_advance_high_watermark(cfg, &mut effects);
-        effects
+        self.maybe_advance_high_watermark(cfg, effects);
     }
 
-    /// Rule 5: raise the high watermark to the minimum LEO over the ISR it is computed over
-    /// (rule 7), counting only followers that fetched in this epoch, and — under strict min ISR —
-    /// only while the confirmed ISR has `min.insync.replicas` members. Then acknowledge the
-    /// acks=all writes it passed (rule 9).
+    /// Rule 5: raise the high watermark to the minimum progress over the ISR it is computed over
+    /// (rule 7), counting only followers that fetched in this epoch, the leader's own log only as
+    /// far as it is durable under `flush=always` (rule 10), and — under strict min ISR — only
+    /// while the confirmed ISR has `min.insync.replicas` members. Then acknowledge the acks=all
+    /// writes it passed (rule 9).
     pub(super) fn maybe_advance_high_watermark(
         &mut self,
         cfg: &Config,
         effects: &mut Effects<L::Record>,
     ) {
+        let own = self.own_progress(cfg);
         let Role::Leader(l) = &self.role else { return };
         if cfg.rules.strict_min_isr && l.isr.len() < l.min_insync_replicas {
             return;
         }
-        let mut new_hw = self.log.log_end_offset();
+        let mut new_hw = own;
         for member in l.high_watermark_isr(cfg.rules.maximal_isr_hw) {
             if member == self.id {
                 continue;
@@ -360,7 +419,7 @@ impl<L: Log> Replica<L> {
         if new_hw <= self.high_watermark {
             return;
         }
-        self.set_high_watermark(cfg, new_hw, effects);
+        self.set_high_watermark(new_hw, effects);
         let partition = self.partition;
         if let Role::Leader(l) = &mut self.role {
             l.pending_writes.retain(|w| {
@@ -380,11 +439,12 @@ impl<L: Log> Replica<L> {
     /// Answers OffsetForLeaderEpoch (rule 3): the largest epoch not above the requested one, and
     /// the offset where it ends in this leader's log. The leader's own current epoch ends at its
     /// LEO even before it holds records.
-    pub fn on_offset_for_leader_epoch(
+    pub(super) fn on_offset_for_leader_epoch(
         &self,
         cfg: &Config,
         req: &OffsetForLeaderEpochRequest,
-    ) -> Effects<L::Record> {
+        effects: &mut Effects<L::Record>,
+    ) {
         let leo = self.log.log_end_offset();
         let result = self.check_epoch(cfg, req.current_leader_epoch).map(|()| {
             if req.requested_epoch >= self.leader_epoch {
@@ -399,216 +459,35 @@ impl<L: Log> Replica<L> {
             requested_epoch: req.requested_epoch,
             result,
         };
-        vec![self.reply(req.replica, Message::OffsetForLeaderEpochResponse(response))]
+        effects.push(self.reply(req.replica, Message::OffsetForLeaderEpochResponse(response)));
     }
 
-    /// A consumer's read: at most `max` entries of committed records, from the one holding `from`
-    /// up to the high watermark.
-    pub fn read_committed(
+    /// A consumer's read: committed records from the one holding `from`, up to the high
+    /// watermark, at most `max_entries` entries and about `max_bytes` bytes (one at least).
+    pub(super) fn read(
         &self,
+        id: ReadId,
         from: Offset,
-        max: usize,
-    ) -> Result<Vec<Entry<L::Record>>, ReadError> {
-        if !self.is_leader() {
-            return Err(ReadError::NotLeader);
-        }
-        if from < self.log.log_start_offset() || from > self.high_watermark {
-            return Err(ReadError::OffsetOutOfRange);
-        }
-        Ok(self.log.read(from, self.high_watermark, max))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::log::MemLog;
-    use crate::message::{LeaderAndIsr, PartitionState};
-    use crate::types::{ControllerEpoch, PartitionEpoch, PartitionId};
-
-    fn acknowledged(effects: &Effects<u64>) -> Vec<ProduceId> {
-        effects
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Acknowledge { id, .. } => Some(*id),
-                _ => None,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Effect<L::Record> {
+        let result = if !self.is_leader() {
+            Err(ReadError::NotLeader)
+        } else if from < self.log.log_start_offset() || from > self.high_watermark {
+            Err(ReadError::OffsetOutOfRange)
+        } else {
+            Ok(ReadAnswer {
+                entries: self
+                    .log
+                    .read_within(from, self.high_watermark, max_entries, max_bytes),
+                high_watermark: self.high_watermark,
+                log_start_offset: self.log.log_start_offset(),
             })
-            .collect()
-    }
-
-    /// Broker 1 leading partition 0 with broker 2 in the ISR, min ISR 1.
-    fn leader(cfg: &Config) -> Replica<MemLog<u64>> {
-        let mut r = Replica::new(BrokerId(1), PartitionId(0), MemLog::default());
-        let order = LeaderAndIsr {
-            partition: PartitionId(0),
-            state: PartitionState {
-                assigned: vec![BrokerId(1), BrokerId(2)],
-                leader: Some(BrokerId(1)),
-                leader_epoch: LeaderEpoch(1),
-                isr: [BrokerId(1), BrokerId(2)].into(),
-                elr: Default::default(),
-                partition_epoch: PartitionEpoch(1),
-                min_insync_replicas: 1,
-            },
-            broker_epoch: BrokerEpoch(1),
-            controller_epoch: ControllerEpoch(1),
         };
-        r.on_leader_and_isr(cfg, Tick(0), &order);
-        r
-    }
-
-    fn fetch(offset: u64) -> FetchRequest {
-        FetchRequest {
-            partition: PartitionId(0),
-            replica: BrokerId(2),
-            broker_epoch: BrokerEpoch(2),
-            current_leader_epoch: LeaderEpoch(1),
-            fetch_offset: Offset(offset),
+        Effect::Read {
+            partition: self.partition,
+            id,
+            result,
         }
-    }
-
-    #[test]
-    fn a_retry_of_held_records_is_acknowledged_with_them_and_appends_nothing() {
-        let cfg = Config::default();
-        let mut r = leader(&cfg);
-        let (base, effects) = r
-            .leader_write(&cfg, vec![7, 8], Acks::All, 1)
-            .expect("write");
-        assert_eq!(base, Offset(0));
-        assert!(acknowledged(&effects).is_empty());
-
-        // The producer, never answered, retries the same two records.
-        let effects = r
-            .leader_retry(&cfg, Offset(0), Offset(2), Acks::All, 2)
-            .expect("retry");
-        assert!(effects.is_empty(), "not committed yet");
-        assert_eq!(r.log_end_offset(), Offset(2), "nothing appended");
-
-        let effects = r.on_fetch(&cfg, Tick(1), &fetch(2));
-        assert_eq!(acknowledged(&effects), vec![1, 2]);
-
-        // Once committed, a later retry is answered at once.
-        let effects = r
-            .leader_retry(&cfg, Offset(0), Offset(2), Acks::All, 3)
-            .expect("retry");
-        assert_eq!(acknowledged(&effects), vec![3]);
-    }
-
-    #[test]
-    fn a_retry_must_name_records_in_the_log_of_a_leader() {
-        let cfg = Config::default();
-        let mut r = leader(&cfg);
-        r.leader_write(&cfg, vec![7], Acks::All, 1).expect("write");
-        for (base, end) in [(0, 2), (1, 1), (3, 4)] {
-            assert_eq!(
-                r.leader_retry(&cfg, Offset(base), Offset(end), Acks::All, 2),
-                Err(WriteError::NotInLog {
-                    base_offset: Offset(base),
-                    end_offset: Offset(end)
-                })
-            );
-        }
-        let mut follower = Replica::new(BrokerId(2), PartitionId(0), MemLog::<u64>::default());
-        assert_eq!(
-            follower.leader_retry(&cfg, Offset(0), Offset(1), Acks::Leader, 1),
-            Err(WriteError::NotLeader)
-        );
-    }
-
-    /// An order for [`leader`]'s partition from controller `controller`: b1 leads epoch 1 with
-    /// ISR `isr`, at partition epoch `version`.
-    fn order(controller: u32, version: u32, isr: &[u32]) -> LeaderAndIsr {
-        LeaderAndIsr {
-            partition: PartitionId(0),
-            state: PartitionState {
-                assigned: vec![BrokerId(1), BrokerId(2)],
-                leader: Some(BrokerId(1)),
-                leader_epoch: LeaderEpoch(1),
-                isr: isr.iter().map(|&b| BrokerId(b)).collect(),
-                elr: Default::default(),
-                partition_epoch: PartitionEpoch(version),
-                min_insync_replicas: 1,
-            },
-            broker_epoch: BrokerEpoch(1),
-            controller_epoch: ControllerEpoch(controller),
-        }
-    }
-
-    fn cached_isr(r: &Replica<MemLog<u64>>) -> Vec<BrokerId> {
-        r.leader_state()
-            .expect("leads")
-            .isr
-            .iter()
-            .copied()
-            .collect()
-    }
-
-    #[test]
-    fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() {
-        let unfenced = Config {
-            rules: crate::config::Rules {
-                controller_fencing: false,
-                ..Default::default()
-            },
-            ..Config::default()
-        };
-        for cfg in [Config::default(), unfenced] {
-            let mut r = leader(&cfg);
-            // The successor's announcement: the same state, in controller epoch 2.
-            r.on_leader_and_isr(&cfg, Tick(1), &order(2, 1, &[1, 2]));
-            assert_eq!(r.controller_epoch(), ControllerEpoch(2));
-            // The zombie's order drops b2 from the ISR at a newer partition epoch.
-            r.on_leader_and_isr(&cfg, Tick(2), &order(1, 2, &[1]));
-            let expected = if cfg.rules.controller_fencing {
-                vec![BrokerId(1), BrokerId(2)]
-            } else {
-                vec![BrokerId(1)]
-            };
-            assert_eq!(
-                cached_isr(&r),
-                expected,
-                "{:?}",
-                cfg.rules.unsafe_switches()
-            );
-        }
-    }
-
-    #[test]
-    fn a_proposal_survives_a_deposed_controllers_answers() {
-        let cfg = Config::default();
-        let mut r = leader(&cfg);
-        r.on_leader_and_isr(&cfg, Tick(1), &order(2, 1, &[1, 2]));
-        let effects = r.shrink_isr(&cfg, BrokerId(2)).expect("proposed");
-        let Some(Effect::Send(Envelope {
-            message: Message::AlterPartition(req),
-            ..
-        })) = effects.first()
-        else {
-            panic!("an AlterPartition: {effects:?}");
-        };
-        assert_eq!(req.controller_epoch, ControllerEpoch(2));
-        let refusal = |controller: u32, error| AlterPartitionResponse {
-            partition: PartitionId(0),
-            request_partition_epoch: req.partition_epoch,
-            requested_isr: req.new_isr.clone(),
-            requested_broker_epochs: req.broker_epochs.clone(),
-            controller_epoch: ControllerEpoch(controller),
-            result: Err(error),
-        };
-        let pending =
-            |r: &Replica<MemLog<u64>>| r.leader_state().expect("leads").proposed_isr.clone();
-        // The zombie (controller 1) refuses; the leader heard controller 2, so it ignores it,
-        // whether the zombie judged on its stale view or saw it is deposed (NOT_CONTROLLER).
-        let not_controller = AlterPartitionError::NotController {
-            request: ControllerEpoch(2),
-            current: ControllerEpoch(1),
-        };
-        for error in [AlterPartitionError::NotLeader, not_controller] {
-            r.on_alter_partition_response(&cfg, &refusal(1, error));
-            assert_eq!(pending(&r), Some(req.new_isr.clone()));
-        }
-        // The current controller's refusal is final.
-        r.on_alter_partition_response(&cfg, &refusal(2, AlterPartitionError::NotLeader));
-        assert_eq!(pending(&r), None);
     }
 }

@@ -1,24 +1,38 @@
 //! One partition's replica on one broker: its log, high watermark, epochs and role.
 //!
-//! All protocol decisions a broker makes about a partition are methods here. A driver (a model,
-//! a test, the runtime) feeds it inputs — messages, producer writes, ticks, crashes — and carries
-//! out the [`Effect`]s it returns. The leader side lives in `leader.rs`, the follower side in
-//! `follower.rs`; this file holds the state, role changes, crashes and restarts.
+//! Every protocol decision a broker makes about a partition is made here, behind one entry
+//! point: [`Replica::step`] takes an [`Input`] — a message, a producer's write, a consumer's read,
+//! a tick, a completed flush, a stop or a restart — and returns the [`Effect`]s for the driver to
+//! carry out, in order. The replica keeps its own timers (request retries, held fetches, ISR lag,
+//! checkpoints), driven by the ticks it is given ([`Replica::next_timeout`] says when to give the
+//! next), and holds back what must wait for durability ([`Effect::Flush`]).
+//!
+//! The leader side lives in `leader.rs`, the follower side in `follower.rs`, role changes in
+//! `roles.rs`, durability and crashes in `durability.rs`, timers in `timers.rs`; this file holds
+//! the state and the dispatch.
 
+mod durability;
 mod follower;
+mod input;
 mod leader;
+mod roles;
+#[cfg(test)]
+mod tests;
+mod timers;
 
-use crate::config::{Config, FlushPolicy, TruncationRule};
+use crate::config::Config;
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
-use crate::message::{Effect, Effects, LeaderAndIsr, Message, ProduceId};
+use crate::message::{Effect, Effects, FetchRequest, Message, ProduceId};
 use crate::types::{
-    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionEpoch, PartitionId, Tick,
+    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
+    Tick,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use follower::FollowerPhase;
+pub use input::{Input, Timer};
 
 /// What a replica is doing for its partition.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -35,6 +49,11 @@ pub enum Role {
 pub struct FollowerState {
     pub leader: Option<BrokerId>,
     pub phase: FollowerPhase,
+    /// When the last request went to the leader: the request timer runs from there.
+    pub last_request: Tick,
+    /// Whether that request still waits for its answer. A follower has one request out at a
+    /// time (as Kafka's fetcher): the answer, or the request timer, sends the next.
+    pub awaiting_answer: bool,
 }
 
 /// What the leader knows about one follower.
@@ -58,6 +77,14 @@ pub struct PendingWrite {
     pub end_offset: Offset,
 }
 
+/// A follower's Fetch that found nothing new, held until data comes or `until` (Kafka's
+/// fetch.max.wait): the leader has already counted the progress it reports.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ParkedFetch {
+    pub request: FetchRequest,
+    pub until: Tick,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LeaderState {
     pub assigned: Vec<BrokerId>,
@@ -72,6 +99,13 @@ pub struct LeaderState {
     pub min_insync_replicas: usize,
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
     pub pending_writes: Vec<PendingWrite>,
+    /// When the pending proposal was last sent: it is sent again after `request_timeout`
+    /// unanswered. `None` once the controller answered it with a version conflict: the
+    /// LeaderAndIsr that comes with that answer settles it, so it is not sent again (as in
+    /// Kafka, which resends only what got no answer).
+    pub proposal_sent: Option<Tick>,
+    /// Fetches held until data comes (`fetch_max_wait`).
+    pub parked: Vec<ParkedFetch>,
 }
 
 impl LeaderState {
@@ -79,6 +113,7 @@ impl LeaderState {
     pub fn clear_proposal(&mut self) {
         self.proposed_isr = None;
         self.proposed_broker_epochs.clear();
+        self.proposal_sent = None;
     }
 
     /// The ISR the high watermark is computed over (rule 7): while a change is pending, the
@@ -94,7 +129,11 @@ impl LeaderState {
 
 /// One partition's replica on one broker.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Replica<L> {
+#[serde(bound(
+    serialize = "L: Serialize, L::Record: Serialize",
+    deserialize = "L: Deserialize<'de>, L::Record: Deserialize<'de>"
+))]
+pub struct Replica<L: Log> {
     pub(crate) id: BrokerId,
     pub(crate) partition: PartitionId,
     pub(crate) log: L,
@@ -112,6 +151,13 @@ pub struct Replica<L> {
     /// from an older controller come from a deposed one.
     pub(crate) controller_epoch: ControllerEpoch,
     pub(crate) role: Role,
+    /// The time of the latest step: timers run from it.
+    pub(crate) now: Tick,
+    /// When the high watermark checkpoint was last asked for (`hw_checkpoint_interval`).
+    pub(crate) checkpointed_at: Tick,
+    /// Effects waiting for the log to be durable up to an offset (rule 10, `flush=always`), in
+    /// the order they were decided: a follower's next Fetch, acks=0/1 answers.
+    pub(crate) held: Vec<(Offset, Effect<L::Record>)>,
 }
 
 impl<L: Log> Replica<L> {
@@ -135,9 +181,83 @@ impl<L: Log> Replica<L> {
             broker_epoch: BrokerEpoch(0),
             controller_epoch: ControllerEpoch(0),
             role: Role::Offline,
+            now: Tick(0),
+            checkpointed_at: Tick(0),
+            held: Vec::new(),
         };
         replica.restart();
         replica
+    }
+
+    /// Takes one input, which happened at `now`; the effects, in the order the driver must carry
+    /// them out. An input that does not apply (a write to a follower, a timer that is not
+    /// running) changes nothing, or is answered with an error effect. Time only moves forward: a
+    /// `now` earlier than one already seen counts as that one.
+    pub fn step(&mut self, cfg: &Config, now: Tick, input: Input<L::Record>) -> Effects<L::Record> {
+        self.now = self.now.max(now);
+        let mut effects = Vec::new();
+        match input {
+            Input::Message { from, message } => self.on_message(cfg, from, message, &mut effects),
+            Input::Write { id, records, acks } => self.write(cfg, id, records, acks, &mut effects),
+            Input::Retry {
+                id,
+                base_offset,
+                end_offset,
+                acks,
+            } => self.retry(cfg, id, base_offset, end_offset, acks, &mut effects),
+            Input::Read {
+                id,
+                from,
+                max_entries,
+                max_bytes,
+            } => effects.push(self.read(id, from, max_entries, max_bytes)),
+            Input::Tick => self.on_tick(cfg, &mut effects),
+            Input::Timeout(timer) => {
+                if self
+                    .timers(cfg)
+                    .iter()
+                    .any(|&(running, _)| running == timer)
+                {
+                    self.fire(cfg, timer, &mut effects);
+                }
+            }
+            Input::Flushed(_) => self.on_flushed(cfg, &mut effects),
+            Input::Stop { clean } => self.stop(cfg, clean, &mut effects),
+            Input::Restart => self.restart(),
+        }
+        effects
+    }
+
+    /// A message from the network, to the transition of its kind.
+    fn on_message(
+        &mut self,
+        cfg: &Config,
+        from: Node,
+        message: Message<L::Record>,
+        effects: &mut Effects<L::Record>,
+    ) {
+        if !self.is_online() {
+            return;
+        }
+        match (from, message) {
+            (Node::Controller, Message::LeaderAndIsr(m)) => {
+                self.on_leader_and_isr(cfg, &m, effects)
+            }
+            (Node::Controller, Message::AlterPartitionResponse(m)) => {
+                self.on_alter_partition_response(cfg, &m, effects)
+            }
+            (Node::Broker(_), Message::Fetch(m)) => self.on_fetch(cfg, m, effects),
+            (Node::Broker(_), Message::OffsetForLeaderEpoch(m)) => {
+                self.on_offset_for_leader_epoch(cfg, &m, effects)
+            }
+            (Node::Broker(leader), Message::FetchResponse(m)) => {
+                self.on_fetch_response(cfg, leader, &m, effects)
+            }
+            (Node::Broker(leader), Message::OffsetForLeaderEpochResponse(m)) => {
+                self.on_offset_for_leader_epoch_response(cfg, leader, &m, effects)
+            }
+            _ => {}
+        }
     }
 
     pub fn id(&self) -> BrokerId {
@@ -149,7 +269,8 @@ impl<L: Log> Replica<L> {
     pub fn log(&self) -> &L {
         &self.log
     }
-    /// Mutable access for drivers that must service their storage (flush errors, retention).
+    /// Mutable access for the driver's own storage work: making the log durable
+    /// ([`Log::flush`], before stepping `Flushed`), servicing storage failures.
     pub fn log_mut(&mut self) -> &mut L {
         &mut self.log
     }
@@ -205,219 +326,15 @@ impl<L: Log> Replica<L> {
     pub fn entry(&self, offset: Offset) -> Option<Entry<L::Record>> {
         self.log.entry(offset)
     }
-
-    /// Applies the controller's LeaderAndIsr: become leader, become follower, or take note of an
-    /// ISR change. Stale orders (older leader epoch, or same epoch and no newer partition epoch)
-    /// are ignored, whatever the rules: Kafka always did that much. With controller fencing
-    /// (rule 11), so is an order from a controller older than one this replica has heard from.
-    pub fn on_leader_and_isr(
-        &mut self,
-        cfg: &Config,
-        now: Tick,
-        msg: &LeaderAndIsr,
-    ) -> Effects<L::Record> {
-        let state = &msg.state;
-        if !self.is_online()
-            || msg.partition != self.partition
-            || !self.hears_controller(cfg, msg.controller_epoch)
-        {
-            return Vec::new();
-        }
-        // Broker epochs only grow, so the newest is right even on an otherwise stale order: a
-        // broker that re-registered without a partition change must still fetch as its new
-        // incarnation, or it could never rejoin the ISR.
-        self.broker_epoch = self.broker_epoch.max(msg.broker_epoch);
-        if (state.leader_epoch, state.partition_epoch) <= (self.leader_epoch, self.partition_epoch)
-        {
-            return Vec::new();
-        }
-        let new_epoch = state.leader_epoch != self.leader_epoch;
-        let was_following = self.leader();
-        self.leader_epoch = state.leader_epoch;
-        self.partition_epoch = state.partition_epoch;
-        let mut effects = Vec::new();
-        if state.leader == Some(self.id) {
-            match &mut self.role {
-                Role::Leader(l) if !new_epoch => {
-                    // Same term, new ISR from the controller: it supersedes any pending change.
-                    l.isr = state.isr.clone();
-                    l.clear_proposal();
-                    l.assigned = state.assigned.clone();
-                    l.min_insync_replicas = state.min_insync_replicas;
-                    self.maybe_advance_high_watermark(cfg, &mut effects);
-                }
-                _ => self.become_leader(now, msg, &mut effects),
-            }
-        } else {
-            self.fail_pending_writes(&mut effects);
-            if new_epoch || was_following != state.leader || self.is_leader() {
-                self.become_follower(cfg, state.leader, &mut effects);
-            }
-        }
-        effects
-    }
-
-    /// Rule 11: whether an order or answer from the controller of `epoch` may be acted on: with
-    /// controller fencing only if no newer controller has been heard from. Notes the epoch.
-    fn hears_controller(&mut self, cfg: &Config, epoch: ControllerEpoch) -> bool {
-        if cfg.rules.controller_fencing && epoch < self.controller_epoch {
-            return false;
-        }
-        self.controller_epoch = self.controller_epoch.max(epoch);
-        true
-    }
-
-    fn become_leader(&mut self, now: Tick, msg: &LeaderAndIsr, effects: &mut Effects<L::Record>) {
-        self.fail_pending_writes(effects);
-        let state = &msg.state;
-        let followers = state
-            .assigned
-            .iter()
-            .filter(|&&b| b != self.id)
-            .map(|&b| {
-                let progress = FollowerProgress {
-                    log_end_offset: None,
-                    broker_epoch: BrokerEpoch(0),
-                    last_caught_up: now,
-                };
-                (b, progress)
-            })
-            .collect();
-        self.role = Role::Leader(LeaderState {
-            assigned: state.assigned.clone(),
-            isr: state.isr.clone(),
-            proposed_isr: None,
-            proposed_broker_epochs: BTreeMap::new(),
-            epoch_start_offset: self.log.log_end_offset(),
-            min_insync_replicas: state.min_insync_replicas,
-            followers,
-            pending_writes: Vec::new(),
-        });
-    }
-
-    fn become_follower(
-        &mut self,
-        cfg: &Config,
-        leader: Option<BrokerId>,
-        effects: &mut Effects<L::Record>,
-    ) {
-        if cfg.rules.truncation == TruncationRule::HighWatermark && leader.is_some() {
-            // The seeds' rule (pre-KIP-101): drop everything above the own high watermark.
-            self.truncate_to(cfg, self.high_watermark, effects);
-        }
-        let phase = match (cfg.rules.truncation, self.epoch_cache.latest_epoch()) {
-            (TruncationRule::HighWatermark, _) | (_, None) => FollowerPhase::Fetching,
-            (_, Some(latest)) => FollowerPhase::Reconciling { requested: latest },
-        };
-        self.role = Role::Follower(FollowerState { leader, phase });
-    }
-
-    /// Answers every pending acks=all write with NOT_LEADER: this replica will not commit them.
-    fn fail_pending_writes(&mut self, effects: &mut Effects<L::Record>) {
-        if let Role::Leader(l) = &mut self.role {
-            for w in l.pending_writes.drain(..) {
-                effects.push(Effect::FailWrite {
-                    partition: self.partition,
-                    id: w.id,
-                    error: crate::error::WriteError::NotLeader,
-                });
-            }
-        }
-    }
-
-    /// Appends entries at the log end, keeping the epoch cache and durability in step.
-    fn append(&mut self, cfg: &Config, entries: &[Entry<L::Record>]) {
-        let first = self.log.log_end_offset();
-        self.log.append(entries);
-        self.epoch_cache.record_all::<L>(first, entries);
-        self.persist(cfg);
-    }
-
-    /// Truncates the log (and what depends on it) to `offset`.
-    fn truncate_to(&mut self, cfg: &Config, offset: Offset, effects: &mut Effects<L::Record>) {
-        let from = self.log.log_end_offset();
-        if offset >= from {
-            return;
-        }
-        self.log.truncate_to(offset);
-        self.epoch_cache.truncate_to(offset);
-        self.high_watermark = self.high_watermark.min(offset);
-        self.hw_checkpoint = self.hw_checkpoint.min(offset);
-        self.persist(cfg);
-        effects.push(Effect::Truncated {
-            partition: self.partition,
-            from,
-            to: offset,
-        });
-    }
-
-    /// Sets the high watermark and checkpoints it under the flush-always policy.
-    fn set_high_watermark(&mut self, cfg: &Config, hw: Offset, effects: &mut Effects<L::Record>) {
-        if hw != self.high_watermark {
-            self.high_watermark = hw;
-            self.persist(cfg);
-            effects.push(Effect::HighWatermark {
-                partition: self.partition,
-                offset: hw,
-            });
-        }
-    }
-
-    /// Under `FlushPolicy::Always`, makes the log and the high watermark durable now.
-    fn persist(&mut self, cfg: &Config) {
-        if cfg.rules.flush == FlushPolicy::Always {
-            self.flush();
-        }
-    }
-
-    /// Flushes the log and checkpoints the high watermark (the OS's periodic flush, or a clean
-    /// shutdown's).
-    pub fn flush(&mut self) {
-        self.log.flush();
-        self.hw_checkpoint = self.high_watermark;
-    }
-
-    /// Clean shutdown: flush everything, then stop.
-    pub fn clean_shutdown(&mut self) -> Effects<L::Record> {
-        let mut effects = Vec::new();
-        self.fail_pending_writes(&mut effects);
-        self.flush();
-        self.role = Role::Offline;
-        effects
-    }
-
-    /// Unclean crash: everything above the flushed offset is lost, and the high watermark falls
-    /// back to its last checkpoint. Nothing is answered: the process is gone.
-    pub fn crash(&mut self) {
-        self.log.lose_unflushed();
-        self.epoch_cache = EpochCache::from_log(&self.log);
-        self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
-        self.hw_checkpoint = self.high_watermark;
-        self.role = Role::Offline;
-    }
-
-    /// Restart after a shutdown or crash: recover from what is on disk and wait, as a follower
-    /// of nobody, for the controller's LeaderAndIsr. The driver registers the broker.
-    ///
-    /// Only what is durable survives: the log, its epochs (rebuilt from it) and the checkpointed
-    /// high watermark. The current leader epoch is taken from the log, and any partition epoch
-    /// is accepted from the controller again.
-    pub fn restart(&mut self) {
-        self.epoch_cache = EpochCache::from_log(&self.log);
-        self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
-        self.hw_checkpoint = self.high_watermark;
-        self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
-        self.partition_epoch = PartitionEpoch(0);
-        self.broker_epoch = BrokerEpoch(0);
-        self.controller_epoch = ControllerEpoch(0);
-        self.role = Role::Follower(FollowerState {
-            leader: None,
-            phase: FollowerPhase::Fetching,
-        });
+    /// The effects held back until the log is durable, with the offset each waits for.
+    pub fn held(&self) -> &[(Offset, Effect<L::Record>)] {
+        &self.held
     }
 
     /// Whether this running replica would ignore `message` now and in every future state until
-    /// it stops. Drivers may then discard the message: delivering it could change nothing.
+    /// it stops. Drivers may then discard the message: delivering it could change nothing but
+    /// when a timer fires (an error answer brings the request timer's retry forward), and a
+    /// model checker, which has no clock, sees no change at all.
     ///
     /// Sound because a running replica's leader, partition, broker and controller epochs only
     /// grow (they reset only at a restart, and a stop loses everything in flight to the

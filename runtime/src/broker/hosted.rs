@@ -1,45 +1,32 @@
 //! One partition hosted by a broker: the core replica over its disk log, plus what the driver
-//! keeps around it — checkpoints written, the follower's request in flight, fetches a leader
-//! holds until there is data, producers waiting for their acknowledgement.
+//! keeps around it — the checkpoints it wrote, and the producers and consumers waiting for the
+//! core's answers. Everything the protocol decides (requests, retries, held fetches, what waits
+//! for a flush) is the replica's own state.
 
-use super::host::HostError;
+use super::host::{Committed, HostError};
 use crate::storage::{DiskLog, OpenError, PartitionDir, DEFAULT_SEGMENT_BYTES};
 use crate::wire::admin::ReplicaView;
-use bytes::Bytes;
-use isr::{
-    BrokerId, Effect, Envelope, EpochCache, FetchRequest, Log, Offset, PartitionId, ProduceId,
-    Replica, Role,
-};
+use isr::{BrokerId, EpochCache, Log, Offset, PartitionId, ProduceId, ReadId, Replica, Role};
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Instant;
 use tokio::sync::oneshot;
 use tracing::warn;
 
-/// How an acks=all producer learns its write's fate.
+/// How a producer learns its write's fate.
 pub type ProduceReply = oneshot::Sender<Result<Offset, HostError>>;
+/// How a consumer gets its records.
+pub type ReadReply = oneshot::Sender<Result<Committed, HostError>>;
 
 pub struct Hosted {
     pub replica: Replica<DiskLog>,
     dir: PartitionDir,
-    saved_hw: Offset,
     saved_epochs: EpochCache,
-    /// Follower: when the request to the leader was sent; `None` when none is outstanding.
-    pub in_flight: Option<Instant>,
-    /// Leader: fetches that found nothing new, answered when data arrives or they expire.
-    pub parked: Vec<(FetchRequest, Instant)>,
-    /// Leader: acks=all producers waiting for the high watermark.
+    /// Producers waiting for the core's `Acknowledge` or `FailWrite`.
     pub waiting: HashMap<ProduceId, ProduceReply>,
-    /// Leader: the AlterPartition last sent, resent while still pending (the controller may
-    /// never have received it).
-    pub alter_sent: Option<(Envelope<Bytes>, Instant)>,
+    /// Consumers waiting for the core's `Read`.
+    pub reading: HashMap<ReadId, ReadReply>,
     /// Set when storage failed: the replica is stopped for good.
     pub failed: Option<String>,
-    /// Effects of steps whose log still owes a sync (group commit), carried out in order by
-    /// the host once [`Hosted::sync`] has made the log durable.
-    pub held: Vec<Effect<Bytes>>,
-    /// acks=0/1 answers (the leader's own write is enough) waiting for the same sync.
-    pub held_acks: Vec<(ProduceReply, Offset)>,
 }
 
 impl Hosted {
@@ -50,8 +37,7 @@ impl Hosted {
         partition: PartitionId,
     ) -> Result<Hosted, OpenError> {
         let dir = PartitionDir::new(broker_dir, partition);
-        let (mut log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
-        log.defer_flushes();
+        let (log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
         let replica = Replica::recover(me, partition, log, hw);
         let saved_epochs = match dir.load_epochs() {
             Ok(saved) => saved.unwrap_or_default(),
@@ -65,30 +51,21 @@ impl Hosted {
                 "leader epoch checkpoint disagrees with the log; the log wins");
         }
         Ok(Hosted {
-            saved_hw: hw,
             saved_epochs,
             replica,
             dir,
-            in_flight: None,
-            parked: Vec::new(),
             waiting: HashMap::new(),
-            alter_sent: None,
+            reading: HashMap::new(),
             failed: None,
-            held: Vec::new(),
-            held_acks: Vec::new(),
         })
     }
 
-    /// Writes the high watermark and epoch checkpoints if they changed. The high watermark saved
-    /// is the core's durable one (what survives a crash), never ahead of the flushed log.
-    pub fn checkpoint(&mut self) {
-        self.sync();
-        let hw = self.replica.hw_checkpoint();
-        if hw != self.saved_hw {
-            match self.dir.save_high_watermark(hw) {
-                Ok(()) => self.saved_hw = hw,
-                Err(e) => self.fail(e.to_string()),
-            }
+    /// Writes the high watermark checkpoint the core asked for, and the leader epoch checkpoint
+    /// with it if that changed (the log is the source of both on recovery; the epoch file is
+    /// for operators and tools).
+    pub fn checkpoint(&mut self, hw: Offset) {
+        if let Err(e) = self.dir.save_high_watermark(hw) {
+            return self.fail(e.to_string());
         }
         if *self.replica.epoch_cache() != self.saved_epochs {
             let epochs = self.replica.epoch_cache().clone();
@@ -99,17 +76,9 @@ impl Hosted {
         }
     }
 
-    /// Carries out the flushes the core asked for since the last sync: one fsync for all of
-    /// them (group commit). Storage failure stops the replica, as for any write.
-    pub fn sync(&mut self) {
-        if self.replica.log().sync_owed() {
-            self.replica.log_mut().sync_now();
-            self.check_storage();
-        }
-    }
-
     /// Checks storage after a step; a failed log stops the replica (Kafka takes the log
-    /// directory offline). Waiting producers are dropped, which answers them with an error.
+    /// directory offline). Waiting producers and consumers are dropped, which answers them with
+    /// an error.
     pub fn check_storage(&mut self) {
         if let Some(e) = self.replica.log().failure() {
             let msg = e.to_string();
@@ -117,15 +86,14 @@ impl Hosted {
         }
     }
 
+    /// Stops the replica for good: it is never stepped again, and the broker stops (see
+    /// [`super::host::Host::run`]).
     fn fail(&mut self, why: String) {
         if self.failed.is_none() {
             warn!(partition = %self.replica.partition(), error = %why,
                 "storage failed; stopping the replica");
-            self.replica.crash();
             self.waiting.clear();
-            self.parked.clear();
-            self.held.clear();
-            self.held_acks.clear();
+            self.reading.clear();
             self.failed = Some(why);
         }
     }
@@ -164,19 +132,19 @@ impl Hosted {
     }
 
     /// Removes the partition's directory, log and checkpoints (its topic was deleted), after
-    /// answering waiting producers that it is not hosted here any more.
+    /// answering waiting producers and consumers that it is not hosted here any more.
     pub fn remove(self) -> std::io::Result<()> {
         let Hosted {
             replica,
             dir,
             waiting,
-            held_acks,
+            reading,
             ..
         } = self;
-        let replies = waiting
-            .into_values()
-            .chain(held_acks.into_iter().map(|(r, _)| r));
-        for reply in replies {
+        for reply in waiting.into_values() {
+            let _ = reply.send(Err(HostError::NotHosted));
+        }
+        for reply in reading.into_values() {
             let _ = reply.send(Err(HostError::NotHosted));
         }
         drop(replica);

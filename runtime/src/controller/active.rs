@@ -15,7 +15,9 @@ use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Respo
 use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
-use isr::{BrokerId, Config, Controller, Effect, Effects, Message, Node, Rules, Tick};
+use isr::{
+    BrokerId, Config, Controller, ControllerInput, Effect, Effects, Message, Node, Rules, Tick,
+};
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
@@ -179,6 +181,13 @@ impl Active<'_> {
                     },
                     Node::Controller => {}
                 },
+                // A fenced broker heartbeated: it must register again, as a new incarnation.
+                Effect::MustRegister { broker } => {
+                    info!(%broker, "heartbeat from a fenced broker: asking it to register");
+                    if let Some((_, link)) = self.brokers.get(&broker) {
+                        link.send(Frame::Reregister);
+                    }
+                }
                 other => debug!(effect = ?other, "controller effect without a driver action"),
             }
         }
@@ -200,10 +209,19 @@ impl Active<'_> {
         self.pushed = Some(view);
     }
 
+    /// Steps the core controller on a copy of the metadata and commits the result.
+    async fn step(&mut self, input: ControllerInput<Bytes>) -> Result<(), StepError> {
+        let mut next = self.meta.clone();
+        let effects = next.controller.step(&self.cfg, self.now, input);
+        self.commit(next, effects).await
+    }
+
     async fn on_tick(&mut self) -> Result<(), StepError> {
         self.now = Tick(self.now.0 + 1);
         let mut next = self.meta.clone();
-        let effects = next.controller.on_tick(&self.cfg, self.now);
+        let effects = next
+            .controller
+            .step(&self.cfg, self.now, ControllerInput::Tick);
         if next == self.meta && effects.is_empty() {
             return Ok(());
         }
@@ -244,7 +262,11 @@ impl Active<'_> {
         self.brokers.insert(id, (conn, link.clone()));
         link.send(Frame::Welcome(self.me.clone()));
         link.send(Frame::Metadata(self.view()));
-        self.send(self.meta.controller.announce_to(id));
+        let announce =
+            self.meta
+                .controller
+                .step(&self.cfg, self.now, ControllerInput::SessionOpened(id));
+        self.send(announce);
         Ok(())
     }
 
@@ -286,36 +308,31 @@ impl Active<'_> {
         from: Node,
         message: Message<Bytes>,
     ) -> Result<(), StepError> {
-        let (cfg, now) = (self.cfg, self.now);
-        let mut next = self.meta.clone();
-        match message {
+        match &message {
             Message::BrokerRegistration {
                 broker,
                 clean_shutdown,
-            } if self.speaks_for(conn, from, broker) => {
+            } if self.speaks_for(conn, from, *broker) => {
                 info!(%broker, clean_shutdown, "broker registered");
-                let effects =
-                    next.controller
-                        .on_broker_registration(&cfg, now, broker, clean_shutdown);
-                self.commit(next, effects).await
+                self.step(ControllerInput::Message { from, message }).await
             }
-            Message::BrokerHeartbeat { broker } if self.speaks_for(conn, from, broker) => {
-                if self.meta.controller.on_heartbeat(broker, now) {
+            Message::BrokerHeartbeat { broker } if self.speaks_for(conn, from, *broker) => {
+                let broker = *broker;
+                // A live broker's heartbeat only refreshes its session, which is not worth a
+                // store write: a new controller gives every live broker a fresh session anyway.
+                let input = ControllerInput::Message { from, message };
+                let effects = self.meta.controller.step(&self.cfg, self.now, input);
+                if effects.is_empty() {
                     if let Some((_, link)) = self.brokers.get(&broker) {
                         link.send(Frame::HeartbeatAck);
                     }
                     return Ok(());
                 }
-                info!(%broker, "heartbeat from a fenced broker: asking it to register");
-                self.commit(next, Vec::new()).await?;
-                if let Some((_, link)) = self.brokers.get(&broker) {
-                    link.send(Frame::Reregister);
-                }
-                Ok(())
+                // Asking a broker to register again is a decision: the role is confirmed first.
+                self.commit(self.meta.clone(), effects).await
             }
             Message::AlterPartition(req) if self.speaks_for(conn, from, req.leader) => {
-                let effects = next.controller.on_alter_partition(&cfg, &req);
-                self.commit(next, effects).await
+                self.step(ControllerInput::Message { from, message }).await
             }
             other => {
                 debug!(conn, %from, kind = other.kind(), "ignoring message");
@@ -334,8 +351,8 @@ impl Active<'_> {
                     ))));
                 }
                 info!(%broker, "controlled shutdown");
-                let effects = next.controller.on_controlled_shutdown(&self.cfg, broker);
-                self.commit(next, effects).await?;
+                self.step(ControllerInput::ControlledShutdown(broker))
+                    .await?;
                 Ok(Response::Done)
             }
             Request::Metadata => Ok(Response::Metadata(self.view())),

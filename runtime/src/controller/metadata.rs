@@ -351,9 +351,14 @@ mod tests {
         let cfg = Config::default();
         let mut meta = Metadata::default();
         for b in 1..=3 {
-            let _: Effects<bytes::Bytes> =
-                meta.controller
-                    .on_broker_registration(&cfg, Tick(0), BrokerId(b), true);
+            let registration = isr::ControllerInput::Message {
+                from: isr::Node::Broker(BrokerId(b)),
+                message: isr::Message::BrokerRegistration {
+                    broker: BrokerId(b),
+                    clean_shutdown: true,
+                },
+            };
+            let _: Effects<bytes::Bytes> = meta.controller.step(&cfg, Tick(0), registration);
         }
         (cfg, meta)
     }

@@ -35,10 +35,6 @@ pub struct DiskLog {
     index: Vec<Indexed>,
     flushed: Offset,
     failure: Option<io::Error>,
-    /// Group commit: `flush` only notes that a sync is owed, and the owner syncs with
-    /// [`DiskLog::sync_now`] before anything that depends on it leaves the process.
-    defer_flushes: bool,
-    sync_owed: bool,
     /// Idempotent producers' latest batches, kept with the index.
     producers: Producers,
 }
@@ -59,8 +55,6 @@ impl DiskLog {
             index: Vec::new(),
             flushed: Offset(0),
             failure: None,
-            defer_flushes: false,
-            sync_owed: false,
             producers: Producers::default(),
         };
         let mut cut = false;
@@ -140,13 +134,6 @@ impl DiskLog {
         }
     }
 
-    /// From now on `flush` defers its fsync to [`DiskLog::sync_now`] (group commit): the broker
-    /// holds back every effect of a step whose log owes a sync, then syncs once for all of them.
-    /// The flushed offset moves only at the real sync.
-    pub fn defer_flushes(&mut self) {
-        self.defer_flushes = true;
-    }
-
     /// Where the log holds `batch` already, if it is an idempotent producer's retry of one of
     /// its latest batches: the offsets the first attempt was given.
     pub fn stored_as(&self, batch: &[u8]) -> Option<(Offset, Offset)> {
@@ -194,14 +181,9 @@ impl DiskLog {
         Some((Offset(u64::try_from(offset).ok()?), timestamp))
     }
 
-    /// Whether a deferred flush is waiting for [`DiskLog::sync_now`].
-    pub fn sync_owed(&self) -> bool {
-        self.sync_owed
-    }
-
-    /// Makes everything appended so far durable (the deferred flushes, or a direct one).
-    pub fn sync_now(&mut self) {
-        self.sync_owed = false;
+    /// Makes everything appended so far durable: one fsync per segment written since, however
+    /// many appends and flush requests came before it (the broker's group commit).
+    fn sync(&mut self) {
         if self.failure.is_some() {
             return;
         }
@@ -335,10 +317,8 @@ impl Log for DiskLog {
     }
 
     fn flush(&mut self) {
-        if self.defer_flushes {
-            self.sync_owed = true;
-        } else {
-            self.sync_now();
+        if self.flushed < self.log_end_offset() {
+            self.sync();
         }
     }
 
@@ -348,6 +328,22 @@ impl Log for DiskLog {
 
     fn width(record: &Bytes) -> u64 {
         batch::width(record)
+    }
+
+    fn size(record: &Bytes) -> usize {
+        record.len()
+    }
+
+    /// Reads only the entries that fit, sized from the index.
+    fn read_within(
+        &self,
+        from: Offset,
+        until: Offset,
+        max_entries: usize,
+        max_bytes: usize,
+    ) -> Vec<Entry<Bytes>> {
+        let fitting = self.entries_within(from, until, max_bytes);
+        self.read(from, until, max_entries.min(fitting))
     }
 
     fn epoch_at(&self, offset: Offset) -> Option<isr::LeaderEpoch> {
@@ -479,20 +475,25 @@ mod tests {
     }
 
     #[test]
-    fn a_deferred_flush_moves_the_flushed_offset_only_at_the_sync() {
+    fn appends_are_durable_only_once_flushed_and_reads_keep_to_their_limits() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut log = DiskLog::open(dir.path(), DEFAULT_SEGMENT_BYTES).expect("open");
-        log.defer_flushes();
-        log.append(&[entry(1, &["a", "b"])]);
-        assert!(!log.sync_owed());
-        log.flush();
-        assert!(log.sync_owed());
+        log.append(&[entry(1, &["a", "b"]), entry(1, &["c"])]);
         assert_eq!(log.flushed_offset(), Offset(0));
-        log.append(&[entry(1, &["c"])]);
+        log.append(&[entry(1, &["d"])]);
         log.flush();
-        log.sync_now();
-        assert!(!log.sync_owed());
-        assert_eq!(log.flushed_offset(), Offset(3));
+        assert_eq!(log.flushed_offset(), Offset(4));
+
+        let first = log.entry(Offset(0)).expect("entry").record.len();
+        let end = log.log_end_offset();
+        assert_eq!(log.read_within(Offset(0), end, 10, first).len(), 1);
+        assert_eq!(
+            log.read_within(Offset(0), end, 10, 0).len(),
+            1,
+            "one always"
+        );
+        assert_eq!(log.read_within(Offset(0), end, 2, usize::MAX).len(), 2);
+        assert_eq!(log.read_within(Offset(2), end, 10, usize::MAX).len(), 2);
     }
 
     #[test]

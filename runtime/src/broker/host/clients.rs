@@ -1,13 +1,15 @@
 //! The client side of the replica thread: producer writes and consumer reads.
 
-use super::{Committed, Host, HostError};
-use crate::broker::hosted::ProduceReply;
+use super::{Host, HostError};
+use crate::broker::hosted::{ProduceReply, ReadReply};
 use bytes::Bytes;
-use isr::{Acks, Log, Offset, PartitionId, ReadError};
+use isr::{Acks, Log, Offset, PartitionId, ReadError, ReplicaInput};
 use isr_kafka::{ListedOffset, OffsetSpec};
 use tracing::debug;
 
 impl Host {
+    /// A producer's batches: a write for the leader, or, when the log holds them already,
+    /// a retry. Answered when the core acknowledges or fails it.
     pub(super) fn on_produce(
         &mut self,
         partition: PartitionId,
@@ -15,7 +17,6 @@ impl Host {
         batches: Vec<Bytes>,
         reply: ProduceReply,
     ) {
-        let cfg = self.cfg;
         let id = self.next_produce;
         self.next_produce += 1;
         let h = match self.hosted(partition) {
@@ -32,61 +33,54 @@ impl Host {
             [batch] => h.replica.log().stored_as(batch),
             _ => None,
         };
-        let written = match retry {
-            Some((base, end)) => {
-                debug!(%partition, %base, %end, "a producer's retry of a stored batch");
-                h.replica
-                    .leader_retry(&cfg, base, end, acks, id)
-                    .map(|effects| (base, effects))
+        h.waiting.insert(id, reply);
+        let input = match retry {
+            Some((base_offset, end_offset)) => {
+                debug!(%partition, %base_offset, %end_offset, "a producer's retry of a stored batch");
+                ReplicaInput::Retry {
+                    id,
+                    base_offset,
+                    end_offset,
+                    acks,
+                }
             }
-            None => h.replica.leader_write(&cfg, batches, acks, id),
+            None => ReplicaInput::Write {
+                id,
+                records: batches,
+                acks,
+            },
         };
-        match written {
-            Err(e) => {
-                let _ = reply.send(Err(e.into()));
-            }
-            Ok((base, effects)) => {
-                if acks == Acks::All {
-                    h.waiting.insert(id, reply);
-                } else {
-                    // Answered once the write is as durable as the flush policy asks.
-                    h.held_acks.push((reply, base));
-                }
-                self.after(partition, effects);
-                if retry.is_none() {
-                    self.to_wake.insert(partition);
-                }
-            }
-        }
+        self.step(partition, input);
     }
 
-    pub(super) fn read(
+    /// A consumer's read of committed records, answered with the core's `Read`.
+    pub(super) fn on_read(
         &mut self,
         partition: PartitionId,
-        offset: Offset,
+        from: Offset,
         max_bytes: usize,
-    ) -> Result<Committed, HostError> {
-        // Consumers see only what is durable here too, not just on the followers.
-        self.release(partition);
-        let most = self.cfg.fetch_max_entries;
-        let h = self.hosted(partition)?;
-        // Read only the batches that fit the answer: with large records, reading up to
-        // `fetch_max_entries` of them and cutting afterwards cost a FetchResponse of one 200 KB
-        // batch hundreds of milliseconds.
-        let hw = h.replica.high_watermark();
-        let fitting = h.replica.log().entries_within(offset, hw, max_bytes);
-        let max_entries = most.min(fitting.max(1));
-        let batches: Vec<Bytes> = h
-            .replica
-            .read_committed(offset, max_entries)?
-            .into_iter()
-            .map(|e| e.record)
-            .collect();
-        Ok(Committed {
-            batches,
-            high_watermark: h.replica.high_watermark(),
-            log_start_offset: h.log_start_offset(),
-        })
+        reply: ReadReply,
+    ) {
+        let id = self.next_read;
+        self.next_read += 1;
+        let h = match self.hosted(partition) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        h.reading.insert(id, reply);
+        let max_entries = self.cfg.fetch_max_entries;
+        self.step(
+            partition,
+            ReplicaInput::Read {
+                id,
+                from,
+                max_entries,
+                max_bytes,
+            },
+        );
     }
 
     /// ListOffsets on a partition this broker leads, over committed records only: the log

@@ -3,33 +3,33 @@
 //! Every transition of every hosted replica runs on this one thread, in arrival order: messages
 //! from the network, producer writes, consumer reads and clock ticks all come in as
 //! [`Command`]s. Disk I/O (appends, fsyncs, checkpoints) happens here too, which is why this is
-//! a plain thread and not an async task. The thread only decides when to call the core and
-//! carries out the [`Effect`]s it returns.
+//! a plain thread and not an async task. The thread decides nothing: it steps the core with
+//! each input ([`isr::Replica::step`]) and carries out the [`Effect`]s it returns. The one liberty it
+//! takes is when to flush: every flush the core asked for while a batch of commands ran is done
+//! with one fsync per log after the batch (group commit), and only then is the replica told
+//! (`Flushed`), so what waited for that flush leaves.
 
 mod clients;
 mod replication;
 
 use super::hosted::Hosted;
 use super::outbox::Outbox;
-use crate::storage::batch::{self, MAX_BATCH};
 use crate::storage::PartitionDir;
-use crate::timing;
 use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
-    Acks, BrokerId, Config, Effect, Effects, Envelope, FetchResponse, Message, Offset, PartitionId,
-    ProduceId, ReadError, Tick, WriteError,
+    Acks, BrokerId, Config, Effect, Effects, Envelope, Log, Message, Offset, PartitionId,
+    ProduceId, ReadError, ReadId, ReplicaInput, Tick, WriteError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, info, warn};
 
-/// At most this many queued commands run before held fetches are answered, which bounds the
-/// delay one command can add to a follower's answer.
-const MAX_COMMANDS_PER_WAKE: usize = 64;
+/// At most this many queued commands run before the group commit, which bounds the delay one
+/// command can add to what waits for a flush.
+const MAX_COMMANDS_PER_COMMIT: usize = 64;
 
 /// Committed batches for a consumer.
 pub struct Committed {
@@ -94,13 +94,11 @@ pub struct Host {
     /// Notified when a high watermark moves: wakes consumers' waiting fetches.
     commits: Arc<Notify>,
     next_produce: ProduceId,
+    next_read: ReadId,
     /// Set when a replica's storage failed: the thread stops after the current command.
     storage_failure: Option<String>,
-    /// Partitions whose held fetches may now find something (new records, or a changed ISR),
-    /// answered once the queued commands are done.
-    to_wake: BTreeSet<PartitionId>,
-    /// Followers whose next request waits for their log's sync.
-    requests_due: BTreeSet<PartitionId>,
+    /// Partitions whose replica asked for a flush since the last group commit.
+    flush_due: BTreeSet<PartitionId>,
     /// Assert the core's invariants after every step (see [`checks_invariants`]).
     check_invariants: bool,
 }
@@ -137,9 +135,9 @@ impl Host {
             outbox,
             commits,
             next_produce: 0,
+            next_read: 0,
             storage_failure: None,
-            to_wake: BTreeSet::new(),
-            requests_due: BTreeSet::new(),
+            flush_due: BTreeSet::new(),
             check_invariants: checks_invariants(),
         })
     }
@@ -153,10 +151,10 @@ impl Host {
             if self.handle(command)? {
                 return Ok(());
             }
-            // Under load, take what else has queued up before answering held fetches, so one
-            // answer carries every write that arrived meanwhile; idle, the queue is empty and
-            // the answer goes at once.
-            for _ in 0..MAX_COMMANDS_PER_WAKE {
+            // Under load, take what else has queued up before the group commit, so that one
+            // fsync serves every write that arrived meanwhile; idle, the queue is empty and the
+            // flush happens at once.
+            for _ in 0..MAX_COMMANDS_PER_COMMIT {
                 let Ok(command) = commands.try_recv() else {
                     break;
                 };
@@ -164,11 +162,7 @@ impl Host {
                     return Ok(());
                 }
             }
-            self.wake_due();
-            self.release_all();
-            for partition in std::mem::take(&mut self.requests_due) {
-                self.request_from_leader(partition);
-            }
+            self.group_commit();
             if let Some(why) = self.storage_failure.take() {
                 return Err(why);
             }
@@ -191,9 +185,7 @@ impl Host {
                 offset,
                 max_bytes,
                 reply,
-            } => {
-                let _ = reply.send(self.read(partition, offset, max_bytes));
-            }
+            } => self.on_read(partition, offset, max_bytes, reply),
             Command::ListOffsets {
                 partition,
                 spec,
@@ -238,8 +230,7 @@ impl Host {
                     warn!(%partition, error = %e, "cannot remove the deleted partition's directory");
                 }
             }
-            self.to_wake.remove(&partition);
-            self.requests_due.remove(&partition);
+            self.flush_due.remove(&partition);
         }
     }
 
@@ -254,86 +245,44 @@ impl Host {
         }
     }
 
+    /// Steps one replica with `input` at the host's time and carries out the effects.
+    fn step(&mut self, partition: PartitionId, input: ReplicaInput<Bytes>) {
+        let (cfg, now) = (self.cfg, self.now);
+        let Ok(h) = self.hosted(partition) else {
+            return;
+        };
+        let effects = h.replica.step(&cfg, now, input);
+        self.execute(partition, effects);
+        self.check(partition);
+    }
+
+    /// A tick of the clock: every replica's timers that are due fire (the follower's request
+    /// and the leader's AlterPartition sent again, held fetches answered, lagging followers
+    /// proposed out of the ISR, the high watermark checkpointed).
     fn on_tick(&mut self) {
         self.now = Tick(self.now.0 + 1);
-        let (cfg, now) = (self.cfg, self.now);
         let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
         for partition in ids {
+            self.step(partition, ReplicaInput::Tick);
+        }
+    }
+
+    /// Group commit: one fsync per log that owes one, for every flush its replica asked for
+    /// since the last; then the replica learns how far its log is durable, and what waited for
+    /// that goes out.
+    fn group_commit(&mut self) {
+        for partition in std::mem::take(&mut self.flush_due) {
             let Ok(h) = self.hosted(partition) else {
                 continue;
             };
-            let effects = h.replica.on_tick(&cfg, now);
-            let expired = h
-                .parked
-                .iter()
-                .any(|(_, at)| at.elapsed() >= timing::FETCH_MAX_WAIT);
-            let stale_request = h
-                .in_flight
-                .is_none_or(|at| at.elapsed() >= timing::REQUEST_TIMEOUT);
-            let alter_again = h
-                .alter_sent
-                .as_ref()
-                .filter(|(_, at)| at.elapsed() >= timing::REQUEST_TIMEOUT)
-                .map(|(envelope, _)| envelope.clone());
-            self.after(partition, effects);
-            if expired {
-                self.wake_parked(partition);
+            h.replica.log_mut().flush();
+            h.check_storage();
+            if let Some(why) = h.failed.clone() {
+                self.storage_failure = Some(why);
+                continue;
             }
-            if stale_request {
-                self.request_from_leader(partition);
-            }
-            if let Some(envelope) = alter_again {
-                self.resend_alter_partition(partition, envelope);
-            }
-            let due = now.0 % timing::CHECKPOINT_TICKS == 0;
-            if let Some(h) = self.hosted(partition).ok().filter(|_| due) {
-                h.checkpoint();
-                if let Some(why) = h.failed.clone() {
-                    self.storage_failure = Some(why);
-                }
-            }
-        }
-    }
-
-    /// Carries out a step's effects, then checks the replica's storage and invariants.
-    /// Carries out a step's effects, or holds them while the partition's log owes a sync (see
-    /// [`Host::release`]): under `flush=always` the core flushed before deciding to report or
-    /// acknowledge, so nothing may leave before that flush is real.
-    fn after(&mut self, partition: PartitionId, effects: Effects<Bytes>) {
-        let Some(h) = self.partitions.get_mut(&partition) else {
-            return;
-        };
-        if h.replica.log().sync_owed() || !h.held.is_empty() {
-            h.held.extend(effects);
-        } else {
-            self.execute(partition, effects);
-        }
-        self.check(partition);
-    }
-
-    /// Group commit: one fsync for every step since the last, then their held effects, in order.
-    fn release(&mut self, partition: PartitionId) {
-        let Some(h) = self.partitions.get_mut(&partition) else {
-            return;
-        };
-        if !h.replica.log().sync_owed() && h.held.is_empty() && h.held_acks.is_empty() {
-            return;
-        }
-        h.sync();
-        for (reply, base) in std::mem::take(&mut h.held_acks) {
-            let _ = reply.send(Ok(base));
-        }
-        let held = std::mem::take(&mut h.held);
-        if !held.is_empty() {
-            self.execute(partition, held);
-        }
-        self.check(partition);
-    }
-
-    fn release_all(&mut self) {
-        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
-        for partition in ids {
-            self.release(partition);
+            let durable = h.replica.log().flushed_offset();
+            self.step(partition, ReplicaInput::Flushed(durable));
         }
     }
 
@@ -343,16 +292,12 @@ impl Host {
         };
         for effect in effects {
             match effect {
-                Effect::Send(mut envelope) => {
-                    fit_in_a_frame(&mut envelope);
+                Effect::Send(envelope) => {
                     if !matches!(
                         envelope.message,
                         Message::Fetch(_) | Message::FetchResponse(_)
                     ) {
                         debug!(%partition, to = %envelope.to, message = ?envelope.message, "send");
-                    }
-                    if matches!(envelope.message, Message::AlterPartition(_)) {
-                        h.alter_sent = Some((envelope.clone(), Instant::now()));
                     }
                     self.outbox.send(envelope);
                 }
@@ -368,14 +313,26 @@ impl Host {
                         let _ = tx.send(Err(error.into()));
                     }
                 }
-                Effect::Truncated { from, to, .. } => {
-                    info!(%partition, %from, %to, "log truncated");
-                    // A checkpointed high watermark above the new log end would outlive the
-                    // records it counted: write the lowered one before anything else happens.
-                    h.checkpoint();
+                Effect::Read { id, result, .. } => {
+                    if let Some(tx) = h.reading.remove(&id) {
+                        let log_start_offset = h.log_start_offset();
+                        let _ = tx.send(result.map_err(HostError::from).map(|answer| Committed {
+                            batches: answer.entries.into_iter().map(|e| e.record).collect(),
+                            high_watermark: answer.high_watermark,
+                            log_start_offset,
+                        }));
+                    }
                 }
-                // Checkpointed every `CHECKPOINT_TICKS`: a stale (lower) one is always safe.
+                Effect::Truncated { from, to, .. } => {
+                    info!(%partition, %from, %to, "log truncated")
+                }
                 Effect::HighWatermark { .. } => self.commits.notify_waiters(),
+                Effect::Flush { .. } => {
+                    self.flush_due.insert(partition);
+                }
+                Effect::CheckpointHighWatermark { offset, .. } => h.checkpoint(offset),
+                // The controller's alone: a replica never asks a broker to register.
+                Effect::MustRegister { .. } => {}
             }
         }
     }
@@ -399,40 +356,17 @@ impl Host {
         }
     }
 
+    /// Clean shutdown: every log flushed, then each replica stopped cleanly (what waited for
+    /// the flush goes, pending writes fail, the high watermark is checkpointed).
     fn shutdown(&mut self) {
-        self.release_all();
-        for (partition, h) in self.partitions.iter_mut() {
-            let effects = h.replica.clean_shutdown();
-            for effect in effects {
-                if let Effect::FailWrite { id, error, .. } = effect {
-                    if let Some(tx) = h.waiting.remove(&id) {
-                        let _ = tx.send(Err(error.into()));
-                    }
-                }
+        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
+        for partition in ids {
+            if let Ok(h) = self.hosted(partition) {
+                h.replica.log_mut().flush();
             }
-            h.check_storage();
-            h.checkpoint();
+            self.step(partition, ReplicaInput::Stop { clean: true });
             debug!(%partition, "shut down");
         }
-    }
-}
-
-/// Kafka's replica.fetch.max.bytes: a Fetch answer carries batches up to this many bytes (and
-/// always at least one, each at most `MAX_BATCH`), so that it fits one internal frame whatever
-/// the batch sizes. A shorter answer is an ordinary one: the follower appends what it got and
-/// fetches on from there; the leader's decisions were taken on the request, not the answer.
-fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
-    const FETCH_MAX_BYTES: usize = MAX_BATCH;
-    if let Message::FetchResponse(FetchResponse {
-        result: Ok(fetched),
-        ..
-    }) = &mut envelope.message
-    {
-        let keep = batch::fitting(
-            fetched.entries.iter().map(|e| e.record.len()),
-            FETCH_MAX_BYTES,
-        );
-        fetched.entries.truncate(keep);
     }
 }
 
@@ -440,6 +374,7 @@ fn fit_in_a_frame(envelope: &mut Envelope<Bytes>) {
 mod tests {
     use super::*;
     use crate::storage::batch::tests::batch_of;
+    use crate::timing;
     use isr::{
         BrokerEpoch, ControllerEpoch, FlushPolicy, LeaderAndIsr, LeaderEpoch, Log, Node,
         PartitionEpoch,
@@ -517,7 +452,7 @@ mod tests {
         assert!(one.try_recv().is_err());
         assert!(all.try_recv().is_err());
 
-        host.release_all();
+        host.group_commit();
         assert_eq!(flushed(&host), Offset(4));
         assert_eq!(one.try_recv().expect("answered").ok(), Some(Offset(0)));
         assert_eq!(all.try_recv().expect("answered").ok(), Some(Offset(2)));
@@ -562,7 +497,7 @@ mod tests {
         let mut retry = produce_batch(&mut host, Acks::All, idempotent(0));
         let mut retry_acks_1 = produce_batch(&mut host, Acks::Leader, idempotent(0));
         let mut next = produce_batch(&mut host, Acks::All, idempotent(2));
-        host.release_all();
+        host.group_commit();
         for (answer, offset) in [(&mut first, 0), (&mut retry, 0), (&mut retry_acks_1, 0)] {
             assert_eq!(
                 answer.try_recv().expect("answered").ok(),
@@ -581,7 +516,7 @@ mod tests {
         drop(host);
         let mut host = sole_leader(dir.path());
         let mut late = produce_batch(&mut host, Acks::All, idempotent(2));
-        host.release_all();
+        host.group_commit();
         assert_eq!(late.try_recv().expect("answered").ok(), Some(Offset(2)));
         let log = host.partitions[&PartitionId(0)].replica.log();
         assert_eq!(log.log_end_offset(), Offset(4));

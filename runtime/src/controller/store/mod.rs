@@ -239,12 +239,14 @@ mod tests {
         let cfg = isr::Config::default();
         let mut metadata = Metadata::default();
         for b in 1..=3 {
-            let _: isr::Effects<()> = metadata.controller.on_broker_registration(
-                &cfg,
-                isr::Tick(0),
-                isr::BrokerId(b),
-                true,
-            );
+            let registration = isr::ControllerInput::Message {
+                from: isr::Node::Broker(isr::BrokerId(b)),
+                message: isr::Message::BrokerRegistration {
+                    broker: isr::BrokerId(b),
+                    clean_shutdown: true,
+                },
+            };
+            let _: isr::Effects<()> = metadata.controller.step(&cfg, isr::Tick(0), registration);
         }
         for t in 0..partitions {
             let spec = crate::wire::admin::TopicSpec {

@@ -15,6 +15,10 @@
 //! is refused and it stops. And every message carries the controller epoch, so brokers can
 //! ignore orders from an epoch older than one they have seen.
 
+mod input;
+
+pub use input::Input;
+
 use crate::config::Config;
 use crate::error::AlterPartitionError;
 use crate::message::{
@@ -98,6 +102,46 @@ impl Controller {
     /// The first controller of a new cluster, in controller epoch 1.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Takes one input, which happened at `now`; the effects, in the order the driver must
+    /// carry them out once it has committed the new state (rule 11). An input that does not
+    /// apply (a broker speaking for another, an election without a leaderless partition)
+    /// changes nothing.
+    pub fn step<R>(&mut self, cfg: &Config, now: Tick, input: Input<R>) -> Effects<R> {
+        match input {
+            Input::Message { from, message } => match message {
+                Message::BrokerRegistration {
+                    broker,
+                    clean_shutdown,
+                } if from == Node::Broker(broker) => {
+                    self.register(cfg, now, broker, clean_shutdown, Some(None))
+                }
+                Message::BrokerHeartbeat { broker } if from == Node::Broker(broker) => {
+                    if self.on_heartbeat(broker, now) {
+                        Vec::new()
+                    } else {
+                        vec![Effect::MustRegister { broker }]
+                    }
+                }
+                Message::AlterPartition(req) if from == Node::Broker(req.leader) => {
+                    self.on_alter_partition(cfg, &req)
+                }
+                _ => Vec::new(),
+            },
+            Input::Tick => self.on_tick(cfg, now),
+            Input::Expire(broker) => self.fence_broker(cfg, broker),
+            Input::Elect { partition, leader } => self
+                .elect_leader_as(cfg, partition, leader)
+                .unwrap_or_default(),
+            Input::Register {
+                broker,
+                clean_shutdown,
+                elects,
+            } => self.register(cfg, now, broker, clean_shutdown, Some(elects)),
+            Input::ControlledShutdown(broker) => self.on_controlled_shutdown(cfg, broker),
+            Input::SessionOpened(broker) => self.announce_to(broker),
+        }
     }
 
     /// The controller epoch this controller acts in.
@@ -232,36 +276,6 @@ impl Controller {
         })
     }
 
-    /// A broker (re)registers. A new incarnation of a live broker first fences the old one.
-    /// After an unclean shutdown it leaves every ELR: it may have lost committed records and is
-    /// not electable until it rejoins the ISR (KIP-966). Then leaderless partitions get a leader
-    /// if they can (the preferred candidate, [`Controller::elect_leader`]), and the broker learns
-    /// the state of each of its partitions.
-    pub fn on_broker_registration<R>(
-        &mut self,
-        cfg: &Config,
-        now: Tick,
-        broker: BrokerId,
-        clean_shutdown: bool,
-    ) -> Effects<R> {
-        self.register(cfg, now, broker, clean_shutdown, Some(None))
-    }
-
-    /// [`Controller::on_broker_registration`], electing `leader` wherever the registration
-    /// elects and `leader` is a candidate (the first candidate elsewhere). The model checker
-    /// explores every choice ([`Controller::registration_candidates`]); the runtime takes the
-    /// preferred one.
-    pub fn on_broker_registration_electing<R>(
-        &mut self,
-        cfg: &Config,
-        now: Tick,
-        broker: BrokerId,
-        clean_shutdown: bool,
-        leader: BrokerId,
-    ) -> Effects<R> {
-        self.register(cfg, now, broker, clean_shutdown, Some(Some(leader)))
-    }
-
     /// The candidates the registration of `broker` would elect from in partition `id`, in
     /// preference order: empty if the partition would still have a leader, or none can be
     /// elected.
@@ -289,9 +303,14 @@ impl Controller {
         }
     }
 
-    /// Registration proper. `elect`: `None` elects nobody (to ask who could be elected);
-    /// `Some(prefer)` elects in every leaderless partition, `prefer` where it is a candidate,
-    /// else the first candidate.
+    /// A broker (re)registers. A new incarnation of a live broker first fences the old one.
+    /// After an unclean shutdown it leaves every ELR: it may have lost committed records and is
+    /// not electable until it rejoins the ISR (KIP-966). Then leaderless partitions get a leader
+    /// if they can, and the broker learns the state of each of its partitions. `elect`: `None`
+    /// elects nobody (to ask who could be elected); `Some(prefer)` elects in every leaderless
+    /// partition, `prefer` where it is a candidate, else the preferred candidate (the model
+    /// checker explores every choice, [`Controller::registration_candidates`]; the runtime
+    /// takes the preferred one).
     fn register<R>(
         &mut self,
         cfg: &Config,
@@ -346,7 +365,7 @@ impl Controller {
     /// the answer is true. False: it was fenced (its session expired, or a new controller
     /// never knew it alive), and it must register again, as a new incarnation, before it is
     /// part of the cluster again.
-    pub fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) -> bool {
+    fn on_heartbeat(&mut self, broker: BrokerId, now: Tick) -> bool {
         match self.brokers.get_mut(&broker).filter(|b| b.alive) {
             Some(b) => {
                 b.last_heartbeat = now;
@@ -360,7 +379,7 @@ impl Controller {
     /// session with this controller: after a failover, brokers find the new controller, and
     /// this is how each learns the new controller epoch and whatever it missed (what
     /// [`Controller::take_over`] announces to every broker at once). Changes nothing.
-    pub fn announce_to<R>(&self, broker: BrokerId) -> Effects<R> {
+    fn announce_to<R>(&self, broker: BrokerId) -> Effects<R> {
         self.partitions
             .iter()
             .filter(|(_, state)| state.assigned.contains(&broker))
@@ -369,7 +388,7 @@ impl Controller {
     }
 
     /// Time passes: fence every broker whose session expired, then elect where needed.
-    pub fn on_tick<R>(&mut self, cfg: &Config, now: Tick) -> Effects<R> {
+    fn on_tick<R>(&mut self, cfg: &Config, now: Tick) -> Effects<R> {
         let expired: Vec<BrokerId> = self
             .brokers
             .iter()
@@ -387,7 +406,7 @@ impl Controller {
     }
 
     /// Elects a leader for every leaderless partition that has a candidate.
-    pub fn elect_leaders<R>(&mut self, cfg: &Config) -> Effects<R> {
+    fn elect_leaders<R>(&mut self, cfg: &Config) -> Effects<R> {
         let leaderless: Vec<PartitionId> = self
             .partitions
             .iter()
@@ -405,7 +424,7 @@ impl Controller {
     /// strict min ISR froze the high watermark while it still held everything (KIP-966). Without
     /// ELR, the last ISR member stays in the ISR, as in Kafka before KIP-966. A partition it led
     /// is left without a leader until [`Controller::elect_leader`].
-    pub fn fence_broker<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
+    fn fence_broker<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
         if let Some(b) = self.brokers.get_mut(&broker) {
             b.alive = false;
         }
@@ -445,7 +464,7 @@ impl Controller {
     /// ISR member without waiting out the session timeout. The broker must not heartbeat or
     /// register again in that run; a restart registers as usual. A broker already fenced changes
     /// nothing.
-    pub fn on_controlled_shutdown<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
+    fn on_controlled_shutdown<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
         if !self.is_alive(broker) {
             return Vec::new();
         }
@@ -500,7 +519,7 @@ impl Controller {
 
     /// `ControllerElectLeader` as the runtime runs it: elects the preferred candidate
     /// ([`Controller::election_candidate`]) with [`Controller::elect_leader_as`].
-    pub fn elect_leader<R>(
+    fn elect_leader<R>(
         &mut self,
         cfg: &Config,
         id: PartitionId,
@@ -514,7 +533,7 @@ impl Controller {
     /// `ControllerElectLeader`: elects `leader`, one of [`Controller::election_candidates`],
     /// for a leaderless partition in a new leader epoch (rule 2, rule 8) and tells the assigned
     /// brokers. An ELR or unclean winner becomes the whole ISR.
-    pub fn elect_leader_as<R>(
+    fn elect_leader_as<R>(
         &mut self,
         cfg: &Config,
         id: PartitionId,
@@ -560,11 +579,7 @@ impl Controller {
     /// ISR is back at the floor the ELR is emptied. A leader that has seen a newer controller
     /// is refused with NOT_CONTROLLER before anything else: this controller is deposed, and its
     /// view of the partition must not decide (rule 12, KAFKA-14154).
-    pub fn on_alter_partition<R>(
-        &mut self,
-        cfg: &Config,
-        req: &AlterPartitionRequest,
-    ) -> Effects<R> {
+    fn on_alter_partition<R>(&mut self, cfg: &Config, req: &AlterPartitionRequest) -> Effects<R> {
         let result = self.alter_partition(cfg, req);
         let mut effects = Vec::new();
         if let (Err(AlterPartitionError::InvalidUpdateVersion { .. }), Some(state)) =
@@ -792,7 +807,7 @@ mod tests {
         let cfg = Config::default();
         let mut c = Controller::new();
         for b in 1..=2 {
-            c.on_broker_registration::<()>(&cfg, Tick(0), BrokerId(b), true);
+            register(&cfg, &mut c, b, true);
         }
         let p = PartitionId(0);
         c.create_partition::<()>(p, vec![BrokerId(1), BrokerId(2)], 2)
@@ -804,8 +819,21 @@ mod tests {
         assert!(state.isr.is_empty());
         assert_eq!(state.elr, BTreeSet::from([BrokerId(1), BrokerId(2)]));
         // A clean restart keeps it in the ELR, so it is elected again.
-        c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(1), true);
+        register(&cfg, &mut c, 1, true);
         assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(1)));
+    }
+
+    /// Registers broker `b` as a registration message would (electing the preferred candidate).
+    fn register(cfg: &Config, c: &mut Controller, b: u32, clean_shutdown: bool) {
+        let message = Message::BrokerRegistration {
+            broker: BrokerId(b),
+            clean_shutdown,
+        };
+        let input = Input::Message {
+            from: Node::Broker(BrokerId(b)),
+            message,
+        };
+        let _: Effects<()> = c.step(cfg, Tick(0), input);
     }
 
     /// Three live brokers, partition 0 over them with min ISR 2, led by b1.
@@ -813,7 +841,7 @@ mod tests {
         let cfg = Config::default();
         let mut c = Controller::new();
         for b in 1..=3 {
-            c.on_broker_registration::<()>(&cfg, Tick(0), BrokerId(b), true);
+            register(&cfg, &mut c, b, true);
         }
         let p = PartitionId(0);
         let assigned = vec![BrokerId(1), BrokerId(2), BrokerId(3)];
@@ -872,7 +900,7 @@ mod tests {
             c.registration_candidates(&cfg, BrokerId(3), true, p),
             vec![(BrokerId(3), Election::Eligible)]
         );
-        c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(2), true);
+        register(&cfg, &mut c, 2, true);
         assert_eq!(c.partition(p).and_then(|s| s.leader), None);
         // With unclean election the live b2 is a candidate, electable only as unclean.
         let unclean = Config {
@@ -886,7 +914,7 @@ mod tests {
             c.election_candidates(&unclean, p),
             vec![(BrokerId(2), Election::Unclean)]
         );
-        c.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(3), true);
+        register(&cfg, &mut c, 3, true);
         let state = c.partition(p).expect("partition");
         assert_eq!(state.leader, Some(BrokerId(3)));
         assert_eq!(state.isr, BTreeSet::from([BrokerId(3)]));
@@ -910,8 +938,13 @@ mod tests {
             vec![(BrokerId(3), Election::Eligible)]
         );
         let mut preferred = c.clone();
-        preferred.on_broker_registration::<()>(&cfg, Tick(1), BrokerId(2), true);
-        c.on_broker_registration_electing::<()>(&cfg, Tick(1), BrokerId(2), true, BrokerId(3));
+        register(&cfg, &mut preferred, 2, true);
+        let register = Input::Register {
+            broker: BrokerId(2),
+            clean_shutdown: true,
+            elects: Some(BrokerId(3)),
+        };
+        let _: Effects<()> = c.step(&cfg, Tick(0), register);
         assert_eq!(preferred, c);
         assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(3)));
     }

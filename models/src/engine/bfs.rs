@@ -1,0 +1,269 @@
+//! Parallel breadth-first search with parent pointers: the first level that holds a state where
+//! a target holds gives a shortest path to it, and a search cut short by a depth or time limit
+//! is complete to the last level it finished.
+//!
+//! The search goes level by level. Threads expand a batch of the frontier each, with their own
+//! caches; the batch's new states are then taken in frontier order, so parents, and so
+//! counterexamples, do not depend on thread timing.
+
+use super::state::{Nodes, State, Worker};
+use super::{Counts, Ending, Limits};
+use crate::shortest::Trace;
+use crate::IsrModel;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Fingerprints are already well mixed: a map keyed by them need not hash again.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("only u64 fingerprints are hashed");
+    }
+    fn write_u64(&mut self, fp: u64) {
+        self.0 = fp;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Per state reached: its parent's fingerprint and the index of the action taken there, among
+/// those of [`State::choices`].
+type Parents = HashMap<u64, Option<(u64, u32)>, BuildHasherDefault<Prehashed>>;
+
+/// Which targets hold in a state's nodes, as bits. Targets read no message in flight.
+pub type Hits<'a> = &'a (dyn Fn(&Nodes) -> u64 + Sync);
+
+/// What a breadth-first search looks for: `count` targets (at most 64), and which of them hold
+/// in a state's nodes.
+#[derive(Clone, Copy)]
+pub struct Targets<'a> {
+    pub count: usize,
+    pub hits: Hits<'a>,
+}
+
+/// The result of [`breadth_first`].
+pub struct Bfs {
+    pub counts: Counts,
+    pub ending: Ending,
+    /// Every state up to this depth was explored.
+    pub complete_to: usize,
+    parent: Parents,
+    /// Per target, a shallowest state where it holds.
+    found: Vec<Option<u64>>,
+}
+
+impl Bfs {
+    /// Whether target `i` holds in some state reached.
+    pub fn found(&self, i: usize) -> bool {
+        self.found[i].is_some()
+    }
+
+    /// A shortest path to a state where target `i` holds, if one was reached.
+    pub fn trace(&self, model: &IsrModel, i: usize) -> Option<Trace> {
+        let mut at = self.found[i]?;
+        let mut indices = Vec::new();
+        while let Some(Some((p, i))) = self.parent.get(&at) {
+            indices.push(*i as usize);
+            at = *p;
+        }
+        indices.reverse();
+        let mut w = Worker::small(model);
+        let mut state = w.initial();
+        let mut actions = Vec::new();
+        for i in indices {
+            let choice = state.choices(model)[i];
+            actions.push(state.action(model, choice));
+            state = w.step(&state, choice);
+        }
+        Some(Trace::replay(model, actions))
+    }
+}
+
+/// A new state found while expanding part of a level.
+struct Candidate {
+    state: State,
+    fp: u64,
+    parent: u64,
+    action: u32,
+    /// The targets (of those not found before the level) that hold in it.
+    hits: u64,
+}
+
+/// Frontier states expanded per thread before the results are merged and `stop` is asked.
+const BATCH: usize = 4096;
+
+/// Explores the model breadth-first from its initial state, level by level, checking `targets`
+/// (up to 64) on every new state; stops when `stop` says so (given which have been found), at
+/// the limits, or when every reachable state is explored. `progress` is called after every
+/// batch.
+pub fn breadth_first(
+    model: &IsrModel,
+    symmetry: bool,
+    targets: Targets,
+    threads: usize,
+    stop: impl Fn(&[bool]) -> bool,
+    limits: Limits,
+    mut progress: impl FnMut(Counts),
+) -> Bfs {
+    let Targets {
+        count: targets,
+        hits,
+    } = targets;
+    assert!(targets <= 64, "at most 64 targets");
+    let threads = threads.max(1);
+    let mut workers: Vec<Worker> = (0..threads).map(|_| Worker::new(model)).collect();
+    let initial = workers[0].initial();
+    let root = workers[0].fingerprint(&initial, symmetry);
+    let mut bfs = Bfs {
+        counts: Counts {
+            states: 1,
+            unique: 1,
+            depth: 0,
+        },
+        ending: Ending::Exhausted,
+        complete_to: 0,
+        parent: Parents::default(),
+        found: vec![None; targets],
+    };
+    bfs.parent.insert(root, None);
+    let bits = hits(&initial.nodes);
+    for (i, found) in bfs.found.iter_mut().enumerate() {
+        if bits & 1 << i != 0 {
+            *found = Some(root);
+        }
+    }
+    let flags = |bfs: &Bfs| bfs.found.iter().map(Option::is_some).collect::<Vec<bool>>();
+    let mut frontier = vec![(initial, root)];
+    if stop(&flags(&bfs)) {
+        bfs.ending = Ending::Found;
+        frontier.clear();
+    }
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        if limits.max_depth.is_some_and(|d| depth >= d) {
+            bfs.ending = Ending::MaxDepth;
+            break;
+        }
+        let pending: u64 = (0..targets)
+            .filter(|&i| bfs.found[i].is_none())
+            .fold(0, |m, i| m | 1 << i);
+        let mut next = Vec::new();
+        let mut done = false;
+        for batch in frontier.chunks(BATCH * threads) {
+            if limits.expired() {
+                bfs.ending = Ending::TimeLimit;
+                done = true;
+                break;
+            }
+            let parent = &bfs.parent;
+            let parts: Vec<(Vec<Candidate>, usize)> = if threads == 1 || batch.len() < 2 * threads {
+                vec![expand(
+                    &mut workers[0],
+                    symmetry,
+                    hits,
+                    pending,
+                    parent,
+                    batch,
+                )]
+            } else {
+                let size = batch.len().div_ceil(threads);
+                std::thread::scope(|s| {
+                    let handles: Vec<_> = batch
+                        .chunks(size)
+                        .zip(workers.iter_mut())
+                        .map(|(part, w)| {
+                            s.spawn(move || expand(w, symmetry, hits, pending, parent, part))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| h.join().expect("a search thread panicked"))
+                        .collect()
+                })
+            };
+            for (candidates, states) in parts {
+                bfs.counts.states += states;
+                for c in candidates {
+                    if done || bfs.parent.contains_key(&c.fp) {
+                        continue;
+                    }
+                    bfs.parent.insert(c.fp, Some((c.parent, c.action)));
+                    bfs.counts.unique += 1;
+                    bfs.counts.depth = depth + 1;
+                    if c.hits != 0 {
+                        for (i, found) in bfs.found.iter_mut().enumerate() {
+                            if found.is_none() && c.hits & 1 << i != 0 {
+                                *found = Some(c.fp);
+                            }
+                        }
+                        if stop(&flags(&bfs)) {
+                            bfs.ending = Ending::Found;
+                            done = true;
+                        }
+                    }
+                    next.push((c.state, c.fp));
+                }
+            }
+            progress(bfs.counts);
+            if done {
+                break;
+            }
+        }
+        if done {
+            break;
+        }
+        depth += 1;
+        bfs.complete_to = depth;
+        // States with the same nodes next to each other: their steps share the caches'.
+        next.sort_by_key(|(s, fp)| (s.nodes.fp, *fp));
+        frontier = next;
+    }
+    if frontier.is_empty() && bfs.ending == Ending::Exhausted {
+        bfs.complete_to = bfs.counts.depth;
+    }
+    bfs
+}
+
+/// The successors of part of a level that no earlier level reached, each once, with the
+/// targets they satisfy; and how many successors within bounds there were.
+fn expand(
+    w: &mut Worker,
+    symmetry: bool,
+    hits: Hits,
+    pending: u64,
+    parent: &Parents,
+    part: &[(State, u64)],
+) -> (Vec<Candidate>, usize) {
+    let mut seen: HashMap<u64, (), BuildHasherDefault<Prehashed>> = HashMap::default();
+    let mut candidates = Vec::new();
+    let mut states = 0;
+    for (state, from) in part {
+        for (i, choice) in state.choices(w.model).into_iter().enumerate() {
+            let succ = w.step(state, choice);
+            if !succ.nodes.within {
+                continue;
+            }
+            states += 1;
+            let fp = w.fingerprint(&succ, symmetry);
+            if parent.contains_key(&fp) || seen.insert(fp, ()).is_some() {
+                continue;
+            }
+            let hits = if pending == 0 {
+                0
+            } else {
+                hits(&succ.nodes) & pending
+            };
+            candidates.push(Candidate {
+                state: succ,
+                fp,
+                parent: *from,
+                action: i as u32,
+                hits,
+            });
+        }
+    }
+    (candidates, states)
+}

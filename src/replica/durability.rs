@@ -1,0 +1,200 @@
+//! What must be durable before what may leave (rule 10), and what survives a stop.
+//!
+//! The core never makes the log durable itself: it asks the driver to ([`Effect::Flush`]) and
+//! learns of it ([`super::Input::Flushed`]). Under `flush=always`, an effect that reports or
+//! acknowledges data — a follower's next Fetch (its offset is progress the leader will count),
+//! an acks=0/1 answer — is held here until the log is durable that far; a leader counts only its
+//! durable log towards the high watermark, so an acks=all acknowledgement, which waits for the
+//! high watermark, never needs holding. Under `flush=page-cache` nothing waits (Kafka's default:
+//! acknowledge what sits in the page cache), and the driver flushes when it likes, as the OS
+//! would.
+
+use super::{FollowerPhase, FollowerState, Replica, Role};
+use crate::config::{Config, FlushPolicy};
+use crate::epoch_cache::EpochCache;
+use crate::log::{Entry, Log};
+use crate::message::{Effect, Effects, Message};
+use crate::types::{BrokerEpoch, ControllerEpoch, Offset, PartitionEpoch};
+
+impl<L: Log> Replica<L> {
+    /// Appends entries at the log end, keeping the epoch cache in step, and asks for them to be
+    /// made durable under `flush=always`.
+    pub(super) fn append(
+        &mut self,
+        cfg: &Config,
+        entries: &[Entry<L::Record>],
+        effects: &mut Effects<L::Record>,
+    ) {
+        let first = self.log.log_end_offset();
+        self.log.append(entries);
+        self.epoch_cache.record_all::<L>(first, entries);
+        if cfg.rules.flush == FlushPolicy::Always && !entries.is_empty() {
+            effects.push(Effect::Flush {
+                partition: self.partition,
+                up_to: self.log.log_end_offset(),
+            });
+        }
+    }
+
+    /// Truncates the log (and what depends on it) to `offset`. A high watermark checkpoint above
+    /// the new end would outlive the records it counted: it is lowered, and written, at once.
+    pub(super) fn truncate_to(&mut self, offset: Offset, effects: &mut Effects<L::Record>) {
+        let from = self.log.log_end_offset();
+        if offset >= from {
+            return;
+        }
+        self.log.truncate_to(offset);
+        self.epoch_cache.truncate_to(offset);
+        self.high_watermark = self.high_watermark.min(offset);
+        effects.push(Effect::Truncated {
+            partition: self.partition,
+            from,
+            to: offset,
+        });
+        if self.hw_checkpoint > offset {
+            self.hw_checkpoint = offset;
+            self.checkpointed_at = self.now;
+            effects.push(Effect::CheckpointHighWatermark {
+                partition: self.partition,
+                offset,
+            });
+        }
+    }
+
+    pub(super) fn set_high_watermark(&mut self, hw: Offset, effects: &mut Effects<L::Record>) {
+        if hw != self.high_watermark {
+            self.high_watermark = hw;
+            effects.push(Effect::HighWatermark {
+                partition: self.partition,
+                offset: hw,
+            });
+        }
+    }
+
+    /// How far this replica's own log counts as replicated (rule 10): under `flush=always`
+    /// only what is durable, under `flush=page-cache` everything appended.
+    pub(super) fn own_progress(&self, cfg: &Config) -> Offset {
+        self.replicated_offset(cfg.rules.flush)
+    }
+
+    /// [`Self::own_progress`] under `flush`: what a leader counts of its own log towards the
+    /// high watermark (the progress properties ask it too).
+    pub fn replicated_offset(&self, flush: FlushPolicy) -> Offset {
+        match flush {
+            FlushPolicy::Always => self.log.flushed_offset(),
+            FlushPolicy::PageCache => self.log.log_end_offset(),
+        }
+    }
+
+    /// Carries out `effect` once the log is durable up to `until`: now under `flush=page-cache`
+    /// or if it already is, else when the driver says so.
+    pub(super) fn when_durable(
+        &mut self,
+        cfg: &Config,
+        until: Offset,
+        effect: Effect<L::Record>,
+        effects: &mut Effects<L::Record>,
+    ) {
+        if cfg.rules.flush == FlushPolicy::Always && self.log.flushed_offset() < until {
+            self.held.push((until, effect));
+        } else {
+            effects.push(effect);
+        }
+    }
+
+    /// Forgets a held request to the leader: a newer one replaces it, or the leader changed.
+    pub(super) fn drop_held_requests(&mut self) {
+        self.held.retain(|(_, e)| !is_request(e));
+    }
+
+    /// Whether a request to the leader waits here for the log to be durable.
+    pub(super) fn holds_request(&self) -> bool {
+        self.held.iter().any(|(_, e)| is_request(e))
+    }
+
+    /// The driver made the log durable (up to its `flushed_offset`): what waited for that goes,
+    /// a leader's high watermark may move, and the checkpoint may follow.
+    pub(super) fn on_flushed(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
+        let durable = self.log.flushed_offset();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(until, _)| *until <= durable);
+        self.held = waiting;
+        effects.extend(ready.into_iter().map(|(_, e)| e));
+        self.maybe_advance_high_watermark(cfg, effects);
+        self.checkpoint_if_due(cfg, effects);
+    }
+
+    /// Checkpoints the high watermark if it moved since the last checkpoint and the interval
+    /// has passed.
+    pub(super) fn checkpoint_if_due(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
+        if self.now.0 >= self.checkpointed_at.0 + cfg.hw_checkpoint_interval.0 {
+            self.checkpoint(effects);
+        }
+    }
+
+    /// Checkpoints the high watermark if it moved since the last checkpoint. What is
+    /// checkpointed never exceeds the durable log: the checkpoint is what a restart after an
+    /// unclean crash starts from.
+    pub(super) fn checkpoint(&mut self, effects: &mut Effects<L::Record>) {
+        let target = self.high_watermark.min(self.log.flushed_offset());
+        if target != self.hw_checkpoint {
+            self.hw_checkpoint = target;
+            self.checkpointed_at = self.now;
+            effects.push(Effect::CheckpointHighWatermark {
+                partition: self.partition,
+                offset: target,
+            });
+        }
+    }
+
+    /// The broker stops. Clean: the driver has flushed the log (what was held for it is
+    /// released first), pending writes are failed. Unclean (power loss): everything above the
+    /// flushed offset is lost, the high watermark falls back to its last checkpoint, held
+    /// effects are gone, and nothing is answered: the process is gone.
+    pub(super) fn stop(&mut self, cfg: &Config, clean: bool, effects: &mut Effects<L::Record>) {
+        if clean {
+            self.on_flushed(cfg, effects);
+            self.fail_pending_writes(effects);
+            self.checkpoint(effects);
+        } else {
+            self.log.lose_unflushed();
+            self.epoch_cache = EpochCache::from_log(&self.log);
+            self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
+            self.hw_checkpoint = self.high_watermark;
+        }
+        self.held.clear();
+        self.role = Role::Offline;
+    }
+
+    /// Restart after a stop: recover from what is durable and wait, as a follower of nobody,
+    /// for the controller's LeaderAndIsr. The driver registers the broker.
+    ///
+    /// Only what is durable survives: the log, its epochs (rebuilt from it) and the checkpointed
+    /// high watermark. The current leader epoch is taken from the log, and any partition epoch
+    /// is accepted from the controller again.
+    pub(super) fn restart(&mut self) {
+        self.epoch_cache = EpochCache::from_log(&self.log);
+        self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
+        self.hw_checkpoint = self.high_watermark;
+        self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
+        self.partition_epoch = PartitionEpoch(0);
+        self.broker_epoch = BrokerEpoch(0);
+        self.controller_epoch = ControllerEpoch(0);
+        self.held.clear();
+        self.role = Role::Follower(FollowerState {
+            leader: None,
+            phase: FollowerPhase::Fetching,
+            last_request: self.now,
+            awaiting_answer: false,
+        });
+    }
+}
+
+/// Whether `effect` sends a follower's request to its leader.
+fn is_request<R>(effect: &Effect<R>) -> bool {
+    matches!(
+        effect,
+        Effect::Send(env) if matches!(env.message, Message::Fetch(_) | Message::OffsetForLeaderEpoch(_))
+    )
+}

@@ -1,0 +1,68 @@
+//! Everything that can happen to a replica, as one type: the input of [`crate::Replica::step`].
+
+use crate::message::{Message, ProduceId, ReadId};
+use crate::types::{Acks, BrokerId, Node, Offset};
+use serde::{Deserialize, Serialize};
+
+/// One input to a replica. A driver feeds them one at a time, each with the time it happened
+/// at, and carries out the effects each step returns, in order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Input<R> {
+    /// A protocol message arrived from `from` (a peer broker or the controller). The driver
+    /// checks, as its connection does, that it came from `from` and is meant for this broker.
+    Message { from: Node, message: Message<R> },
+    /// A producer's records, to append as leader. Answered by [`crate::Effect::Acknowledge`]
+    /// or [`crate::Effect::FailWrite`] carrying `id`.
+    Write {
+        id: ProduceId,
+        records: Vec<R>,
+        acks: Acks,
+    },
+    /// A producer's retry of a write the log already holds at `base_offset..end_offset` (an
+    /// idempotent producer's batch, written here or by an earlier leader and never answered).
+    /// Nothing is appended; it is answered as the write would have been.
+    Retry {
+        id: ProduceId,
+        base_offset: Offset,
+        end_offset: Offset,
+        acks: Acks,
+    },
+    /// A consumer reads committed records from `from`: at most `max_entries` entries and about
+    /// `max_bytes` bytes (one entry always, so a large entry cannot stall it). Answered by
+    /// [`crate::Effect::Read`] carrying `id`.
+    Read {
+        id: ReadId,
+        from: Offset,
+        max_entries: usize,
+        max_bytes: usize,
+    },
+    /// Time passed: every timer due by now (the step's `now`) fires.
+    Tick,
+    /// One timer fires, whatever the time. A model checker, which has no clock, uses this: any
+    /// amount of time may pass between two steps.
+    Timeout(Timer),
+    /// The log is durable up to `offset` (the driver's flush completed).
+    Flushed(Offset),
+    /// The broker stops: cleanly (its log flushed first by the driver, pending writes failed),
+    /// or not (a power loss: what the log had not made durable is gone, nothing is answered).
+    Stop { clean: bool },
+    /// The broker starts again on what is durable, as a follower of nobody until the controller
+    /// says otherwise.
+    Restart,
+}
+
+/// The timers of a replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Timer {
+    /// A follower's request went unanswered (lost, or answered with an error): ask again.
+    Request,
+    /// A leader's AlterPartition went unanswered: send it again.
+    AlterPartition,
+    /// A leader held the Fetches that found nothing new long enough: answer them now.
+    FetchWait,
+    /// A follower of this leader has not caught up for `replica_lag_max`: propose dropping it
+    /// from the ISR (`LeaderShrinkIsr`).
+    Lag(BrokerId),
+    /// The high watermark checkpoint is due.
+    Checkpoint,
+}

@@ -1,0 +1,531 @@
+//! The replica's one entry point, input by input: what each does, and what waits for what.
+
+use super::*;
+use crate::config::{FlushPolicy, Rules};
+use crate::error::{AlterPartitionError, WriteError};
+use crate::log::MemLog;
+use crate::message::{
+    AlterPartitionResponse, Envelope, FetchRequest, FetchResponse, LeaderAndIsr,
+    OffsetForLeaderEpochResponse, PartitionState,
+};
+use crate::types::{Acks, LeaderEpoch};
+
+type R = Replica<MemLog<u64>>;
+
+fn page_cache() -> Config {
+    Config {
+        rules: Rules {
+            flush: FlushPolicy::PageCache,
+            ..Rules::default()
+        },
+        ..Config::default()
+    }
+}
+
+fn acknowledged(effects: &Effects<u64>) -> Vec<ProduceId> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Acknowledge { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sent(effects: &Effects<u64>) -> Vec<&Message<u64>> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send(Envelope { message, .. }) => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The controller's order for partition 0 over b1 and b2: `leader` leads epoch `epoch` with ISR
+/// `isr`, at partition epoch `version`, from controller `controller`.
+fn order(leader: u32, epoch: u32, version: u32, isr: &[u32], controller: u32) -> Input<u64> {
+    Input::Message {
+        from: Node::Controller,
+        message: Message::LeaderAndIsr(LeaderAndIsr {
+            partition: PartitionId(0),
+            state: PartitionState {
+                assigned: vec![BrokerId(1), BrokerId(2)],
+                leader: Some(BrokerId(leader)),
+                leader_epoch: LeaderEpoch(epoch),
+                isr: isr.iter().map(|&b| BrokerId(b)).collect(),
+                elr: Default::default(),
+                partition_epoch: PartitionEpoch(version),
+                min_insync_replicas: 1,
+            },
+            broker_epoch: BrokerEpoch(1),
+            controller_epoch: ControllerEpoch(controller),
+        }),
+    }
+}
+
+/// Broker `id` as told by [`order`] that b1 leads epoch 1 with b1 and b2 in the ISR.
+fn replica(cfg: &Config, id: u32) -> R {
+    let mut r = Replica::new(BrokerId(id), PartitionId(0), MemLog::default());
+    r.step(cfg, Tick(0), order(1, 1, 1, &[1, 2], 1));
+    r
+}
+
+fn write(r: &mut R, cfg: &Config, id: ProduceId, records: Vec<u64>, acks: Acks) -> Effects<u64> {
+    r.step(cfg, Tick(0), Input::Write { id, records, acks })
+}
+
+fn fetch_from_b2(offset: u64) -> Input<u64> {
+    fetch_from_b2_incarnation(2, offset)
+}
+
+/// A Fetch from b2 as registered with broker epoch `broker_epoch`.
+fn fetch_from_b2_incarnation(broker_epoch: u64, offset: u64) -> Input<u64> {
+    Input::Message {
+        from: Node::Broker(BrokerId(2)),
+        message: Message::Fetch(FetchRequest {
+            partition: PartitionId(0),
+            replica: BrokerId(2),
+            broker_epoch: BrokerEpoch(broker_epoch),
+            current_leader_epoch: LeaderEpoch(1),
+            fetch_offset: Offset(offset),
+        }),
+    }
+}
+
+/// The driver's flush: the log made durable, then the replica told.
+fn flush(r: &mut R, cfg: &Config) -> Effects<u64> {
+    r.log_mut().flush();
+    let flushed = r.log().flushed_offset();
+    r.step(cfg, Tick(0), Input::Flushed(flushed))
+}
+
+#[test]
+fn a_retry_of_held_records_is_acknowledged_with_them_and_appends_nothing() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 1);
+    assert!(acknowledged(&write(&mut r, &cfg, 1, vec![7, 8], Acks::All)).is_empty());
+    // The producer, never answered, retries the same two records.
+    let retry = |id| Input::Retry {
+        id,
+        base_offset: Offset(0),
+        end_offset: Offset(2),
+        acks: Acks::All,
+    };
+    assert!(
+        r.step(&cfg, Tick(0), retry(2)).is_empty(),
+        "not committed yet"
+    );
+    assert_eq!(r.log_end_offset(), Offset(2), "nothing appended");
+    let effects = r.step(&cfg, Tick(1), fetch_from_b2(2));
+    assert_eq!(acknowledged(&effects), vec![1, 2]);
+    // Once committed, a later retry is answered at once.
+    assert_eq!(acknowledged(&r.step(&cfg, Tick(1), retry(3))), vec![3]);
+}
+
+#[test]
+fn a_retry_must_name_records_in_the_log_of_a_leader() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 1);
+    write(&mut r, &cfg, 1, vec![7], Acks::All);
+    for (base, end) in [(0, 2), (1, 1), (3, 4)] {
+        let retry = Input::Retry {
+            id: 2,
+            base_offset: Offset(base),
+            end_offset: Offset(end),
+            acks: Acks::All,
+        };
+        let refused = Effect::FailWrite {
+            partition: PartitionId(0),
+            id: 2,
+            error: WriteError::NotInLog {
+                base_offset: Offset(base),
+                end_offset: Offset(end),
+            },
+        };
+        assert_eq!(r.step(&cfg, Tick(0), retry), vec![refused]);
+    }
+    let mut follower = replica(&cfg, 2);
+    let retry = Input::Retry {
+        id: 1,
+        base_offset: Offset(0),
+        end_offset: Offset(1),
+        acks: Acks::Leader,
+    };
+    assert!(matches!(
+        follower.step(&cfg, Tick(0), retry)[..],
+        [Effect::FailWrite {
+            error: WriteError::NotLeader,
+            ..
+        }]
+    ));
+}
+
+#[test]
+fn under_flush_always_answers_and_progress_wait_for_the_flush() {
+    let cfg = Config::default();
+    let mut leader = replica(&cfg, 1);
+    // acks=1: appended, but answered only once durable; the leader asks for the flush.
+    let effects = write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+    assert!(acknowledged(&effects).is_empty());
+    assert!(effects.contains(&Effect::Flush {
+        partition: PartitionId(0),
+        up_to: Offset(1)
+    }));
+    // An acks=all write too; a follower fetch proves b2 holds both, yet the HW cannot pass
+    // what the leader itself has not made durable.
+    write(&mut leader, &cfg, 2, vec![8], Acks::All);
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(2));
+    assert!(acknowledged(&effects).is_empty());
+    assert_eq!(leader.high_watermark(), Offset(0));
+    let effects = flush(&mut leader, &cfg);
+    assert_eq!(acknowledged(&effects), vec![1, 2]);
+    assert_eq!(leader.high_watermark(), Offset(2));
+
+    // A follower's next Fetch reports its log end offset: it leaves only once durable.
+    let mut follower = replica(&cfg, 2);
+    let answer = Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::FetchResponse(FetchResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(1),
+            fetch_offset: Offset(0),
+            result: Ok(crate::message::FetchedRecords {
+                entries: vec![Entry {
+                    epoch: LeaderEpoch(1),
+                    record: 7,
+                }],
+                high_watermark: Offset(0),
+            }),
+        }),
+    };
+    let effects = follower.step(&cfg, Tick(0), answer);
+    assert!(sent(&effects).is_empty(), "{effects:?}");
+    assert_eq!(follower.held().len(), 1);
+    let effects = flush(&mut follower, &cfg);
+    assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(1)));
+}
+
+#[test]
+fn under_page_cache_nothing_waits() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    let effects = write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+    assert_eq!(acknowledged(&effects), vec![1]);
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Flush { .. })));
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(1));
+    assert_eq!(leader.high_watermark(), Offset(1), "{effects:?}");
+}
+
+#[test]
+fn a_follower_asks_again_when_its_request_times_out_and_soon_after_an_error() {
+    let cfg = page_cache();
+    let mut follower = replica(&cfg, 2);
+    // Nothing within request_timeout: nothing sent; at it, the Fetch again.
+    assert!(sent(&follower.step(&cfg, Tick(9), Input::Tick)).is_empty());
+    assert_eq!(follower.next_timeout(&cfg), Some(Tick(10)));
+    let effects = follower.step(&cfg, Tick(10), Input::Tick);
+    assert!(matches!(sent(&effects)[..], [Message::Fetch(_)]));
+    // An error answer brings the retry forward to retry_backoff from now.
+    let error = Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::FetchResponse(FetchResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(0),
+            fetch_offset: Offset(0),
+            result: Err(crate::error::EpochError::UnknownLeaderEpoch),
+        }),
+    };
+    follower.step(&cfg, Tick(12), error);
+    assert_eq!(follower.next_timeout(&cfg), Some(Tick(13)));
+    assert!(matches!(
+        sent(&follower.step(&cfg, Tick(13), Input::Tick))[..],
+        [Message::Fetch(_)]
+    ));
+}
+
+#[test]
+fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough() {
+    let cfg = Config {
+        fetch_max_wait: Tick(2),
+        ..page_cache()
+    };
+    let mut leader = replica(&cfg, 1);
+    assert!(sent(&leader.step(&cfg, Tick(0), fetch_from_b2(0))).is_empty());
+    // Data comes: the held fetch is answered with it.
+    let effects = write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::FetchResponse(FetchResponse { result: Ok(f), .. })] if f.entries.len() == 1
+    ));
+    // Nothing comes: answered empty once the wait is over.
+    assert!(sent(&leader.step(&cfg, Tick(3), fetch_from_b2(1))).is_empty());
+    assert!(sent(&leader.step(&cfg, Tick(4), Input::Tick)).is_empty());
+    let effects = leader.step(&cfg, Tick(5), Input::Tick);
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::FetchResponse(FetchResponse { result: Ok(f), .. })] if f.entries.is_empty()
+    ));
+}
+
+#[test]
+fn a_lagging_follower_is_proposed_out_and_an_unanswered_proposal_is_sent_again() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    // b2 never fetches: after replica_lag_max (30 ticks) it lags, and leaves on the tick after.
+    assert!(sent(&leader.step(&cfg, Tick(30), Input::Tick)).is_empty());
+    let effects = leader.step(&cfg, Tick(31), Input::Tick);
+    let [Message::AlterPartition(first)] = sent(&effects)[..] else {
+        panic!("a proposal: {effects:?}");
+    };
+    let first = first.clone();
+    assert_eq!(first.new_isr, [BrokerId(1)].into());
+    // Unanswered for request_timeout: the same proposal again.
+    assert!(sent(&leader.step(&cfg, Tick(40), Input::Tick)).is_empty());
+    let effects = leader.step(&cfg, Tick(41), Input::Tick);
+    assert!(matches!(sent(&effects)[..], [Message::AlterPartition(again)] if *again == first));
+}
+
+#[test]
+fn the_checkpoint_follows_the_durable_high_watermark_at_most_every_interval() {
+    let cfg = Config {
+        hw_checkpoint_interval: Tick(10),
+        ..page_cache()
+    };
+    let checkpoints = |effects: &Effects<u64>| -> Vec<Offset> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::CheckpointHighWatermark { offset, .. } => Some(*offset),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7, 8], Acks::Leader);
+    leader.step(&cfg, Tick(1), fetch_from_b2(2));
+    assert_eq!(leader.high_watermark(), Offset(2));
+    // Not durable yet, and not due yet: no checkpoint.
+    assert!(checkpoints(&leader.step(&cfg, Tick(5), Input::Tick)).is_empty());
+    assert!(checkpoints(&flush(&mut leader, &cfg)).is_empty(), "not due");
+    assert_eq!(
+        checkpoints(&leader.step(&cfg, Tick(10), Input::Tick)),
+        [Offset(2)]
+    );
+    assert_eq!(leader.hw_checkpoint(), Offset(2));
+}
+
+#[test]
+fn fetch_answers_keep_to_the_byte_limit_but_carry_one_entry_at_least() {
+    let cfg = Config {
+        fetch_max_bytes: 2,
+        ..page_cache()
+    };
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![1, 2, 3], Acks::Leader);
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(0));
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::FetchResponse(FetchResponse { result: Ok(f), .. })] if f.entries.len() == 2
+    ));
+    let cfg = Config {
+        fetch_max_bytes: 0,
+        ..cfg
+    };
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(0));
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::FetchResponse(FetchResponse { result: Ok(f), .. })] if f.entries.len() == 1
+    ));
+}
+
+fn cached_isr(r: &R) -> Vec<BrokerId> {
+    r.leader_state()
+        .expect("leads")
+        .isr
+        .iter()
+        .copied()
+        .collect()
+}
+
+#[test]
+fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() {
+    let unfenced = Config {
+        rules: Rules {
+            controller_fencing: false,
+            ..Rules::default()
+        },
+        ..Config::default()
+    };
+    for cfg in [Config::default(), unfenced] {
+        let mut r = replica(&cfg, 1);
+        // The successor's announcement: the same state, in controller epoch 2.
+        r.step(&cfg, Tick(1), order(1, 1, 1, &[1, 2], 2));
+        assert_eq!(r.controller_epoch(), ControllerEpoch(2));
+        // The zombie's order drops b2 from the ISR at a newer partition epoch.
+        r.step(&cfg, Tick(2), order(1, 1, 2, &[1], 1));
+        let expected = if cfg.rules.controller_fencing {
+            vec![BrokerId(1), BrokerId(2)]
+        } else {
+            vec![BrokerId(1)]
+        };
+        assert_eq!(
+            cached_isr(&r),
+            expected,
+            "{:?}",
+            cfg.rules.unsafe_switches()
+        );
+    }
+}
+
+#[test]
+fn a_proposal_survives_a_deposed_controllers_answers() {
+    let cfg = Config::default();
+    let mut r = replica(&cfg, 1);
+    r.step(&cfg, Tick(1), order(1, 1, 1, &[1, 2], 2));
+    let effects = r.step(&cfg, Tick(1), Input::Timeout(Timer::Lag(BrokerId(2))));
+    let [Message::AlterPartition(req)] = sent(&effects)[..] else {
+        panic!("an AlterPartition: {effects:?}");
+    };
+    let req = req.clone();
+    assert_eq!(req.controller_epoch, ControllerEpoch(2));
+    let refusal = |controller: u32, error| Input::Message {
+        from: Node::Controller,
+        message: Message::AlterPartitionResponse(AlterPartitionResponse {
+            partition: PartitionId(0),
+            request_partition_epoch: req.partition_epoch,
+            requested_isr: req.new_isr.clone(),
+            requested_broker_epochs: req.broker_epochs.clone(),
+            controller_epoch: ControllerEpoch(controller),
+            result: Err(error),
+        }),
+    };
+    let pending = |r: &R| r.leader_state().expect("leads").proposed_isr.clone();
+    // The zombie (controller 1) refuses; the leader heard controller 2, so it ignores it,
+    // whether the zombie judged on its stale view or saw it is deposed (NOT_CONTROLLER).
+    let not_controller = AlterPartitionError::NotController {
+        request: ControllerEpoch(2),
+        current: ControllerEpoch(1),
+    };
+    for error in [AlterPartitionError::NotLeader, not_controller] {
+        r.step(&cfg, Tick(1), refusal(1, error));
+        assert_eq!(pending(&r), Some(req.new_isr.clone()));
+    }
+    // The current controller's refusal is final.
+    r.step(&cfg, Tick(1), refusal(2, AlterPartitionError::NotLeader));
+    assert_eq!(pending(&r), None);
+}
+
+#[test]
+fn reconciliation_asks_at_once_and_truncates_where_the_logs_part() {
+    let cfg = page_cache();
+    let mut r = Replica::new(BrokerId(2), PartitionId(0), MemLog::default());
+    r.step(&cfg, Tick(0), order(2, 1, 1, &[1, 2], 1));
+    write(&mut r, &cfg, 1, vec![7, 8], Acks::Leader);
+    // b1 leads epoch 2: b2 asks where epoch 1 ends, at once.
+    let effects = r.step(&cfg, Tick(0), order(1, 2, 2, &[1, 2], 1));
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::OffsetForLeaderEpoch(_)]
+    ));
+    let answer = Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(2),
+            requested_epoch: LeaderEpoch(1),
+            result: Ok(Some((LeaderEpoch(1), Offset(1)))),
+        }),
+    };
+    let effects = r.step(&cfg, Tick(0), answer);
+    assert_eq!(r.log_end_offset(), Offset(1));
+    assert!(effects.contains(&Effect::Truncated {
+        partition: PartitionId(0),
+        from: Offset(2),
+        to: Offset(1)
+    }));
+    assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(1)));
+}
+
+/// Found by the random schedules (a 22-step counterexample under the safe rules): a proposal
+/// built on a Fetch by a broker's old incarnation is refused INELIGIBLE_REPLICA; the new
+/// incarnation's Fetch triggers a proposal of the same ISR on the same version, which the
+/// controller accepts. A duplicate of the old refusal used to match the new proposal (answers
+/// were matched by ISR and version only), cancel it, and let the HW rise over the smaller ISR
+/// while the controller held the larger (StrongIsr). Answers echo the request's broker epochs.
+#[test]
+fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    leader.step(&cfg, Tick(0), Input::Timeout(Timer::Lag(BrokerId(2))));
+    leader.step(&cfg, Tick(0), order(1, 1, 2, &[1], 1));
+    let fetch_as = |epoch| Input::Message {
+        from: Node::Broker(BrokerId(2)),
+        message: Message::Fetch(FetchRequest {
+            partition: PartitionId(0),
+            replica: BrokerId(2),
+            broker_epoch: BrokerEpoch(epoch),
+            current_leader_epoch: LeaderEpoch(1),
+            fetch_offset: Offset(0),
+        }),
+    };
+    let proposal = |effects: &Effects<u64>| {
+        let mut proposals = sent(effects).into_iter().filter_map(|m| match m {
+            Message::AlterPartition(req) => Some(req.clone()),
+            _ => None,
+        });
+        proposals
+            .next()
+            .unwrap_or_else(|| panic!("a proposal: {effects:?}"))
+    };
+    let refusal = |req: &crate::message::AlterPartitionRequest| Input::Message {
+        from: Node::Controller,
+        message: Message::AlterPartitionResponse(AlterPartitionResponse {
+            partition: PartitionId(0),
+            request_partition_epoch: req.partition_epoch,
+            requested_isr: req.new_isr.clone(),
+            requested_broker_epochs: req.broker_epochs.clone(),
+            controller_epoch: ControllerEpoch(1),
+            result: Err(AlterPartitionError::IneligibleReplica(BrokerId(2))),
+        }),
+    };
+    // A Fetch of b2's old incarnation (epoch 2) proposes b2 back; the controller refuses.
+    let old = proposal(&leader.step(&cfg, Tick(0), fetch_as(2)));
+    leader.step(&cfg, Tick(0), refusal(&old));
+    // The new incarnation (epoch 3) fetches: the same ISR, the same version, other epochs.
+    let new = proposal(&leader.step(&cfg, Tick(0), fetch_as(3)));
+    assert_eq!(
+        (&new.new_isr, new.partition_epoch),
+        (&old.new_isr, old.partition_epoch)
+    );
+    // A late duplicate of the old refusal must not cancel the new proposal.
+    leader.step(&cfg, Tick(0), refusal(&old));
+    assert_eq!(
+        leader.leader_state().expect("leads").proposed_isr,
+        Some(new.new_isr.clone())
+    );
+}
+
+#[test]
+fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7, 8], Acks::Leader);
+    // b2 restarted with an empty log and registered again (epoch 3), and fetches from 0; then
+    // a Fetch its previous incarnation (epoch 2) sent before the crash arrives.
+    leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(3, 0));
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(2, 2));
+    assert!(
+        matches!(
+            sent(&effects)[..],
+            [Message::FetchResponse(FetchResponse {
+                result: Err(crate::error::EpochError::StaleBrokerEpoch),
+                ..
+            })]
+        ),
+        "{effects:?}"
+    );
+    // Counting it would credit b2 with records it lost, and commit them over an ISR where only
+    // the leader holds them.
+    assert_eq!(leader.high_watermark(), Offset(0));
+}
