@@ -2,16 +2,8 @@
 //! `isr` core. This binary runs the controller and the brokers, starts local clusters, reports
 //! their state, and (through `isr-kafka`) talks to them as a Kafka client.
 
-mod broker;
-mod cluster;
-mod controller;
-mod security;
-mod status;
-mod storage;
-mod timing;
-mod wire;
-
 use clap::{CommandFactory, Parser, Subcommand};
+use isr_runtime::{broker, cluster, controller, status};
 use std::process::ExitCode;
 
 #[derive(Parser)]

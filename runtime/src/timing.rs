@@ -1,4 +1,5 @@
-//! Time in the runtime: how long a tick lasts and the protocol timeouts in ticks.
+//! Time in the runtime: how long a tick lasts and the protocol timeouts in ticks; and the core
+//! configuration every process runs with.
 //!
 //! Chosen so that a leader killed with SIGKILL is replaced within about 2 s: its session expires
 //! after `SESSION_TIMEOUT` ticks without a heartbeat (1 s), the controller elects on the next
@@ -30,13 +31,20 @@ pub const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long admin requests (metadata, topic creation) wait for the controller.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The core configuration every process of a cluster runs with.
+/// The core configuration every process of a cluster runs with: the safe rules, flushing as
+/// `flush` says.
 pub fn config(flush: FlushPolicy) -> Config {
+    config_with(Rules {
+        flush,
+        ..Rules::default()
+    })
+}
+
+/// The core configuration with `rules`: the safe protocol unless a process was started with
+/// `--rule` switches (see [`RuleSwitch`]).
+pub fn config_with(rules: Rules) -> Config {
     Config {
-        rules: Rules {
-            flush,
-            ..Rules::default()
-        },
+        rules,
         session_timeout: SESSION_TIMEOUT,
         replica_lag_max: REPLICA_LAG_MAX,
         hw_checkpoint_interval: HW_CHECKPOINT_INTERVAL,
@@ -48,4 +56,42 @@ pub fn config(flush: FlushPolicy) -> Config {
         fetch_max_bytes: MAX_BATCH,
         ..Config::default()
     }
+}
+
+/// One `--rule NAME=VALUE` of `isr controller` and `isr broker`: a core rule switched away
+/// from the safe protocol, exactly as `isr-check --rule` switches it in the model, so that a
+/// historical bug the model checker reproduces can be reproduced on real processes too (the
+/// `jepsen-2013` and `last-replica-standing` scenarios of `isr-faults`). Never for production.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSwitch {
+    pub name: String,
+    pub value: String,
+}
+
+impl std::str::FromStr for RuleSwitch {
+    type Err = String;
+
+    /// Checked against [`Rules::set`], so a bad name or value is refused at the command line.
+    fn from_str(text: &str) -> Result<RuleSwitch, String> {
+        let (name, value) = text
+            .split_once('=')
+            .ok_or_else(|| format!("expected NAME=VALUE with NAME one of {}", Rules::NAMES))?;
+        Rules::default()
+            .set(name, value)
+            .map_err(|e| e.to_string())?;
+        Ok(RuleSwitch {
+            name: name.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+/// The safe rules with `switches` applied in order.
+pub fn rules(switches: &[RuleSwitch]) -> Rules {
+    let mut rules = Rules::default();
+    for s in switches {
+        // Each was checked when parsed.
+        let _ = rules.set(&s.name, &s.value);
+    }
+    rules
 }

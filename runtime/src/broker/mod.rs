@@ -6,7 +6,7 @@
 
 mod backend;
 mod host;
-mod hosted;
+pub(crate) mod hosted;
 mod network;
 mod outbox;
 
@@ -17,7 +17,7 @@ use crate::timing;
 use crate::wire::BrokerAddress;
 use backend::BrokerBackend;
 use host::{Command, Host};
-use isr::{BrokerId, FlushPolicy};
+use isr::{BrokerId, FlushPolicy, Rules};
 use network::Net;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -50,6 +50,11 @@ pub struct BrokerArgs {
     /// SASL_SSL (repeatable; one per protocol).
     #[arg(long = "listener", value_name = "PROTOCOL://HOST:PORT")]
     pub listeners: Vec<ListenerSpec>,
+    /// The address peers and clients are told to reach the --listen listener at, when it is not
+    /// the one it listens on (a proxy or a NAT in between; isr-faults puts its fault proxy
+    /// there). Default: the address it listens on.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
     /// The controllers' addresses, comma-separated: the broker finds the active one among them
     /// (a standby names it), and looks again after a controller failover.
     #[arg(
@@ -63,6 +68,11 @@ pub struct BrokerArgs {
     pub dir: PathBuf,
     #[arg(long, value_enum, default_value = "always")]
     pub flush: Flush,
+    /// Switch a core rule away from the safe protocol, as `isr-check --rule` does in the model
+    /// (repeatable; `flush` is --flush). Only to reproduce a historical bug on real processes:
+    /// every process of the cluster must be given the same switches.
+    #[arg(long = "rule", value_name = "NAME=VALUE")]
+    pub rules: Vec<timing::RuleSwitch>,
     #[command(flatten)]
     pub topics: TopicDefaults,
     /// The broker's certificate (CN broker-<id>) for its TLS listeners and for mutual TLS with
@@ -159,9 +169,14 @@ pub enum BrokerError {
     Storage(String),
     #[error("cannot record the clean shutdown: {0}")]
     Marker(#[from] checkpoint::CheckpointError),
+    #[error("--rule flush=... is not taken by a broker: use --flush")]
+    FlushRule,
 }
 
 pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
+    if args.rules.iter().any(|r| r.name == "flush") {
+        return Err(BrokerError::FlushRule);
+    }
     let me = BrokerId(args.id);
     let stop = StopSignals::install();
     let dir_error = |source| BrokerError::Dir {
@@ -194,6 +209,18 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         Flush::Always => FlushPolicy::Always,
         Flush::PageCache => FlushPolicy::PageCache,
     };
+    let rules = Rules {
+        flush,
+        ..timing::rules(&args.rules)
+    };
+    // `--advertise` stands for the `--listen` listener, which also carries the internal links.
+    let mut advertised = address.clone();
+    if let Some(a) = &args.advertise {
+        advertised.internal = a.clone();
+        advertised
+            .listeners
+            .insert(listeners[0].protocol, a.clone());
+    }
     let (commands, inbox) = mpsc::unbounded_channel();
     let controllers = args
         .controller
@@ -205,7 +232,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     let (fatal, mut refused) = oneshot::channel();
     let net = Arc::new(Net::new(
         me,
-        address.clone(),
+        advertised.clone(),
         controllers,
         commands.clone(),
         tls,
@@ -214,7 +241,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
-    let cfg = timing::config(flush);
+    let cfg = timing::config_with(rules);
     let host = Host::open(
         me,
         cfg,
@@ -240,7 +267,8 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
             me.0, l.protocol, l.address
         ));
     }
-    info!(broker = %me, %address, clean_shutdown, check_invariants = host::checks_invariants(),
+    info!(broker = %me, %address, %advertised, clean_shutdown,
+        check_invariants = host::checks_invariants(), rules = ?rules.unsafe_switches(),
         acls = args.access.acls, tls = ?net.tls_role(), "broker started");
 
     let backend = Arc::new(BrokerBackend::new(

@@ -40,7 +40,8 @@ use tracing::{debug, info, warn};
 
 pub struct Net {
     pub me: BrokerId,
-    /// Where this broker listens, as told to the controller.
+    /// Where peers and clients reach this broker, as told to the controller: where it listens,
+    /// or the address given with `--advertise`.
     pub address: BrokerAddress,
     /// The controllers to look for the active one among, in order.
     pub controllers: Vec<String>,

@@ -5,7 +5,7 @@
 //! or a local etcd member this command starts itself (`--etcd`): one command for a demo of
 //! controller failover. `--security` secures it ([`secure`]).
 
-pub(crate) mod etcd;
+pub mod etcd;
 mod secure;
 
 use crate::broker::{announce, StopSignals};
@@ -73,7 +73,7 @@ pub enum ClusterError {
     Secure(#[from] secure::SecureError),
 }
 
-pub(crate) struct Running {
+pub struct Running {
     name: String,
     child: Child,
 }

@@ -16,8 +16,7 @@ use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
-    BrokerId, Config, Controller, ControllerInput, Effect, Effects, FlushPolicy, Message, Node,
-    Tick,
+    BrokerId, Config, Controller, ControllerInput, Effect, Effects, Message, Node, Rules, Tick,
 };
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
@@ -53,12 +52,18 @@ struct Active<'a> {
     pushed: Option<ClusterView>,
 }
 
+/// Who acts: this controller's id, the address brokers are told, and the rules it runs.
+pub struct Actor {
+    pub id: u32,
+    pub address: String,
+    pub rules: Rules,
+}
+
 /// Acts as the controller elected in `won.epoch` until the role is lost or `stop` says so.
 pub async fn act(
     store: &mut Store,
     won: Won,
-    address: &str,
-    id: u32,
+    actor: &Actor,
     events: &mut mpsc::UnboundedReceiver<Event>,
     links: &mut BTreeMap<u64, Link>,
     stop: &mut watch::Receiver<bool>,
@@ -71,12 +76,12 @@ pub async fn act(
         ..stored.clone()
     };
     let mut active = Active {
-        cfg: timing::config(FlushPolicy::Always),
+        cfg: timing::config_with(actor.rules),
         store,
         meta: stored,
         me: ControllerInfo {
-            id,
-            address: address.to_string(),
+            id: actor.id,
+            address: actor.address.clone(),
             epoch: won.epoch,
         },
         now: Tick(0),

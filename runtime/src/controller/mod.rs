@@ -9,9 +9,9 @@
 
 mod active;
 mod connections;
-mod metadata;
+pub(crate) mod metadata;
 mod standby;
-mod store;
+pub(crate) mod store;
 
 use crate::broker::{announce, StopSignals};
 use crate::security::{Role, SecurityError, TlsArgs};
@@ -34,6 +34,11 @@ pub struct ControllerArgs {
     /// start).
     #[arg(long, default_value = "127.0.0.1:9090")]
     pub listen: String,
+    /// The address brokers and clients are told to reach this controller at (by the store,
+    /// and by a standby naming the active controller), when it is not the one it listens on.
+    /// Default: the address it listens on.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub advertise: Option<String>,
     /// Directory for the cluster metadata: the file store, for a single controller.
     #[arg(long, required_unless_present = "store", conflicts_with = "store")]
     pub dir: Option<PathBuf>,
@@ -48,6 +53,11 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "SECS", default_value_t = 1,
         value_parser = clap::value_parser!(u64).range(1..=60))]
     pub lease: u64,
+    /// Switch a core rule away from the safe protocol, as `isr-check --rule` does in the model
+    /// (repeatable): `unclean-election=on`, `elr=off`... Only to reproduce a historical bug on
+    /// real processes: every process of the cluster must be given the same switches.
+    #[arg(long = "rule", value_name = "NAME=VALUE")]
+    pub rules: Vec<crate::timing::RuleSwitch>,
     /// With a certificate (CN controller-<id>), every broker and admin client must connect
     /// with mutual TLS and a certificate from the same CA.
     #[command(flatten)]
@@ -81,22 +91,30 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         }
     };
     let tls = args.tls.load(Some(&Role::Controller(args.id)))?;
-    let (listener, address) =
+    let (listener, bound) =
         link::listen(&args.listen)
             .await
             .map_err(|source| ControllerError::Listen {
                 address: args.listen.clone(),
                 source,
             })?;
+    let address = args.advertise.clone().unwrap_or_else(|| bound.clone());
+    let rules = crate::timing::rules(&args.rules);
     let me = Candidate {
         id: args.id,
         address: address.clone(),
         lease: Duration::from_secs(args.lease),
     };
     let mut store = Store::open(&spec, me).await?;
-    announce(&format!("isr controller listening on {address}"));
-    info!(id = args.id, %address, store = ?spec, tls = ?tls.as_ref().map(|t| t.role.to_string()),
+    announce(&format!("isr controller listening on {bound}"));
+    info!(id = args.id, %bound, advertised = %address, store = ?spec,
+        rules = ?rules.unsafe_switches(), tls = ?tls.as_ref().map(|t| t.role.to_string()),
         "controller started");
+    let actor = active::Actor {
+        id: args.id,
+        address,
+        rules,
+    };
     let (events, mut inbox) = mpsc::unbounded_channel();
     let acceptor = tls
         .as_ref()
@@ -127,8 +145,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         let ended = active::act(
             &mut store,
             won,
-            &address,
-            args.id,
+            &actor,
             &mut inbox,
             &mut links,
             &mut stop_rx,

@@ -46,20 +46,21 @@ pub fn write_bytes(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
 /// Reads a checkpoint written by [`write`]; `None` if there is none yet.
 pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, CheckpointError> {
     match fs::read(path) {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| CheckpointError::Corrupt {
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                })
-        }
+        Ok(bytes) => decode(&bytes, path).map(Some),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(CheckpointError::Io {
             path: path.to_path_buf(),
             source,
         }),
     }
+}
+
+/// The value a checkpoint's bytes hold; `path` names where they came from, for errors.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], path: &Path) -> Result<T, CheckpointError> {
+    serde_json::from_slice(bytes).map_err(|e| CheckpointError::Corrupt {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })
 }
 
 #[cfg(test)]

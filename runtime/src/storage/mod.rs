@@ -4,9 +4,10 @@
 pub mod batch;
 pub mod checkpoint;
 mod disk_log;
+pub mod faults;
 mod partition_dir;
 mod producers;
-mod segment;
+pub(crate) mod segment;
 
 pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES};
 pub use partition_dir::{OpenError, PartitionDir};

@@ -2,6 +2,7 @@
 //! with its time index.
 
 use super::batch::{self, ProducerStamp};
+use super::faults;
 use isr::LeaderEpoch;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
@@ -68,6 +69,8 @@ impl TimeIndex {
 #[derive(Debug)]
 pub struct Scan {
     pub batches: Vec<BatchPosition>,
+    /// The valid batches' time index.
+    pub times: TimeIndex,
     /// Set when the scan stopped before the end of the file: the valid prefix length and why.
     pub torn: Option<(u64, String)>,
 }
@@ -103,6 +106,9 @@ impl Segment {
             .truncate(false)
             .open(&path)?;
         let size = file.metadata()?.len();
+        if size == 0 {
+            faults::synced(&path, 0);
+        }
         Ok(Segment {
             base,
             path,
@@ -113,54 +119,13 @@ impl Segment {
         })
     }
 
-    /// Opens an existing segment and scans it from the start, validating every batch (length,
-    /// magic, CRC-32C, contiguous offsets) until the first that fails.
+    /// Opens an existing segment and scans it from the start: see [`scan`].
     pub fn open_and_scan(dir: &Path, base: u64) -> io::Result<(Segment, Scan)> {
         let mut segment = Segment::create(dir, base)?;
-        let mut reader = BufReader::with_capacity(1 << 20, segment.file.try_clone()?);
-        let mut batches = Vec::new();
-        let mut position = 0u64;
-        let mut next = base;
-        let mut buf = Vec::new();
-        let torn = loop {
-            if position == segment.size {
-                break None;
-            }
-            let mut prefix = [0u8; batch::LENGTH_PREFIX];
-            if reader.read_exact(&mut prefix).is_err() {
-                break Some((position, "torn batch header".to_string()));
-            }
-            let total = match batch::total_len(&prefix) {
-                Ok(total) => total,
-                Err(e) => break Some((position, e.to_string())),
-            };
-            buf.clear();
-            buf.extend_from_slice(&prefix);
-            buf.resize(total, 0);
-            if reader.read_exact(&mut buf[batch::LENGTH_PREFIX..]).is_err() {
-                break Some((position, format!("torn batch of {total} bytes")));
-            }
-            if let Err(e) = batch::validate(&buf) {
-                break Some((position, e.to_string()));
-            }
-            if batch::base_offset(&buf) != i64::try_from(next).ok() {
-                break Some((position, format!("batch does not start at offset {next}")));
-            }
-            let width = batch::width(&buf);
-            let max_timestamp = batch::max_timestamp(&buf).unwrap_or(-1);
-            segment.times.note(max_timestamp, next);
-            batches.push(BatchPosition {
-                base: next,
-                width,
-                epoch: batch::leader_epoch(&buf).unwrap_or_default(),
-                position,
-                len: total as u32,
-                producer: batch::producer(&buf),
-            });
-            next += width;
-            position += total as u64;
-        };
-        Ok((segment, Scan { batches, torn }))
+        let reader = BufReader::with_capacity(1 << 20, segment.file.try_clone()?);
+        let mut scan = scan(reader, segment.size, base);
+        segment.times = std::mem::take(&mut scan.times);
+        Ok((segment, scan))
     }
 
     pub fn size(&self) -> u64 {
@@ -169,6 +134,7 @@ impl Segment {
 
     /// Appends one stamped batch, returning where it lies.
     pub fn append(&mut self, bytes: &[u8]) -> io::Result<u64> {
+        faults::before_write(&mut self.file, bytes)?;
         let position = self.size;
         self.file.write_all(bytes)?;
         self.size += bytes.len() as u64;
@@ -192,10 +158,69 @@ impl Segment {
 
     pub fn sync(&mut self) -> io::Result<()> {
         if self.dirty {
+            faults::before_sync()?;
             self.file.sync_data()?;
             self.dirty = false;
+            faults::synced(&self.path, self.size);
         }
         Ok(())
+    }
+}
+
+/// Reads a segment of `size` bytes starting at offset `base` from `reader`, validating every
+/// batch (length, magic, CRC-32C, contiguous offsets) until the first that fails. A length
+/// prefix that claims more bytes than the segment has left is a torn batch, found without
+/// reading (or allocating) what it claims.
+pub fn scan(mut reader: impl Read, size: u64, base: u64) -> Scan {
+    let mut batches = Vec::new();
+    let mut times = TimeIndex::default();
+    let mut position = 0u64;
+    let mut next = base;
+    let mut buf = Vec::new();
+    let torn = loop {
+        if position == size {
+            break None;
+        }
+        let mut prefix = [0u8; batch::LENGTH_PREFIX];
+        if reader.read_exact(&mut prefix).is_err() {
+            break Some((position, "torn batch header".to_string()));
+        }
+        let total = match batch::total_len(&prefix) {
+            Ok(total) => total,
+            Err(e) => break Some((position, e.to_string())),
+        };
+        if total as u64 > size - position {
+            break Some((position, format!("torn batch of {total} bytes")));
+        }
+        buf.clear();
+        buf.extend_from_slice(&prefix);
+        buf.resize(total, 0);
+        if reader.read_exact(&mut buf[batch::LENGTH_PREFIX..]).is_err() {
+            break Some((position, format!("torn batch of {total} bytes")));
+        }
+        if let Err(e) = batch::validate(&buf) {
+            break Some((position, e.to_string()));
+        }
+        if batch::base_offset(&buf) != i64::try_from(next).ok() {
+            break Some((position, format!("batch does not start at offset {next}")));
+        }
+        let width = batch::width(&buf);
+        times.note(batch::max_timestamp(&buf).unwrap_or(-1), next);
+        batches.push(BatchPosition {
+            base: next,
+            width,
+            epoch: batch::leader_epoch(&buf).unwrap_or_default(),
+            position,
+            len: total as u32,
+            producer: batch::producer(&buf),
+        });
+        next += width;
+        position += total as u64;
+    };
+    Scan {
+        batches,
+        times,
+        torn,
     }
 }
 

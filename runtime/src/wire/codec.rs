@@ -53,12 +53,26 @@ pub async fn read<R: AsyncRead + Unpin>(reader: &mut R) -> Result<Option<Frame>,
     if len == 0 {
         return Err(FrameError::Empty);
     }
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).await?;
-    if body[0] != VERSION {
-        return Err(FrameError::UnknownVersion(body[0]));
+    // Beyond the first MiB, grow with the bytes that arrive: a peer announcing 64 MiB and
+    // sending nothing must not make this process hold 64 MiB.
+    let mut body = Vec::with_capacity(len.min(1 << 20));
+    (&mut *reader)
+        .take(len as u64)
+        .read_to_end(&mut body)
+        .await?;
+    if body.len() < len {
+        return Err(FrameError::Io(io::ErrorKind::UnexpectedEof.into()));
     }
-    Ok(Some(postcard::from_bytes(&body[1..])?))
+    decode(&body).map(Some)
+}
+
+/// Decodes a frame's body: what follows its length prefix (the version byte, then postcard).
+pub fn decode(body: &[u8]) -> Result<Frame, FrameError> {
+    match body.split_first() {
+        None => Err(FrameError::Empty),
+        Some((&VERSION, rest)) => Ok(postcard::from_bytes(rest)?),
+        Some((&other, _)) => Err(FrameError::UnknownVersion(other)),
+    }
 }
 
 pub async fn write<W: AsyncWrite + Unpin>(writer: &mut W, frame: &Frame) -> Result<(), FrameError> {

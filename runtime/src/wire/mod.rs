@@ -30,6 +30,16 @@ pub struct BrokerAddress {
     pub listeners: BTreeMap<SecurityProtocol, String>,
 }
 
+impl BrokerAddress {
+    /// A broker with one PLAINTEXT listener at `address`, which also carries internal links.
+    pub fn plaintext(address: String) -> BrokerAddress {
+        BrokerAddress {
+            listeners: [(SecurityProtocol::Plaintext, address.clone())].into(),
+            internal: address,
+        }
+    }
+}
+
 impl std::fmt::Display for BrokerAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.internal)?;

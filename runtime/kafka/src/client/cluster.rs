@@ -4,7 +4,9 @@
 use super::connection::Connection;
 use super::error::ClientError;
 use super::security::{self, ClientSecurity};
-use kafka_protocol::messages::{FindCoordinatorRequest, MetadataRequest, MetadataResponse};
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
+};
 use kafka_protocol::protocol::Request;
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashMap;
@@ -251,32 +253,9 @@ impl Cluster {
     async fn coordinator_address(&mut self, group: &str) -> Result<String, ClientError> {
         let addr = self.admin_address()?;
         let conn = self.connection(&addr).await?;
-        let key = StrBytes::from_string(group.to_owned());
-        // Version 4 batches keys in `coordinator_keys`; earlier versions take one `key`.
-        let request = if conn.version_of::<FindCoordinatorRequest>()? >= 4 {
-            FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
-        } else {
-            FindCoordinatorRequest::default().with_key(key)
-        };
+        let request = find_coordinator_request(conn, group)?;
         let answer = conn.send(&request).await?;
-        let (code, message, host, port) = match answer.coordinators.first() {
-            Some(c) => (
-                c.error_code,
-                c.error_message.clone(),
-                c.host.clone(),
-                c.port,
-            ),
-            None => (
-                answer.error_code,
-                answer.error_message,
-                answer.host,
-                answer.port,
-            ),
-        };
-        if let Some(e) = ClientError::from_code(code, message.as_ref().map(|m| m.as_str())) {
-            return Err(e);
-        }
-        Ok(format!("{}:{port}", host.as_str()))
+        coordinator_address(answer)
     }
 
     /// Sends `request` where `route` says and hands the answer to `answer`, following
@@ -369,4 +348,40 @@ impl Cluster {
         }
         sent.map(|response| (addr, response))
     }
+}
+
+/// A FindCoordinator for `group`, in the form `conn`'s negotiated version takes.
+pub fn find_coordinator_request(
+    conn: &Connection,
+    group: &str,
+) -> Result<FindCoordinatorRequest, ClientError> {
+    let key = StrBytes::from_string(group.to_owned());
+    // Version 4 batches keys in `coordinator_keys`; earlier versions take one `key`.
+    Ok(if conn.version_of::<FindCoordinatorRequest>()? >= 4 {
+        FindCoordinatorRequest::default().with_coordinator_keys(vec![key])
+    } else {
+        FindCoordinatorRequest::default().with_key(key)
+    })
+}
+
+/// The coordinator's "host:port" a FindCoordinator answer names, or its refusal.
+pub fn coordinator_address(answer: FindCoordinatorResponse) -> Result<String, ClientError> {
+    let (code, message, host, port) = match answer.coordinators.first() {
+        Some(c) => (
+            c.error_code,
+            c.error_message.clone(),
+            c.host.clone(),
+            c.port,
+        ),
+        None => (
+            answer.error_code,
+            answer.error_message,
+            answer.host,
+            answer.port,
+        ),
+    };
+    if let Some(e) = ClientError::from_code(code, message.as_ref().map(|m| m.as_str())) {
+        return Err(e);
+    }
+    Ok(format!("{}:{port}", host.as_str()))
 }

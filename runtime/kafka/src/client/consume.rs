@@ -112,29 +112,28 @@ pub async fn committed(
     topic: &str,
     partition: u32,
 ) -> Result<Option<i64>, ClientError> {
-    let request = OffsetFetchRequest::default()
-        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
-        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-            .with_name(name(topic))
-            .with_partition_indexes(vec![index(partition)])]));
+    let request = offset_fetch_request(group, topic, partition);
     cluster
         .send(
             Route::Coordinator(group),
             &request,
-            |_, answer: OffsetFetchResponse| {
-                if let Some(e) = ClientError::from_code(answer.error_code, None) {
-                    return Err(e);
-                }
-                match answer.topics.first().and_then(|t| t.partitions.first()) {
-                    Some(p) => match ClientError::from_code(p.error_code, None) {
-                        Some(e) => Err(e),
-                        None => Ok(Some(p.committed_offset).filter(|&o| o >= 0)),
-                    },
-                    None => Ok(None),
-                }
-            },
+            |_, answer: OffsetFetchResponse| committed_offset(&answer),
         )
         .await
+}
+
+/// The committed offset an OffsetFetch answer gives for its one partition (`None`: none yet).
+pub fn committed_offset(answer: &OffsetFetchResponse) -> Result<Option<i64>, ClientError> {
+    if let Some(e) = ClientError::from_code(answer.error_code, None) {
+        return Err(e);
+    }
+    match answer.topics.first().and_then(|t| t.partitions.first()) {
+        Some(p) => match ClientError::from_code(p.error_code, None) {
+            Some(e) => Err(e),
+            None => Ok(Some(p.committed_offset).filter(|&o| o >= 0)),
+        },
+        None => Ok(None),
+    }
 }
 
 /// Records the group's position in the partition: the next offset it will read.
@@ -145,29 +144,70 @@ pub async fn commit(
     partition: u32,
     next: i64,
 ) -> Result<(), ClientError> {
-    let request = OffsetCommitRequest::default()
-        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
-        // No group membership: manual assignment commits with generation -1.
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(name(topic))
-            .with_partitions(vec![OffsetCommitRequestPartition::default()
-                .with_partition_index(index(partition))
-                .with_committed_offset(next)])]);
+    // No group membership: manual assignment commits with generation -1.
+    let request = commit_request(group, (-1, ""), topic, partition, next);
     cluster
         .send(
             Route::Coordinator(group),
             &request,
-            |_, answer: OffsetCommitResponse| {
-                let code = answer
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(0, |p| p.error_code);
-                ClientError::from_code(code, None).map_or(Ok(()), Err)
-            },
+            |_, answer: OffsetCommitResponse| commit_result(&answer),
         )
         .await
+}
+
+/// Whether an OffsetCommit answer took the commit of its one partition.
+pub fn commit_result(answer: &OffsetCommitResponse) -> Result<(), ClientError> {
+    let code = answer
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .map_or(0, |p| p.error_code);
+    ClientError::from_code(code, None).map_or(Ok(()), Err)
+}
+
+/// An OffsetFetch for one partition of a group.
+pub fn offset_fetch_request(group: &str, topic: &str, partition: u32) -> OffsetFetchRequest {
+    OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(name(topic))
+            .with_partition_indexes(vec![index(partition)])]))
+}
+
+/// An OffsetCommit of `next` (the next offset to read) for one partition, by a group member of
+/// `(generation, member id)`, or `(-1, "")` for a consumer that assigns itself partitions.
+pub fn commit_request(
+    group: &str,
+    (generation, member): (i32, &str),
+    topic: &str,
+    partition: u32,
+    next: i64,
+) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(StrBytes::from_string(member.to_owned()))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(index(partition))
+                .with_committed_offset(next)])])
+}
+
+/// A Fetch of one partition from `offset`, long-polling up to `max_wait_ms`.
+pub fn fetch_request(topic: &str, partition: u32, offset: i64, max_wait_ms: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_BYTES)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(index(partition))
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(FETCH_BYTES)])])
 }
 
 fn name(topic: &str) -> TopicName {
@@ -224,38 +264,9 @@ pub async fn fetch(
     partition: u32,
     offset: i64,
 ) -> Result<(Vec<Incoming>, i64), ClientError> {
-    let request = FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(FETCH_WAIT_MS)
-        .with_min_bytes(1)
-        .with_max_bytes(FETCH_BYTES)
-        .with_session_epoch(-1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(name(topic))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(index(partition))
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(FETCH_BYTES)])]);
+    let request = fetch_request(topic, partition, offset, FETCH_WAIT_MS);
     let data = cluster
-        .send(
-            Route::Leader(topic, partition),
-            &request,
-            |addr, answer: FetchResponse| {
-                if let Some(e) = ClientError::from_code(answer.error_code, None) {
-                    return Err(e);
-                }
-                let p = answer
-                    .responses
-                    .into_iter()
-                    .next()
-                    .and_then(|t| t.partitions.into_iter().next())
-                    .ok_or_else(|| malformed(addr, "Fetch answer names no partition"))?;
-                match ClientError::from_code(p.error_code, None) {
-                    Some(e) => Err(e),
-                    None => Ok((p.records.unwrap_or_default(), p.high_watermark)),
-                }
-            },
-        )
+        .send(Route::Leader(topic, partition), &request, fetched_records)
         .await?;
     let (data, high_watermark) = data;
     let records = records::decode(data).map_err(|reason| ClientError::Records {
@@ -265,4 +276,25 @@ pub async fn fetch(
         reason,
     })?;
     Ok((records, high_watermark))
+}
+
+/// The record batches a Fetch answer (from `addr`) carries for its one partition, still
+/// encoded (see [`records::decode`]), and the partition's high watermark.
+pub fn fetched_records(
+    addr: &str,
+    answer: FetchResponse,
+) -> Result<(bytes::Bytes, i64), ClientError> {
+    if let Some(e) = ClientError::from_code(answer.error_code, None) {
+        return Err(e);
+    }
+    let p = answer
+        .responses
+        .into_iter()
+        .next()
+        .and_then(|t| t.partitions.into_iter().next())
+        .ok_or_else(|| malformed(addr, "Fetch answer names no partition"))?;
+    match ClientError::from_code(p.error_code, None) {
+        Some(e) => Err(e),
+        None => Ok((p.records.unwrap_or_default(), p.high_watermark)),
+    }
 }

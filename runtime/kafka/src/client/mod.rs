@@ -20,6 +20,8 @@ pub mod produce;
 pub mod topic;
 pub mod user;
 
-pub use cluster::{Cluster, PartitionView, Route, TopicView};
+pub use cluster::{
+    coordinator_address, find_coordinator_request, Cluster, PartitionView, Route, TopicView,
+};
 pub use connection::Connection;
 pub use error::{code_name, ClientError};

@@ -120,18 +120,24 @@ pub async fn send(
     }
     cluster
         .send(route, request, |addr, answer: ProduceResponse| {
-            let p = answer
-                .responses
-                .first()
-                .and_then(|t| t.partition_responses.first())
-                .ok_or_else(|| malformed(addr, "produce answer names no partition"))?;
-            let message = p.error_message.as_ref().map(|m| m.as_str());
-            match ClientError::from_code(p.error_code, message) {
-                Some(e) => Err(e),
-                None => Ok(Some(p.base_offset)),
-            }
+            base_offset(addr, &answer).map(Some)
         })
         .await
+}
+
+/// The base offset a Produce answer (from `addr`) gives its one partition's batch, or the
+/// broker's refusal.
+pub fn base_offset(addr: &str, answer: &ProduceResponse) -> Result<i64, ClientError> {
+    let p = answer
+        .responses
+        .first()
+        .and_then(|t| t.partition_responses.first())
+        .ok_or_else(|| malformed(addr, "produce answer names no partition"))?;
+    let message = p.error_message.as_ref().map(|m| m.as_str());
+    match ClientError::from_code(p.error_code, message) {
+        Some(e) => Err(e),
+        None => Ok(p.base_offset),
+    }
 }
 
 /// The partition of a keyed record as in Kafka's Java client: positive murmur2 modulo the

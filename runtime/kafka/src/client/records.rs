@@ -28,15 +28,44 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// An idempotent producer's stamp on a batch (KIP-98): its id and epoch, and the sequence
+/// number of the batch's first record in its partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Idempotent {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub first_sequence: i32,
+}
+
 /// Encodes `records` as one uncompressed v2 batch (base offset 0: the broker assigns it).
 pub fn encode(records: &[Outgoing], timestamp: i64) -> Result<Bytes, ClientError> {
-    encode_timed(records.iter().map(|r| (r, timestamp)))
+    encode_as(records, timestamp, None)
+}
+
+/// [`encode`], stamped by an idempotent producer when `producer` is given: a broker that
+/// already holds the batch answers a retry of it with the first attempt's offsets.
+pub fn encode_as(
+    records: &[Outgoing],
+    timestamp: i64,
+    producer: Option<Idempotent>,
+) -> Result<Bytes, ClientError> {
+    encode_batch(records.iter().map(|r| (r, timestamp)), producer)
 }
 
 /// Encodes records, each with its own timestamp, as one uncompressed v2 batch.
 pub fn encode_timed<'a>(
     records: impl IntoIterator<Item = (&'a Outgoing, i64)>,
 ) -> Result<Bytes, ClientError> {
+    encode_batch(records, None)
+}
+
+fn encode_batch<'a>(
+    records: impl IntoIterator<Item = (&'a Outgoing, i64)>,
+    producer: Option<Idempotent>,
+) -> Result<Bytes, ClientError> {
+    let (producer_id, producer_epoch, first_sequence) = producer.map_or((-1, -1, 0), |p| {
+        (p.producer_id, p.producer_epoch, p.first_sequence)
+    });
     let records: Vec<Record> = records
         .into_iter()
         .zip(0..)
@@ -45,12 +74,12 @@ pub fn encode_timed<'a>(
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i64::from(i),
             // The encoder groups records into one batch while offset - sequence is constant.
-            sequence: i,
+            sequence: first_sequence.wrapping_add(i),
             timestamp,
             key: r.key.clone(),
             value: Some(r.value.clone()),

@@ -15,7 +15,7 @@
 
 mod etcd;
 mod file;
-mod format;
+pub(crate) mod format;
 
 use super::metadata::Metadata;
 use crate::wire::admin::ControllerInfo;
