@@ -26,8 +26,7 @@ use crate::message::{
     Message, PartitionState,
 };
 use crate::types::{
-    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
-    Tick,
+    BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, PartitionEpoch, PartitionId, Tick,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -79,9 +78,6 @@ pub struct Controller {
     pub(crate) epoch: ControllerEpoch,
     pub(crate) brokers: BTreeMap<BrokerId, BrokerState>,
     pub(crate) partitions: BTreeMap<PartitionId, PartitionState>,
-    /// Consumer groups' committed offsets, kept by the cluster so a consumer resumes after a
-    /// restart.
-    pub(crate) group_offsets: BTreeMap<(String, PartitionId), Offset>,
     /// Registrations so far: the source of broker epochs, which only grow.
     pub(crate) registrations: u64,
 }
@@ -92,7 +88,6 @@ impl Default for Controller {
             epoch: ControllerEpoch(1),
             brokers: BTreeMap::new(),
             partitions: BTreeMap::new(),
-            group_offsets: BTreeMap::new(),
             registrations: 0,
         }
     }
@@ -662,43 +657,8 @@ impl Controller {
         Ok(state.clone())
     }
 
-    /// Stores a consumer group's committed offset for a partition.
-    pub fn commit_offset(&mut self, group: &str, partition: PartitionId, offset: Offset) {
-        self.group_offsets
-            .insert((group.to_string(), partition), offset);
-    }
-
-    /// A consumer group's committed offset for a partition, if it committed one.
-    pub fn committed_offset(&self, group: &str, partition: PartitionId) -> Option<Offset> {
-        self.group_offsets
-            .get(&(group.to_string(), partition))
-            .copied()
-    }
-
-    /// Every committed offset of `group`, by partition (OffsetFetch for a whole group).
-    pub fn group_offsets(&self, group: &str) -> Vec<(PartitionId, Offset)> {
-        self.group_offsets
-            .iter()
-            .filter(|((g, _), _)| g == group)
-            .map(|((_, p), &o)| (*p, o))
-            .collect()
-    }
-
-    /// The groups that have committed an offset (ListGroups).
-    pub fn offset_groups(&self) -> BTreeSet<String> {
-        self.group_offsets.keys().map(|(g, _)| g.clone()).collect()
-    }
-
-    /// Forgets a group's committed offset for a partition (OffsetDelete, DeleteGroups); whether
-    /// there was one.
-    pub fn delete_offset(&mut self, group: &str, partition: PartitionId) -> bool {
-        self.group_offsets
-            .remove(&(group.to_string(), partition))
-            .is_some()
-    }
-
     /// Deletes a partition (DeleteTopics): the controller stops electing for it and forgets it,
-    /// with every group's committed offset in it, and returns its last state. Nothing is sent:
+    /// and returns its last state. Nothing is sent:
     /// no live state refers to a deleted partition, and its replicas learn from the cluster
     /// metadata that it is gone (partition ids are never reused).
     pub fn delete_partition(&mut self, id: PartitionId) -> Result<PartitionState, ControllerError> {
@@ -706,7 +666,6 @@ impl Controller {
             .partitions
             .remove(&id)
             .ok_or(ControllerError::UnknownPartition(id))?;
-        self.group_offsets.retain(|(_, p), _| *p != id);
         Ok(state)
     }
 
@@ -950,17 +909,11 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_partition_is_forgotten_with_its_offsets_and_never_elected() {
+    fn a_deleted_partition_is_forgotten_and_never_elected() {
         let (cfg, mut c, p) = three();
-        c.commit_offset("g", p, Offset(7));
-        c.commit_offset("g", PartitionId(9), Offset(3));
-        c.commit_offset("h", p, Offset(1));
-        assert_eq!(c.offset_groups(), BTreeSet::from(["g".into(), "h".into()]));
         let gone = c.delete_partition(p).expect("exists");
         assert_eq!(gone.assigned.len(), 3);
         assert_eq!(c.partition(p), None);
-        assert_eq!(c.group_offsets("g"), vec![(PartitionId(9), Offset(3))]);
-        assert_eq!(c.offset_groups(), BTreeSet::from(["g".into()]));
         assert_eq!(
             c.delete_partition(p),
             Err(ControllerError::UnknownPartition(p))
@@ -969,9 +922,6 @@ mod tests {
         let effects: Effects<()> = c.fence_broker(&cfg, BrokerId(1));
         assert!(effects.is_empty());
         assert!(c.elect_leaders::<()>(&cfg).is_empty());
-        assert!(c.delete_offset("g", PartitionId(9)));
-        assert!(!c.delete_offset("g", PartitionId(9)));
-        assert!(c.offset_groups().is_empty());
     }
 
     #[test]

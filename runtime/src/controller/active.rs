@@ -406,7 +406,7 @@ impl Active<'_> {
                 Ok(Response::GroupOffsets(self.meta.group_offsets(&group)))
             }
             Request::OffsetGroups => Ok(Response::Groups(
-                self.meta.controller.offset_groups().into_iter().collect(),
+                self.meta.offset_groups().into_iter().collect(),
             )),
             Request::DeleteOffsets { group, partitions } => {
                 next.delete_offsets(&group, partitions.as_deref());

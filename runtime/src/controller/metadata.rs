@@ -1,5 +1,6 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids, configs, commit metadata, users and ACLs). The
+//! names, broker addresses, producer ids, configs, consumer groups' committed offsets, users and
+//! ACLs): none of it is replication protocol, so none of it is in the core. The
 //! controller commits it to its store ([`super::store`]) after every step that changes it,
 //! before the step's messages leave.
 
@@ -9,7 +10,7 @@ use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId};
 use isr_kafka::auth::SecurityState;
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The most partitions a topic may have.
 const MAX_PARTITIONS: u32 = 10_000;
@@ -30,9 +31,9 @@ pub struct Metadata {
     pub topic_configs: BTreeMap<String, Overrides>,
     /// Dynamic broker config overrides: `""` cluster-wide, else by broker id.
     pub broker_configs: BTreeMap<String, Overrides>,
-    /// The metadata string of each committed offset that has one (the offsets themselves are
-    /// the core controller's).
-    pub commit_metadata: BTreeMap<(String, PartitionId), String>,
+    /// Consumer groups' committed offsets, with their metadata strings, kept by the cluster so
+    /// that a consumer resumes after a restart.
+    pub group_offsets: BTreeMap<(String, PartitionId), (Offset, String)>,
     /// The users' SCRAM credentials (salted and iterated; never a password) and the ACLs,
     /// changed with `SecurityState::apply`.
     pub security: SecurityState,
@@ -185,8 +186,8 @@ impl Metadata {
         Ok(effects)
     }
 
-    /// Deletes a topic: its partitions leave the core controller (with their groups' offsets),
-    /// and brokers drop their replicas once the metadata no longer lists them.
+    /// Deletes a topic: its partitions leave the core controller and the groups' offsets, and
+    /// brokers drop their replicas once the metadata no longer lists them.
     pub fn delete_topic(&mut self, topic: &str) -> Result<(), AdminError> {
         let ids = self
             .topics
@@ -197,7 +198,7 @@ impl Metadata {
             let _ = self.controller.delete_partition(*id);
         }
         self.topic_configs.remove(topic);
-        self.commit_metadata.retain(|(_, p), _| !ids.contains(p));
+        self.group_offsets.retain(|(_, p), _| !ids.contains(p));
         Ok(())
     }
 
@@ -273,13 +274,8 @@ impl Metadata {
         metadata: String,
     ) -> Result<(), AdminError> {
         let id = self.partition_id(topic, index)?;
-        self.controller.commit_offset(group, id, offset);
-        let key = (group.to_owned(), id);
-        if metadata.is_empty() {
-            self.commit_metadata.remove(&key);
-        } else {
-            self.commit_metadata.insert(key, metadata);
-        }
+        self.group_offsets
+            .insert((group.to_owned(), id), (offset, metadata));
         Ok(())
     }
 
@@ -291,27 +287,31 @@ impl Metadata {
         index: u32,
     ) -> Result<Option<(Offset, String)>, AdminError> {
         let id = self.partition_id(topic, index)?;
-        Ok(self
-            .controller
-            .committed_offset(group, id)
-            .map(|o| (o, self.metadata_of(group, id))))
+        Ok(self.group_offsets.get(&(group.to_owned(), id)).cloned())
     }
 
-    fn metadata_of(&self, group: &str, id: PartitionId) -> String {
-        self.commit_metadata
-            .get(&(group.to_owned(), id))
-            .cloned()
-            .unwrap_or_default()
+    /// The committed offsets of `group`, by partition id.
+    fn offsets_of<'a>(
+        &'a self,
+        group: &'a str,
+    ) -> impl Iterator<Item = (PartitionId, &'a (Offset, String))> + 'a {
+        self.group_offsets
+            .iter()
+            .filter(move |((g, _), _)| g == group)
+            .map(|((_, id), committed)| (*id, committed))
+    }
+
+    /// The groups that have committed an offset (ListGroups).
+    pub fn offset_groups(&self) -> BTreeSet<String> {
+        self.group_offsets.keys().map(|(g, _)| g.clone()).collect()
     }
 
     /// Every committed offset of a group: (topic, partition, offset, metadata).
     pub fn group_offsets(&self, group: &str) -> Vec<(String, u32, Offset, String)> {
-        self.controller
-            .group_offsets(group)
-            .into_iter()
-            .filter_map(|(id, offset)| {
+        self.offsets_of(group)
+            .filter_map(|(id, (offset, metadata))| {
                 let (topic, index) = self.locate(id)?;
-                Some((topic.to_owned(), index, offset, self.metadata_of(group, id)))
+                Some((topic.to_owned(), index, *offset, metadata.clone()))
             })
             .collect()
     }
@@ -323,16 +323,10 @@ impl Metadata {
                 .iter()
                 .filter_map(|(topic, index)| self.partition_id(topic, *index).ok())
                 .collect(),
-            None => self
-                .controller
-                .group_offsets(group)
-                .into_iter()
-                .map(|(id, _)| id)
-                .collect(),
+            None => self.offsets_of(group).map(|(id, _)| id).collect(),
         };
         for id in ids {
-            self.controller.delete_offset(group, id);
-            self.commit_metadata.remove(&(group.to_owned(), id));
+            self.group_offsets.remove(&(group.to_owned(), id));
         }
     }
 }
@@ -445,7 +439,10 @@ mod tests {
         );
         meta.delete_offsets("g", Some(&[("a".into(), 1)]));
         assert_eq!(meta.committed("g", "a", 1), Ok(None));
-        assert!(meta.commit_metadata.is_empty());
+        assert_eq!(
+            meta.offset_groups(),
+            BTreeSet::from(["g".into(), "h".into()])
+        );
         meta.delete_offsets("g", None);
         assert!(meta.group_offsets("g").is_empty());
         assert_eq!(meta.group_offsets("h").len(), 1, "other groups keep theirs");
@@ -475,7 +472,7 @@ mod tests {
         assert!(ids
             .iter()
             .all(|id| id.0 < view.next_partition && !view.partitions.contains_key(id)));
-        assert!(meta.topic_configs.is_empty() && meta.commit_metadata.is_empty());
+        assert!(meta.topic_configs.is_empty() && meta.group_offsets.is_empty());
         assert_eq!(
             meta.delete_topic("t"),
             Err(AdminError::UnknownTopicOrPartition)

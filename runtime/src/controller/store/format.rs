@@ -8,8 +8,9 @@ use super::StoreError;
 use crate::controller::metadata::Metadata;
 
 /// The format this isr writes and reads: 2 added topic and broker configs and commit metadata;
-/// 3 brokers' Kafka listeners, and users' SCRAM credentials and ACLs.
-pub const FORMAT: u16 = 3;
+/// 3 brokers' Kafka listeners, and users' SCRAM credentials and ACLs; 4 moved consumer groups'
+/// committed offsets out of the core controller's state, next to their metadata strings.
+pub const FORMAT: u16 = 4;
 const MAGIC: &[u8; 4] = b"ISRM";
 
 pub fn encode(metadata: &Metadata) -> Vec<u8> {
