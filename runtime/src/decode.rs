@@ -166,9 +166,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     if let Ok(more) = metadata.create_topic(&cfg, &spec) {
         effects.extend(more);
     }
-    metadata
-        .controller
-        .commit_offset("group", PartitionId(0), Offset(7));
+    let _ = metadata.commit_offset("group", "orders", 0, Offset(7), "m".into());
     let p = PartitionId(0);
     let (b1, b2) = (Node::Broker(BrokerId(1)), Node::Broker(BrokerId(2)));
     let envelope = |from, to, message| Frame::Envelope(Envelope { from, to, message });
