@@ -12,6 +12,7 @@ Usage: secure_client.py CLIENT PROPERTIES ACTION TOPIC
 Prints "OK" and exits 0 on success; on a refusal prints "ERROR NAME: message" (NAME is the
 client's name for the error) and exits 3.
 """
+import os
 import logging
 import sys
 import uuid
@@ -114,7 +115,8 @@ def kafka_python():
     if "bootstrap_timeout_ms" in KafkaProducer.DEFAULT_CONFIG:
         # A broker that closes every connection (a plaintext client on a TLS listener) is
         # retried until this runs out (30 s by default): a refusal should not take that long.
-        config["bootstrap_timeout_ms"] = 5000
+        # A caller whose logins the broker may throttle gives more (ISR_BOOTSTRAP_TIMEOUT_MS).
+        config["bootstrap_timeout_ms"] = int(os.environ.get("ISR_BOOTSTRAP_TIMEOUT_MS", "5000"))
     if action == "group":
         try:
             consumer = KafkaConsumer(
