@@ -134,8 +134,10 @@ pub fn cmd_explore(target: &Target, search: &SearchArgs, addr: &str) -> Result<E
             };
             let done = checking::check(target, search, |p| lock().progress = Some(p));
             print_done(&base, target, &done);
-            println!("serving {base} until stopped (Ctrl-C)");
+            // The page has the verdicts before the line that says so: a script that waits for
+            // it may ask at once.
             lock().done = Some(done);
+            println!("serving {base} until stopped (Ctrl-C)");
         });
         let e = server::serve(&server, &explorer);
         eprintln!("error: the Explorer stopped serving: {e}");
