@@ -419,7 +419,9 @@ fn a_sasl_ssl_cluster_serves_real_clients_and_refuses_the_rest() {
         let (status, out) = secure_client("kafka-python", &wrong, "produce", "secured");
         assert!(!status.success(), "{out}");
         assert!(out.contains("SaslAuthenticationFailedError"), "{out}");
-        assert!(started.elapsed() < Duration::from_secs(10), "{out}");
+        // kafka-python retries a refused login until its bootstrap time (15 s) runs out, so its
+        // exit takes that long; the refusal itself is the error it logged on the way.
+        assert!(started.elapsed() < Duration::from_secs(25), "{out}");
     }
     if kcat_present() {
         let wrong = wrong_login("bob-kcat").to_string_lossy().to_string();
