@@ -449,18 +449,7 @@ impl Cluster {
             r.leader_state()
                 .is_some_and(|l| l.parked.iter().any(|p| p.request.replica == b))
         });
-        let is_request = |e: &Envelope<Record>| {
-            matches!(
-                e.message,
-                Message::Fetch(_) | Message::OffsetForLeaderEpoch(_)
-            )
-        };
-        parked
-            || self
-                .replica(b)
-                .held()
-                .iter()
-                .any(|(_, e)| matches!(e, Effect::Send(env) if is_request(env)))
+        parked || self.replica(b).holds_request()
     }
 
     /// The enabled actions that do not depend on the messages in flight, and where those that

@@ -107,8 +107,9 @@ impl<L: Log> Replica<L> {
         self.held.retain(|(_, e)| !is_request(e));
     }
 
-    /// Whether a request to the leader waits here for the log to be durable.
-    pub(super) fn holds_request(&self) -> bool {
+    /// Whether a request to the leader waits here for the log to be durable (a model checker
+    /// asks it too: the request timer cannot fire while the request is only held).
+    pub fn holds_request(&self) -> bool {
         self.held.iter().any(|(_, e)| is_request(e))
     }
 
