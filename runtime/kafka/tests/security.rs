@@ -509,3 +509,51 @@ async fn after_a_v0_handshake_the_tokens_travel_bare() {
     let answer = read_raw(&mut stream).await;
     assert_eq!(&answer[..4], &7i32.to_be_bytes(), "answered");
 }
+
+#[tokio::test]
+async fn a_refused_connection_closes_after_its_client_or_a_second_later() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = secured().await;
+    let refused = || async {
+        let mut stream = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str("SCRAM-SHA-512"));
+        send_request(&mut stream, ApiKey::SaslHandshake, 1, &handshake).await;
+        assert_eq!(&read_raw(&mut stream).await[4..6], &[0, 0], "handshake");
+        let garbage =
+            SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"n,,x"));
+        send_request(&mut stream, ApiKey::SaslAuthenticate, 1, &garbage).await;
+        let answer = read_raw(&mut stream).await;
+        assert_eq!(&answer[4..6], &SASL_AUTHENTICATION_FAILED.to_be_bytes());
+        stream
+    };
+    // The refusal is not followed at once by the end of the stream, which some clients would
+    // read together with it and then drop both: the broker waits for the client to close.
+    let mut stream = refused().await;
+    let mut byte = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(300), stream.read(&mut byte)).await;
+    assert!(early.is_err(), "still open: {early:?}");
+    stream.shutdown().await.expect("half-close");
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await;
+    assert!(matches!(end, Ok(Ok(0))), "closed after the client: {end:?}");
+
+    // A client that never closes is closed on a second later, whatever it still sends.
+    let mut stream = refused().await;
+    let started = Instant::now();
+    send_request(
+        &mut stream,
+        ApiKey::ApiVersions,
+        0,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await;
+    assert!(matches!(end, Ok(Ok(0))), "closed, unanswered: {end:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

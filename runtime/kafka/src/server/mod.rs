@@ -91,10 +91,32 @@ where
         }
         if let Some(why) = session.closing.take() {
             writer.flush().await?;
+            linger(&mut reader).await;
+            // close_notify on TLS; the refusal is already out, so a failure changes nothing.
+            let _ = writer.shutdown().await;
             return Err(why);
         }
     }
 }
+
+/// Lets a refused client read its answer before the connection closes: waits until it closes
+/// (discarding anything it still sends) or [`REFUSAL_LINGER`] passes.
+///
+/// Closing at once puts the refusal and the end of the stream in the same read for a client,
+/// and some clients then drop the connection without looking at what they read (kafka-python
+/// 3.0 does: its reader sees the end of the stream and discards the bytes that came with it),
+/// so they report a lost connection, and retry, instead of the refused login. Kafka delays the
+/// close likewise (`connection.failed.authentication.delay.ms`).
+async fn linger<R: AsyncRead + Unpin>(reader: &mut R) {
+    let _ = tokio::time::timeout(
+        REFUSAL_LINGER,
+        tokio::io::copy(reader, &mut tokio::io::sink()),
+    )
+    .await;
+}
+
+/// The longest a refused connection stays open for its client to read the refusal.
+const REFUSAL_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Answers one request frame; `None` when the client expects no answer (produce, acks=0).
 async fn handle<B: Backend>(
