@@ -15,6 +15,10 @@ pub enum WriteError {
     /// acks=all while the ISR is smaller than `min.insync.replicas` (rule 9).
     #[error("NOT_ENOUGH_REPLICAS: the ISR has {isr} members, min.insync.replicas is {min}")]
     NotEnoughReplicas { isr: usize, min: usize },
+    /// The log did not take the records: its storage failed (Kafka's KAFKA_STORAGE_ERROR). The
+    /// driver stops the replica; the producer retries with the next leader.
+    #[error("KAFKA_STORAGE_ERROR: the leader's log did not take the records")]
+    LogFailed,
     /// A retry named records the log does not hold (`Replica::leader_retry`).
     #[error("offsets {base_offset}..{end_offset} are not in the log")]
     NotInLog {

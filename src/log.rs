@@ -36,7 +36,9 @@ pub trait Log {
     /// Up to `max` entries holding offsets in `from..until`, the first being the one that holds
     /// `from` (fewer at the end of the log).
     fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<Self::Record>>;
-    /// Appends entries at the log end offset, in order.
+    /// Appends entries at the log end offset, in order. A log whose storage failed may take
+    /// fewer, or none: the LEO says how many it took, and the replica answers nothing it did
+    /// not (its driver then stops it).
     fn append(&mut self, entries: &[Entry<Self::Record>]);
     /// Removes every entry at or above `offset`; a no-op when `offset` is at or past the end.
     fn truncate_to(&mut self, offset: Offset);

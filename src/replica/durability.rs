@@ -19,21 +19,37 @@ use crate::types::{BrokerEpoch, ControllerEpoch, Offset, PartitionEpoch};
 impl<L: Log> Replica<L> {
     /// Appends entries at the log end, keeping the epoch cache in step, and asks for them to be
     /// made durable under `flush=always`.
+    ///
+    /// Returns whether the log took them all. [`Log::append`] cannot fail, but a log on a disk
+    /// that failed (full, or refusing writes) takes nothing more and goes offline, and its
+    /// driver stops the replica once the step is over. Until then, what the log did not take
+    /// must not be answered as written: the caller refuses it instead.
     pub(super) fn append(
         &mut self,
         cfg: &Config,
         entries: &[Entry<L::Record>],
         effects: &mut Effects<L::Record>,
-    ) {
+    ) -> bool {
         let first = self.log.log_end_offset();
         self.log.append(entries);
-        self.epoch_cache.record_all::<L>(first, entries);
-        if cfg.rules.flush == FlushPolicy::Always && !entries.is_empty() {
+        let end = self.log.log_end_offset();
+        let mut offset = first;
+        let taken = entries
+            .iter()
+            .take_while(|e| {
+                let fits = offset < end;
+                offset = Offset(offset.0 + L::width(&e.record));
+                fits
+            })
+            .count();
+        self.epoch_cache.record_all::<L>(first, &entries[..taken]);
+        if cfg.rules.flush == FlushPolicy::Always && end > first {
             effects.push(Effect::Flush {
                 partition: self.partition,
-                up_to: self.log.log_end_offset(),
+                up_to: end,
             });
         }
+        taken == entries.len() && offset == end
     }
 
     /// Truncates the log (and what depends on it) to `offset`. A high watermark checkpoint above

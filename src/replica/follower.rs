@@ -213,6 +213,8 @@ impl<L: Log> Replica<L> {
         }
         match &resp.result {
             Ok(fetched) => {
+                // A log that failed took less than fetched: the LEO says how much, and the
+                // driver stops the replica.
                 self.append(cfg, &fetched.entries, effects);
                 let hw = fetched.high_watermark.min(self.log.log_end_offset());
                 self.set_high_watermark(hw, effects);

@@ -37,7 +37,10 @@ impl<L: Log> Replica<L> {
             .into_iter()
             .map(|record| Entry { epoch, record })
             .collect();
-        self.append(cfg, &entries, effects);
+        if !self.append(cfg, &entries, effects) {
+            effects.push(self.fail(id, WriteError::LogFailed));
+            return;
+        }
         let end_offset = self.log.log_end_offset();
         self.answer_when_committed(cfg, id, base_offset, end_offset, acks, effects);
         self.answer_parked(cfg, effects);

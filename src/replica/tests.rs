@@ -529,3 +529,86 @@ fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
     // the leader holds them.
     assert_eq!(leader.high_watermark(), Offset(0));
 }
+
+/// A log on a disk that fills up: once full, it takes nothing more, as the disk log does after
+/// an ENOSPC.
+#[derive(Clone, Debug, Default)]
+struct FillingLog {
+    records: MemLog<u64>,
+    full: bool,
+}
+
+impl Log for FillingLog {
+    type Record = u64;
+    fn log_start_offset(&self) -> Offset {
+        self.records.log_start_offset()
+    }
+    fn log_end_offset(&self) -> Offset {
+        self.records.log_end_offset()
+    }
+    fn flushed_offset(&self) -> Offset {
+        self.records.flushed_offset()
+    }
+    fn entry(&self, offset: Offset) -> Option<Entry<u64>> {
+        self.records.entry(offset)
+    }
+    fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<u64>> {
+        self.records.read(from, until, max)
+    }
+    fn append(&mut self, entries: &[Entry<u64>]) {
+        if !self.full {
+            self.records.append(entries);
+        }
+    }
+    fn truncate_to(&mut self, offset: Offset) {
+        self.records.truncate_to(offset);
+    }
+    fn flush(&mut self) {
+        self.records.flush();
+    }
+    fn lose_unflushed(&mut self) {
+        self.records.lose_unflushed();
+    }
+}
+
+#[test]
+fn a_write_the_log_did_not_take_is_refused_never_acknowledged() {
+    // A leader alone in its ISR commits a write as soon as it holds it: the case where an
+    // append that silently took nothing would be acknowledged at once.
+    for (cfg, acks) in [
+        (page_cache(), Acks::All),
+        (page_cache(), Acks::Leader),
+        (Config::default(), Acks::Leader),
+    ] {
+        let mut r = Replica::new(BrokerId(1), PartitionId(0), FillingLog::default());
+        r.step(&cfg, Tick(0), order(1, 1, 1, &[1], 1));
+        let write = |id| Input::Write {
+            id,
+            records: vec![7],
+            acks,
+        };
+        r.step(&cfg, Tick(0), write(1));
+        r.log_mut().flush();
+        let flushed = r.log().flushed_offset();
+        r.step(&cfg, Tick(0), Input::Flushed(flushed));
+        assert_eq!(
+            r.high_watermark(),
+            Offset(1),
+            "{acks:?}: the first write is committed"
+        );
+
+        r.log_mut().full = true;
+        let effects = r.step(&cfg, Tick(1), write(2));
+        assert_eq!(
+            effects,
+            vec![Effect::FailWrite {
+                partition: PartitionId(0),
+                id: 2,
+                error: WriteError::LogFailed,
+            }],
+            "{acks:?}"
+        );
+        assert_eq!(r.log_end_offset(), Offset(1));
+        assert_eq!(r.check_local(), Ok(()));
+    }
+}

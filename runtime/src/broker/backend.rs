@@ -162,6 +162,7 @@ fn host_error(e: HostError) -> BackendError {
         HostError::Write(WriteError::NotEnoughReplicas { .. }) => BackendError::NotEnoughReplicas,
         HostError::Read(ReadError::OffsetOutOfRange) => BackendError::OffsetOutOfRange,
         HostError::Storage(s) => BackendError::Storage(s),
+        HostError::Write(e @ WriteError::LogFailed) => BackendError::Storage(e.to_string()),
         HostError::Write(e @ WriteError::NotInLog { .. }) => BackendError::Internal(e.to_string()),
     }
 }
