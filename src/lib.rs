@@ -29,6 +29,7 @@ pub mod permute;
 pub mod replica;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod trace;
 pub mod types;
 
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};

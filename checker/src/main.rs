@@ -7,6 +7,7 @@
 mod check;
 mod explore;
 mod list;
+mod replay;
 mod run;
 mod suite;
 mod target;
@@ -62,6 +63,13 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
+    /// Check that the traces of one run of real processes (`--trace FILE` or ISR_TRACE=DIR;
+    /// a directory stands for its .jsonl files) are a behaviour of the protocol: prints
+    /// `accepted N steps`, or the first step that diverges and exits 1.
+    Replay {
+        #[arg(required = true, value_name = "TRACE")]
+        traces: Vec<std::path::PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -92,6 +100,7 @@ fn main() -> ExitCode {
             search,
             addr,
         } => Target::new(preset, overrides).and_then(|t| explore::cmd_explore(&t, search, addr)),
+        Command::Replay { traces } => Ok(replay::cmd_replay(traces)),
     };
     match result {
         Ok(code) => code,

@@ -121,7 +121,8 @@ pub fn partition_directory(
     broker_dir: &Path,
     partition: PartitionId,
 ) -> Result<(Offset, Offset), String> {
-    let hosted = Hosted::open(broker_dir, BrokerId(1), partition).map_err(|e| e.to_string())?;
+    let hosted =
+        Hosted::open(broker_dir, BrokerId(1), partition, None).map_err(|e| e.to_string())?;
     let replica = &hosted.replica;
     if let Err(broken) = replica.check_local() {
         panic!("a recovered replica breaks an invariant: {broken:?}");

@@ -14,4 +14,5 @@ pub mod security;
 pub mod status;
 pub mod storage;
 pub mod timing;
+pub mod trace;
 pub mod wire;

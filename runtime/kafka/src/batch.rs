@@ -229,6 +229,15 @@ pub fn width(batch: &[u8]) -> u64 {
     u64::try_from(be_i32(batch, LAST_OFFSET_DELTA_AT)).map_or(1, |delta| delta + 1)
 }
 
+/// The CRC-32C a batch header carries (over everything from the attributes on): it names the
+/// batch's content, and stamping (offset, leader epoch) leaves it as it was. 0 for a header too
+/// short to hold one (batches are validated before they enter a log).
+pub fn crc(batch: &[u8]) -> u32 {
+    batch
+        .get(CRC_AT..CRC_AT + 4)
+        .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// The partition leader epoch stamped in a batch header.
 pub fn leader_epoch(batch: &[u8]) -> Option<LeaderEpoch> {
     if batch.len() < HEADER_LEN {

@@ -5,6 +5,7 @@
 
 use super::host::{Committed, HostError};
 use crate::storage::{DiskLog, OpenError, PartitionDir, DEFAULT_SEGMENT_BYTES};
+use crate::trace::Tracer;
 use crate::wire::admin::ReplicaView;
 use isr::{BrokerId, EpochCache, Log, Offset, PartitionId, ProduceId, ReadId, Replica, Role};
 use std::collections::HashMap;
@@ -30,14 +31,19 @@ pub struct Hosted {
 }
 
 impl Hosted {
-    /// Recovers a partition from its directory (creating it when new).
+    /// Recovers a partition from its directory (creating it when new), and says what it found
+    /// in the trace, if there is one.
     pub fn open(
         broker_dir: &Path,
         me: BrokerId,
         partition: PartitionId,
+        tracer: Option<&mut Tracer>,
     ) -> Result<Hosted, OpenError> {
         let dir = PartitionDir::new(broker_dir, partition);
         let (log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
+        if let Some(tracer) = tracer {
+            tracer.open(partition, hw, &log);
+        }
         let replica = Replica::recover(me, partition, log, hw);
         let saved_epochs = match dir.load_epochs() {
             Ok(saved) => saved.unwrap_or_default(),

@@ -17,7 +17,7 @@ use crate::timing;
 use crate::wire::BrokerAddress;
 use backend::BrokerBackend;
 use host::{Command, Host};
-use isr::{BrokerId, FlushPolicy, Rules};
+use isr::{BrokerId, FlushPolicy, Node, Rules};
 use network::Net;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -81,6 +81,10 @@ pub struct BrokerArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub access: AccessArgs,
+    /// Record every input the broker's replicas were stepped with, and the effects that came
+    /// back, as JSON lines in FILE, for `isr-check replay` (also: ISR_TRACE=DIR).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// Who may do what: Kafka's authorizer settings.
@@ -242,12 +246,15 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
     let cfg = timing::config_with(rules);
+    let tracer = crate::trace::Tracer::start(args.trace.as_deref(), Node::Broker(me), cfg)
+        .map_err(BrokerError::Recovery)?;
     let host = Host::open(
         me,
         cfg,
         args.dir.clone(),
         net.outbox.clone(),
         commits.clone(),
+        tracer,
     )
     .map_err(BrokerError::Recovery)?;
     let (finished, mut replicas_done) = oneshot::channel();

@@ -11,6 +11,7 @@ use super::connections::Event;
 use super::metadata::Metadata;
 use super::store::{Store, StoreError, Won};
 use crate::timing;
+use crate::trace::Tracer;
 use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
 use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
@@ -50,6 +51,18 @@ struct Active<'a> {
     links: &'a mut BTreeMap<u64, Link>,
     /// The view brokers were last sent.
     pushed: Option<ClusterView>,
+    /// Where committed steps are recorded, when tracing.
+    tracer: &'a mut Option<Tracer>,
+    /// What is being committed, for the trace.
+    stepped: Option<Committing>,
+}
+
+/// What a commit records in the trace, besides an admin operation's change of state.
+enum Committing {
+    /// A step with this input.
+    Step(ControllerInput<Bytes>),
+    /// The state on taking office.
+    TakeOver,
 }
 
 /// Who acts: this controller's id, the address brokers are told, and the rules it runs.
@@ -67,6 +80,7 @@ pub async fn act(
     events: &mut mpsc::UnboundedReceiver<Event>,
     links: &mut BTreeMap<u64, Link>,
     stop: &mut watch::Receiver<bool>,
+    tracer: &mut Option<Tracer>,
 ) -> Ended {
     let mut lost = store.lost_signal();
     let stored = won.metadata.unwrap_or_default();
@@ -88,8 +102,11 @@ pub async fn act(
         brokers: BTreeMap::new(),
         links,
         pushed: None,
+        tracer,
+        stepped: None,
     };
     info!(epoch = %won.epoch, topics = active.meta.topics.len(), "taking over");
+    active.stepped = Some(Committing::TakeOver);
     if let Err(e) = active.commit(taken, announce).await {
         return active.end(e);
     }
@@ -152,12 +169,24 @@ impl Active<'_> {
     /// current and carries out `effects`.
     async fn commit(&mut self, next: Metadata, effects: Effects<Bytes>) -> Result<(), StepError> {
         let changed = next != self.meta;
+        let stepped = self.stepped.take();
         match self.store.commit(changed.then_some(&next)).await {
             Ok(()) => {}
             Err(StoreError::Fenced(_)) => return Err(StepError::Lost),
             Err(e) => {
                 warn!(error = %e, "step dropped: it could not be committed");
                 return Err(StepError::Unavailable(e.to_string()));
+            }
+        }
+        if let Some(tracer) = self.tracer.as_mut() {
+            match &stepped {
+                Some(Committing::Step(input)) => tracer.controller(self.now, input, &effects),
+                Some(Committing::TakeOver) => tracer.controller_state(&next.controller, &effects),
+                // An admin operation; a step in place was recorded when taken.
+                None if next.controller != self.meta.controller => {
+                    tracer.controller_state(&next.controller, &effects)
+                }
+                None => {}
             }
         }
         if changed {
@@ -212,8 +241,24 @@ impl Active<'_> {
     /// Steps the core controller on a copy of the metadata and commits the result.
     async fn step(&mut self, input: ControllerInput<Bytes>) -> Result<(), StepError> {
         let mut next = self.meta.clone();
+        if self.tracer.is_some() {
+            self.stepped = Some(Committing::Step(input.clone()));
+        }
         let effects = next.controller.step(&self.cfg, self.now, input);
         self.commit(next, effects).await
+    }
+
+    /// Steps the current metadata's controller in place (a step with nothing to commit), and
+    /// records it.
+    fn step_in_place(&mut self, input: ControllerInput<Bytes>) -> Effects<Bytes> {
+        let effects = self
+            .meta
+            .controller
+            .step(&self.cfg, self.now, input.clone());
+        if let Some(tracer) = self.tracer.as_mut() {
+            tracer.controller(self.now, &input, &effects);
+        }
+        effects
     }
 
     async fn on_tick(&mut self) -> Result<(), StepError> {
@@ -224,6 +269,9 @@ impl Active<'_> {
             .step(&self.cfg, self.now, ControllerInput::Tick);
         if next == self.meta && effects.is_empty() {
             return Ok(());
+        }
+        if self.tracer.is_some() {
+            self.stepped = Some(Committing::Step(ControllerInput::Tick));
         }
         self.commit(next, effects).await
     }
@@ -262,10 +310,7 @@ impl Active<'_> {
         self.brokers.insert(id, (conn, link.clone()));
         link.send(Frame::Welcome(self.me.clone()));
         link.send(Frame::Metadata(self.view()));
-        let announce =
-            self.meta
-                .controller
-                .step(&self.cfg, self.now, ControllerInput::SessionOpened(id));
+        let announce = self.step_in_place(ControllerInput::SessionOpened(id));
         self.send(announce);
         Ok(())
     }
@@ -320,8 +365,7 @@ impl Active<'_> {
                 let broker = *broker;
                 // A live broker's heartbeat only refreshes its session, which is not worth a
                 // store write: a new controller gives every live broker a fresh session anyway.
-                let input = ControllerInput::Message { from, message };
-                let effects = self.meta.controller.step(&self.cfg, self.now, input);
+                let effects = self.step_in_place(ControllerInput::Message { from, message });
                 if effects.is_empty() {
                     if let Some((_, link)) = self.brokers.get(&broker) {
                         link.send(Frame::HeartbeatAck);

@@ -62,6 +62,10 @@ pub struct ControllerArgs {
     /// with mutual TLS and a certificate from the same CA.
     #[command(flatten)]
     pub tls: TlsArgs,
+    /// Record every input the controller was stepped with, and the effects that came back, as
+    /// JSON lines in FILE, for `isr-check replay` (also: ISR_TRACE=DIR).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +114,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     info!(id = args.id, %bound, advertised = %address, store = ?spec,
         rules = ?rules.unsafe_switches(), tls = ?tls.as_ref().map(|t| t.role.to_string()),
         "controller started");
+    let mut tracer = crate::trace::Tracer::start(
+        args.trace.as_deref(),
+        isr::Node::Controller,
+        crate::timing::config_with(rules),
+    )
+    .map_err(ControllerError::Spec)?;
     let actor = active::Actor {
         id: args.id,
         address,
@@ -149,6 +159,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             &mut inbox,
             &mut links,
             &mut stop_rx,
+            &mut tracer,
         )
         .await;
         if let Ended::Stopped = ended {

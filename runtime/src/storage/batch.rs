@@ -5,8 +5,8 @@
 //! walk a segment file: the length prefix, and how many batches fit a read budget.
 
 pub use isr_kafka::batch::{
-    base_offset, first_at_or_after, latest_record, leader_epoch, max_timestamp, producer, stamp,
-    validate, width, BatchError, ProducerStamp, HEADER_LEN, MAX_BATCH,
+    base_offset, crc, first_at_or_after, latest_record, leader_epoch, max_timestamp, producer,
+    stamp, validate, width, BatchError, ProducerStamp, HEADER_LEN, MAX_BATCH,
 };
 use thiserror::Error;
 

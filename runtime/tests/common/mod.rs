@@ -79,6 +79,19 @@ pub struct TestCluster {
     pub brokers: Vec<Option<Proc>>,
 }
 
+/// Where every process of a cluster writes its trace (`--trace`): one file per process, so a
+/// restart starts a new one.
+fn trace_file(traces: &Path, name: &str) -> PathBuf {
+    let mut n = 0;
+    loop {
+        let candidate = traces.join(format!("{name}-{n}.jsonl"));
+        if !candidate.exists() {
+            return candidate;
+        }
+        n += 1;
+    }
+}
+
 impl TestCluster {
     /// One controller on the file store, and `n` brokers.
     pub fn start(n: u32) -> TestCluster {
@@ -89,6 +102,7 @@ impl TestCluster {
     /// controller), and `n` brokers given them all.
     pub fn start_with(n: u32, controllers: u32, store: Option<String>) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("traces")).expect("traces directory");
         let mut cluster = TestCluster {
             dir,
             controllers: Vec::new(),
@@ -134,6 +148,9 @@ impl TestCluster {
             None => args.extend(["--dir", dir.as_str()]),
         }
         let log = next_free(&self.dir.path().join(format!("controller-{c}.log")));
+        let trace = trace_file(&self.traces(), &format!("controller-{c}"));
+        let trace = trace.to_string_lossy();
+        args.extend(["--trace", &trace]);
         Proc::start(&args, &log)
     }
 
@@ -204,9 +221,12 @@ impl TestCluster {
     fn spawn_broker(&self, id: u32) -> Proc {
         let log = self.dir.path().join(format!("broker-{id}.log"));
         let log = next_free(&log);
+        let trace = trace_file(&self.traces(), &format!("broker-{id}"));
         Proc::start(
             &[
                 "broker",
+                "--trace",
+                &trace.to_string_lossy(),
                 "--id",
                 &id.to_string(),
                 "--listen",
@@ -218,6 +238,41 @@ impl TestCluster {
             ],
             &log,
         )
+    }
+
+    /// Where the processes write their traces.
+    pub fn traces(&self) -> PathBuf {
+        self.dir.path().join("traces")
+    }
+
+    /// Stops every process (SIGKILL), then replays their traces on the core
+    /// ([`isr::trace::replay`], what `isr-check replay` does): the run must be a behaviour of
+    /// the protocol, every property holding after every step. The number of steps replayed.
+    pub fn stop_and_replay(&mut self) -> usize {
+        self.controllers.iter_mut().for_each(|c| *c = None);
+        self.brokers.iter_mut().for_each(|b| *b = None);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.traces())
+            .expect("traces")
+            .map(|e| e.expect("trace").path())
+            .collect();
+        files.sort();
+        let traces: Vec<isr::trace::Trace> = files
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(f).expect("trace file");
+                let name = f.file_name().unwrap_or_default().to_string_lossy();
+                isr::trace::Trace::parse(name, &text, |line| serde_json::from_str(line))
+                    .expect("trace")
+            })
+            .collect();
+        match isr::trace::replay(&traces) {
+            Ok(accepted) => accepted.steps,
+            Err(d) => panic!(
+                "the run is not a behaviour of the protocol (traces in {}): {}",
+                self.traces().display(),
+                d.why
+            ),
+        }
     }
 
     /// SIGKILL: no clean shutdown, no flush.

@@ -15,6 +15,7 @@ mod replication;
 use super::hosted::Hosted;
 use super::outbox::Outbox;
 use crate::storage::PartitionDir;
+use crate::trace::Tracer;
 use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
@@ -101,6 +102,8 @@ pub struct Host {
     flush_due: BTreeSet<PartitionId>,
     /// Assert the core's invariants after every step (see [`checks_invariants`]).
     check_invariants: bool,
+    /// Where every step is recorded, when tracing.
+    tracer: Option<Tracer>,
 }
 
 /// Debug builds assert the core's per-replica invariants after every step; so does a release
@@ -118,10 +121,11 @@ impl Host {
         dir: PathBuf,
         outbox: Outbox,
         commits: Arc<Notify>,
+        mut tracer: Option<Tracer>,
     ) -> Result<Host, String> {
         let mut partitions = BTreeMap::new();
         for id in PartitionDir::existing(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-            let hosted = Hosted::open(&dir, me, id).map_err(|e| e.to_string())?;
+            let hosted = Hosted::open(&dir, me, id, tracer.as_mut()).map_err(|e| e.to_string())?;
             info!(partition = %id, leo = %hosted.replica.log_end_offset(),
                 hw = %hosted.replica.high_watermark(), "recovered");
             partitions.insert(id, hosted);
@@ -139,6 +143,7 @@ impl Host {
             storage_failure: None,
             flush_due: BTreeSet::new(),
             check_invariants: checks_invariants(),
+            tracer,
         })
     }
 
@@ -248,10 +253,21 @@ impl Host {
     /// Steps one replica with `input` at the host's time and carries out the effects.
     fn step(&mut self, partition: PartitionId, input: ReplicaInput<Bytes>) {
         let (cfg, now) = (self.cfg, self.now);
-        let Ok(h) = self.hosted(partition) else {
+        let Some(h) = self
+            .partitions
+            .get_mut(&partition)
+            .filter(|h| h.failed.is_none())
+        else {
             return;
         };
-        let effects = h.replica.step(&cfg, now, input);
+        let effects = match self.tracer.as_mut() {
+            Some(tracer) => {
+                let effects = h.replica.step(&cfg, now, input.clone());
+                tracer.replica(partition, now, &input, &effects);
+                effects
+            }
+            None => h.replica.step(&cfg, now, input),
+        };
         self.execute(partition, effects);
         self.check(partition);
     }
@@ -389,6 +405,7 @@ mod tests {
             dir.to_path_buf(),
             Outbox::default(),
             Arc::new(Notify::new()),
+            None,
         )
         .expect("open");
         let order = LeaderAndIsr {

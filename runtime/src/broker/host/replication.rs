@@ -21,7 +21,7 @@ impl Host {
         match &message {
             // The controller's order is how a broker comes to host a partition.
             Message::LeaderAndIsr(_) if !self.partitions.contains_key(&partition) => {
-                match Hosted::open(&self.dir, self.me, partition) {
+                match Hosted::open(&self.dir, self.me, partition, self.tracer.as_mut()) {
                     Ok(hosted) => {
                         self.partitions.insert(partition, hosted);
                     }

@@ -1,0 +1,150 @@
+//! Recording a process's trace: every input its core was stepped with and the effects that came
+//! back, as JSON lines ([`isr::trace::Event`]), for `isr-check replay`.
+//!
+//! On with `--trace FILE`, or with the environment variable [`ENV`] naming a directory, where
+//! each process writes `<role>-<id>-<pid>.jsonl` (so a test traces every process it starts,
+//! restarts included). Each line is written with one `write` before the step's effects are
+//! carried out, so a process killed at any moment leaves every message it sent in its trace;
+//! the cost is one system call per step, paid only when tracing.
+
+use crate::storage::{batch, DiskLog};
+use bytes::Bytes;
+use isr::trace::{records, Digest, Event};
+use isr::{
+    Config, Controller, ControllerInput, Effects, Entry, Log, Node, Offset, PartitionId,
+    ReplicaInput, Tick,
+};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tracing::warn;
+
+/// The environment variable naming a directory every process writes its trace into.
+pub const ENV: &str = "ISR_TRACE";
+
+/// A record as the trace keeps it.
+pub fn digest(record: &Bytes) -> Digest {
+    Digest {
+        width: batch::width(record),
+        size: record.len() as u64,
+        checksum: batch::crc(record),
+    }
+}
+
+/// One process's trace file.
+pub struct Tracer {
+    file: File,
+    path: PathBuf,
+}
+
+impl Tracer {
+    /// The trace `node` writes: to `file` if given, else into the [`ENV`] directory if set;
+    /// `None` when tracing is off. Starts with the process line.
+    pub fn start(
+        file: Option<&Path>,
+        node: Node,
+        config: Config,
+    ) -> Result<Option<Tracer>, String> {
+        let path = match (file, std::env::var_os(ENV)) {
+            (Some(file), _) => file.to_path_buf(),
+            (None, Some(dir)) => {
+                let name = match node {
+                    Node::Broker(b) => format!("broker-{}-{}.jsonl", b.0, std::process::id()),
+                    Node::Controller => format!("controller-{}.jsonl", std::process::id()),
+                };
+                PathBuf::from(dir).join(name)
+            }
+            (None, None) => return Ok(None),
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("cannot write the trace {}: {e}", path.display()))?;
+        let started = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let mut tracer = Tracer { file, path };
+        tracer.write(&Event::Process {
+            node,
+            config,
+            started,
+        });
+        Ok(Some(tracer))
+    }
+
+    /// A replica recovered `log` with HW checkpoint `hw`.
+    pub fn open(&mut self, partition: PartitionId, hw: Offset, log: &DiskLog) {
+        let entries = log
+            .read(log.log_start_offset(), log.log_end_offset(), usize::MAX)
+            .iter()
+            .map(|e| Entry {
+                epoch: e.epoch,
+                record: digest(&e.record),
+            })
+            .collect();
+        self.write(&Event::Open {
+            partition,
+            hw_checkpoint: hw,
+            entries,
+        });
+    }
+
+    pub fn replica(
+        &mut self,
+        partition: PartitionId,
+        now: Tick,
+        input: &ReplicaInput<Bytes>,
+        effects: &Effects<Bytes>,
+    ) {
+        self.write(&Event::Replica {
+            partition,
+            now,
+            input: records::replica_input(input, &digest),
+            effects: effects
+                .iter()
+                .map(|e| records::effect(e, &digest))
+                .collect(),
+        });
+    }
+
+    pub fn controller(
+        &mut self,
+        now: Tick,
+        input: &ControllerInput<Bytes>,
+        effects: &Effects<Bytes>,
+    ) {
+        self.write(&Event::Controller {
+            now,
+            input: records::controller_input(input, &digest),
+            effects: effects
+                .iter()
+                .map(|e| records::effect(e, &digest))
+                .collect(),
+        });
+    }
+
+    pub fn controller_state(&mut self, state: &Controller, effects: &Effects<Bytes>) {
+        self.write(&Event::ControllerState {
+            state: state.clone(),
+            effects: effects
+                .iter()
+                .map(|e| records::effect(e, &digest))
+                .collect(),
+        });
+    }
+
+    /// One line, in one write. A failed write is logged and the process goes on: a trace is a
+    /// test's aid, not the protocol's.
+    fn write(&mut self, event: &Event) {
+        let mut line = match serde_json::to_vec(event) {
+            Ok(line) => line,
+            Err(e) => return warn!(error = %e, "cannot encode a trace event"),
+        };
+        line.push(b'\n');
+        if let Err(e) = self.file.write_all(&line) {
+            warn!(path = %self.path.display(), error = %e, "cannot write the trace");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Records as traces keep them, and a log of them to replay on.
+
+use crate::log::{Entry, Log};
+use crate::types::Offset;
+use serde::{Deserialize, Serialize};
+
+/// A record reduced to what the protocol sees of it — how many offsets it spans and how many
+/// bytes it takes — and a checksum of its content, so that a replay can tell one record from
+/// another without storing it. A driver computes it (the runtime takes a Kafka batch's CRC,
+/// which stamping the offset and leader epoch leaves unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Digest {
+    pub width: u64,
+    pub size: u64,
+    pub checksum: u32,
+}
+
+/// A log of [`Digest`]s that answers every [`Log`] method as a log of the records they stand
+/// for would: entries span [`Digest::width`] offsets, and an entry holds every offset it spans.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DigestLog {
+    /// (base offset, entry), in offset order, without gaps.
+    entries: Vec<(u64, Entry<Digest>)>,
+    flushed: Offset,
+}
+
+impl DigestLog {
+    /// A log holding `entries` from offset 0, all durable: what a replica recovered.
+    pub fn recovered(entries: &[Entry<Digest>]) -> DigestLog {
+        let mut log = DigestLog::default();
+        log.append(entries);
+        log.flush();
+        log
+    }
+
+    /// Every entry, oldest first.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry<Digest>> {
+        self.entries.iter().map(|(_, e)| e)
+    }
+
+    /// The first offset of the entry holding `offset`.
+    pub fn base_of(&self, offset: Offset) -> Option<Offset> {
+        self.find(offset).map(|i| Offset(self.entries[i].0))
+    }
+
+    /// The position of the entry holding `offset`.
+    fn find(&self, offset: Offset) -> Option<usize> {
+        let i = self
+            .entries
+            .partition_point(|(base, e)| base + e.record.width <= offset.0);
+        (i < self.entries.len() && self.entries[i].0 <= offset.0).then_some(i)
+    }
+}
+
+impl Log for DigestLog {
+    type Record = Digest;
+
+    fn log_start_offset(&self) -> Offset {
+        Offset(0)
+    }
+
+    fn log_end_offset(&self) -> Offset {
+        Offset(
+            self.entries
+                .last()
+                .map_or(0, |(base, e)| base + e.record.width),
+        )
+    }
+
+    fn flushed_offset(&self) -> Offset {
+        self.flushed
+    }
+
+    fn entry(&self, offset: Offset) -> Option<Entry<Digest>> {
+        self.find(offset).map(|i| self.entries[i].1.clone())
+    }
+
+    fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<Digest>> {
+        let Some(first) = self.find(from) else {
+            return Vec::new();
+        };
+        self.entries[first..]
+            .iter()
+            .take(max)
+            .take_while(|(base, _)| *base < until.0)
+            .map(|(_, e)| e.clone())
+            .collect()
+    }
+
+    fn append(&mut self, entries: &[Entry<Digest>]) {
+        for entry in entries {
+            let base = self.log_end_offset().0;
+            self.entries.push((base, entry.clone()));
+        }
+    }
+
+    fn truncate_to(&mut self, offset: Offset) {
+        let cut = self
+            .find(offset)
+            .unwrap_or_else(|| self.entries.partition_point(|(base, _)| *base < offset.0));
+        self.entries.truncate(cut);
+        self.flushed = self.flushed.min(self.log_end_offset());
+    }
+
+    fn flush(&mut self) {
+        self.flushed = self.log_end_offset();
+    }
+
+    fn lose_unflushed(&mut self) {
+        let keep = self
+            .entries
+            .partition_point(|(base, e)| base + e.record.width <= self.flushed.0);
+        self.entries.truncate(keep);
+    }
+
+    fn width(record: &Digest) -> u64 {
+        record.width
+    }
+
+    fn size(record: &Digest) -> usize {
+        usize::try_from(record.size).unwrap_or(usize::MAX)
+    }
+}

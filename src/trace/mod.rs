@@ -1,0 +1,103 @@
+//! Traces of the core's inputs and effects, and their replay: the check that what a real
+//! deployment did is a behaviour of the protocol the model checker explores.
+//!
+//! A driver that records a trace writes one [`Event`] per line: who it is ([`Event::Process`]),
+//! each replica it recovered from disk ([`Event::Open`]), every input it stepped a replica or
+//! the controller with, together with the effects that came back ([`Event::Replica`],
+//! [`Event::Controller`]), and the controller's state wherever it changed outside a step
+//! ([`Event::ControllerState`]: taking over, an admin operation). Records travel as
+//! [`Digest`]s. The runtime writes traces with `--trace FILE` or `ISR_TRACE=DIR`.
+//!
+//! [`Replayer`] merges the traces of every process of one run into one order consistent with
+//! causality, and re-executes it on the core ([`replay`]).
+
+mod digest;
+pub mod records;
+mod replay;
+
+pub use digest::{Digest, DigestLog};
+pub use replay::{replay, Accepted, Applied, Divergence, Replayer, Trace};
+
+use crate::config::Config;
+use crate::controller::{Controller, Input as ControllerInput};
+use crate::log::Entry;
+use crate::message::Effects;
+use crate::replica::Input as ReplicaInput;
+use crate::types::{Node, Offset, PartitionId, Tick};
+use serde::{Deserialize, Serialize};
+
+/// One line of a process's trace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    /// The first line: the node the process is, the configuration its core runs with, and when
+    /// it started (any clock, in nanoseconds: it orders the incarnations of one broker, each of
+    /// which starts on what the one before left on disk).
+    Process {
+        node: Node,
+        config: Config,
+        started: u64,
+    },
+    /// A replica recovered from disk: its log's entries and its high watermark checkpoint
+    /// (`Replica::recover`).
+    Open {
+        partition: PartitionId,
+        hw_checkpoint: Offset,
+        entries: Vec<Entry<Digest>>,
+    },
+    /// A replica stepped at `now` with `input`, and the effects it returned, in order.
+    Replica {
+        partition: PartitionId,
+        now: Tick,
+        input: ReplicaInput<Digest>,
+        effects: Effects<Digest>,
+    },
+    /// The controller stepped at `now` with `input` (and the step committed to its store),
+    /// and the effects it returned.
+    Controller {
+        now: Tick,
+        input: ControllerInput<Digest>,
+        effects: Effects<Digest>,
+    },
+    /// The controller's state as committed outside a step — on taking the role, and after an
+    /// administrative change (topics, partitions), which are not protocol — and what it sent.
+    ControllerState {
+        state: Controller,
+        effects: Effects<Digest>,
+    },
+}
+
+impl Event {
+    /// A short name for tables: the input's kind, or the event's.
+    pub fn label(&self) -> String {
+        match self {
+            Event::Process { node, .. } => format!("Process({node})"),
+            Event::Open {
+                partition, entries, ..
+            } => format!("Open({partition}, {} entries)", entries.len()),
+            Event::Replica { input, .. } => replica_input_label(input),
+            Event::Controller { input, .. } => match input {
+                ControllerInput::Message { from, message } => {
+                    format!("{}({from})", message.kind())
+                }
+                ControllerInput::Tick => "Tick".into(),
+                other => format!("{other:?}"),
+            },
+            Event::ControllerState { state, .. } => {
+                format!("ControllerState(epoch {})", state.epoch().0)
+            }
+        }
+    }
+}
+
+fn replica_input_label(input: &ReplicaInput<Digest>) -> String {
+    match input {
+        ReplicaInput::Message { from, message } => format!("{}({from})", message.kind()),
+        ReplicaInput::Write { id, records, acks } => {
+            format!("Write(#{id}, {} records, {acks:?})", records.len())
+        }
+        ReplicaInput::Retry { id, .. } => format!("Retry(#{id})"),
+        ReplicaInput::Read { id, from, .. } => format!("Read(#{id}, from {from})"),
+        ReplicaInput::Flushed(offset) => format!("Flushed({offset})"),
+        other => format!("{other:?}"),
+    }
+}

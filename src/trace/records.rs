@@ -1,0 +1,188 @@
+//! The core's inputs and effects with their records replaced (by [`super::Digest`]s, for a
+//! trace), everything else kept.
+
+use crate::controller::Input as ControllerInput;
+use crate::log::Entry;
+use crate::message::{Effect, Envelope, FetchResponse, FetchedRecords, Message, ReadAnswer};
+use crate::replica::Input as ReplicaInput;
+
+fn entries<R, S>(entries: &[Entry<R>], f: &impl Fn(&R) -> S) -> Vec<Entry<S>> {
+    entries
+        .iter()
+        .map(|e| Entry {
+            epoch: e.epoch,
+            record: f(&e.record),
+        })
+        .collect()
+}
+
+/// `message` with each record `r` replaced by `f(r)`.
+pub fn message<R, S>(message: &Message<R>, f: &impl Fn(&R) -> S) -> Message<S> {
+    match message {
+        Message::FetchResponse(r) => Message::FetchResponse(FetchResponse {
+            partition: r.partition,
+            leader_epoch: r.leader_epoch,
+            fetch_offset: r.fetch_offset,
+            result: r
+                .result
+                .as_ref()
+                .map_err(|e| *e)
+                .map(|fetched| FetchedRecords {
+                    entries: entries(&fetched.entries, f),
+                    high_watermark: fetched.high_watermark,
+                }),
+        }),
+        Message::Fetch(r) => Message::Fetch(r.clone()),
+        Message::OffsetForLeaderEpoch(r) => Message::OffsetForLeaderEpoch(r.clone()),
+        Message::OffsetForLeaderEpochResponse(r) => {
+            Message::OffsetForLeaderEpochResponse(r.clone())
+        }
+        Message::AlterPartition(r) => Message::AlterPartition(r.clone()),
+        Message::AlterPartitionResponse(r) => Message::AlterPartitionResponse(r.clone()),
+        Message::LeaderAndIsr(r) => Message::LeaderAndIsr(r.clone()),
+        Message::BrokerRegistration {
+            broker,
+            clean_shutdown,
+        } => Message::BrokerRegistration {
+            broker: *broker,
+            clean_shutdown: *clean_shutdown,
+        },
+        Message::BrokerHeartbeat { broker } => Message::BrokerHeartbeat { broker: *broker },
+    }
+}
+
+/// `effect` with each record `r` replaced by `f(r)`.
+pub fn effect<R, S>(effect: &Effect<R>, f: &impl Fn(&R) -> S) -> Effect<S> {
+    match effect {
+        Effect::Send(e) => Effect::Send(Envelope {
+            from: e.from,
+            to: e.to,
+            message: message(&e.message, f),
+        }),
+        Effect::Read {
+            partition,
+            id,
+            result,
+        } => Effect::Read {
+            partition: *partition,
+            id: *id,
+            result: result.as_ref().map_err(|e| *e).map(|a| ReadAnswer {
+                entries: entries(&a.entries, f),
+                high_watermark: a.high_watermark,
+                log_start_offset: a.log_start_offset,
+            }),
+        },
+        Effect::Acknowledge {
+            partition,
+            id,
+            base_offset,
+        } => Effect::Acknowledge {
+            partition: *partition,
+            id: *id,
+            base_offset: *base_offset,
+        },
+        Effect::FailWrite {
+            partition,
+            id,
+            error,
+        } => Effect::FailWrite {
+            partition: *partition,
+            id: *id,
+            error: *error,
+        },
+        Effect::Truncated {
+            partition,
+            from,
+            to,
+        } => Effect::Truncated {
+            partition: *partition,
+            from: *from,
+            to: *to,
+        },
+        Effect::HighWatermark { partition, offset } => Effect::HighWatermark {
+            partition: *partition,
+            offset: *offset,
+        },
+        Effect::Flush { partition, up_to } => Effect::Flush {
+            partition: *partition,
+            up_to: *up_to,
+        },
+        Effect::CheckpointHighWatermark { partition, offset } => Effect::CheckpointHighWatermark {
+            partition: *partition,
+            offset: *offset,
+        },
+        Effect::MustRegister { broker } => Effect::MustRegister { broker: *broker },
+    }
+}
+
+/// `input` with each record `r` replaced by `f(r)`.
+pub fn replica_input<R, S>(input: &ReplicaInput<R>, f: &impl Fn(&R) -> S) -> ReplicaInput<S> {
+    match input {
+        ReplicaInput::Message { from, message: m } => ReplicaInput::Message {
+            from: *from,
+            message: message(m, f),
+        },
+        ReplicaInput::Write { id, records, acks } => ReplicaInput::Write {
+            id: *id,
+            records: records.iter().map(f).collect(),
+            acks: *acks,
+        },
+        ReplicaInput::Retry {
+            id,
+            base_offset,
+            end_offset,
+            acks,
+        } => ReplicaInput::Retry {
+            id: *id,
+            base_offset: *base_offset,
+            end_offset: *end_offset,
+            acks: *acks,
+        },
+        ReplicaInput::Read {
+            id,
+            from,
+            max_entries,
+            max_bytes,
+        } => ReplicaInput::Read {
+            id: *id,
+            from: *from,
+            max_entries: *max_entries,
+            max_bytes: *max_bytes,
+        },
+        ReplicaInput::Tick => ReplicaInput::Tick,
+        ReplicaInput::Timeout(t) => ReplicaInput::Timeout(*t),
+        ReplicaInput::Flushed(o) => ReplicaInput::Flushed(*o),
+        ReplicaInput::Stop { clean } => ReplicaInput::Stop { clean: *clean },
+        ReplicaInput::Restart => ReplicaInput::Restart,
+    }
+}
+
+/// `input` with each record `r` replaced by `f(r)`.
+pub fn controller_input<R, S>(
+    input: &ControllerInput<R>,
+    f: &impl Fn(&R) -> S,
+) -> ControllerInput<S> {
+    match input {
+        ControllerInput::Message { from, message: m } => ControllerInput::Message {
+            from: *from,
+            message: message(m, f),
+        },
+        ControllerInput::Tick => ControllerInput::Tick,
+        ControllerInput::Expire(b) => ControllerInput::Expire(*b),
+        ControllerInput::Elect { partition, leader } => ControllerInput::Elect {
+            partition: *partition,
+            leader: *leader,
+        },
+        ControllerInput::Register {
+            broker,
+            clean_shutdown,
+            elects,
+        } => ControllerInput::Register {
+            broker: *broker,
+            clean_shutdown: *clean_shutdown,
+            elects: *elects,
+        },
+        ControllerInput::ControlledShutdown(b) => ControllerInput::ControlledShutdown(*b),
+        ControllerInput::SessionOpened(b) => ControllerInput::SessionOpened(*b),
+    }
+}

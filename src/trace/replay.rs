@@ -1,0 +1,632 @@
+//! The replay: the traces of one run merged into an order consistent with causality, and each
+//! step re-executed on the core, which must return the recorded effects, with every property
+//! holding after every step.
+//!
+//! **The merge.** Each process's steps keep their order. A step that receives a message may
+//! come only after a step, in any trace, that sent that message and whose message no earlier
+//! receive took (messages are matched by sender, receiver and content; identical messages are
+//! interchangeable). Every other step — a tick, a producer's write, a flush, a registration or
+//! heartbeat, which the runtime sends outside the core — may come at any time. A broker's
+//! incarnations (ordered by their start) follow each other: one starts on what the one before
+//! left on disk, after it stopped. A step that can never come, because the message it receives
+//! was never sent or was received already, is the divergence. Since taking a step that may come
+//! never stops another from coming, the merge is greedy: each process runs until it waits for a
+//! message, and then the next one does.
+//!
+//! **The check.** This is the model's semantics: a delivery is enabled when the message is in
+//! flight, and a node's step is a transition of the core from its current state. On top of the
+//! recorded effects matching, every property of [`crate::invariants`] is checked on the
+//! partition a step touched, over the replicas of each broker's current incarnation and the
+//! controller with the highest epoch, with a history of what was committed, acknowledged to an
+//! acks=all producer, and read.
+
+use super::{Digest, DigestLog, Event};
+use crate::config::Config;
+use crate::controller::{Controller, Input as ControllerInput};
+use crate::invariants::{self, ClusterView, History, Property};
+use crate::log::{Entry, Log};
+use crate::message::{Effect, Effects, Message};
+use crate::replica::{Input as ReplicaInput, Replica};
+use crate::types::{Acks, BrokerId, Node, Offset, PartitionId};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// One process's trace: a name to cite it by (its file) and its events, in order.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub name: String,
+    pub events: Vec<Event>,
+}
+
+impl Trace {
+    /// A trace from its text, one event per line (blank lines skipped), each parsed by `parse`
+    /// (`serde_json::from_str` for the JSON lines the runtime writes; the core parses nothing
+    /// itself). The first line that does not parse is the error, with its number.
+    pub fn parse<E: std::fmt::Display>(
+        name: impl Into<String>,
+        text: &str,
+        parse: impl Fn(&str) -> Result<Event, E>,
+    ) -> Result<Trace, String> {
+        let name = name.into();
+        let mut events = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let event = parse(line)
+                .map_err(|e| format!("{name} line {}: not a trace event: {e}", i + 1))?;
+            events.push(event);
+        }
+        Ok(Trace { name, events })
+    }
+}
+
+/// A replay that went through: how many steps, over how many traces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Accepted {
+    pub steps: usize,
+    pub traces: usize,
+}
+
+/// The first step that is not a behaviour of the protocol.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Divergence {
+    /// Which trace and event (0-based) diverged, if one event is to blame.
+    pub at: Option<(usize, usize)>,
+    /// Steps accepted before it.
+    pub steps: usize,
+    pub why: String,
+}
+
+/// A step taken: which trace and event, and the partition it was about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    pub trace: usize,
+    pub event: usize,
+    pub partition: Option<PartitionId>,
+}
+
+/// What a write asked for, kept until it is answered: its acks, and the offsets it spans
+/// (known for a retry; for a write, its records' total width).
+#[derive(Clone, Copy, Debug)]
+struct Write {
+    acks: Acks,
+    width: u64,
+}
+
+struct Process {
+    node: Node,
+    config: Config,
+    started: u64,
+    /// The next event to take.
+    next: usize,
+    replicas: BTreeMap<PartitionId, Replica<DigestLog>>,
+    controller: Option<Controller>,
+    writes: BTreeMap<(PartitionId, u64), Write>,
+    reads: BTreeMap<(PartitionId, u64), Offset>,
+}
+
+/// The replay in progress. [`Replayer::step`] takes one step at a time, so that a caller can
+/// show the state around a divergence; [`replay`] runs it to the end.
+pub struct Replayer<'t> {
+    traces: &'t [Trace],
+    processes: Vec<Process>,
+    /// Messages sent and not yet received, by (sender, receiver), oldest first.
+    in_flight: BTreeMap<(Node, Node), Vec<Message<Digest>>>,
+    /// Each broker's current incarnation: the latest process of it that has started.
+    current: BTreeMap<BrokerId, usize>,
+    histories: BTreeMap<PartitionId, History<Digest>>,
+    /// Per (process, partition): the high watermark up to which its leader's log was recorded
+    /// as committed.
+    observed_hw: BTreeMap<(usize, PartitionId), Offset>,
+    /// The process whose turn it is.
+    turn: usize,
+    steps: usize,
+}
+
+/// Replays `traces` to the end.
+pub fn replay(traces: &[Trace]) -> Result<Accepted, Divergence> {
+    let mut replayer = Replayer::new(traces)?;
+    while replayer.step()?.is_some() {}
+    Ok(Accepted {
+        steps: replayer.steps,
+        traces: traces.len(),
+    })
+}
+
+impl<'t> Replayer<'t> {
+    /// Reads each trace's first line, which must say which process wrote it.
+    pub fn new(traces: &'t [Trace]) -> Result<Replayer<'t>, Divergence> {
+        let mut processes = Vec::new();
+        for (i, trace) in traces.iter().enumerate() {
+            match trace.events.first() {
+                Some(Event::Process {
+                    node,
+                    config,
+                    started,
+                }) => processes.push(Process {
+                    node: *node,
+                    config: *config,
+                    started: *started,
+                    next: 1,
+                    replicas: BTreeMap::new(),
+                    controller: None,
+                    writes: BTreeMap::new(),
+                    reads: BTreeMap::new(),
+                }),
+                _ => {
+                    return Err(Divergence {
+                        at: Some((i, 0)),
+                        steps: 0,
+                        why: format!(
+                            "{}: the first line must say which process wrote it",
+                            trace.name
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(Replayer {
+            traces,
+            processes,
+            in_flight: BTreeMap::new(),
+            current: BTreeMap::new(),
+            histories: BTreeMap::new(),
+            observed_hw: BTreeMap::new(),
+            turn: 0,
+            steps: 0,
+        })
+    }
+
+    /// Steps accepted so far.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// The next step in a causal order: `None` once every trace is replayed.
+    pub fn step(&mut self) -> Result<Option<Applied>, Divergence> {
+        let n = self.processes.len();
+        for k in 0..n {
+            let p = (self.turn + k) % n;
+            if self.ready(p) {
+                self.turn = p;
+                let event = self.processes[p].next;
+                let partition = self.apply(p)?;
+                self.processes[p].next += 1;
+                self.steps += 1;
+                return Ok(Some(Applied {
+                    trace: p,
+                    event,
+                    partition,
+                }));
+            }
+        }
+        match (0..n).find(|&p| !self.exhausted(p)) {
+            None => Ok(None),
+            Some(_) => Err(self.blocked()),
+        }
+    }
+
+    /// The replicas of `partition` on each broker's current incarnation.
+    pub fn replicas(&self, partition: PartitionId) -> Vec<&Replica<DigestLog>> {
+        self.current
+            .values()
+            .filter_map(|&p| self.processes[p].replicas.get(&partition))
+            .collect()
+    }
+
+    /// The controller with the highest epoch, if one has taken office.
+    pub fn controller(&self) -> Option<&Controller> {
+        self.processes
+            .iter()
+            .filter_map(|p| p.controller.as_ref())
+            .max_by_key(|c| c.epoch())
+    }
+
+    /// What was committed, acknowledged and read in `partition`.
+    pub fn history(&self, partition: PartitionId) -> Option<&History<Digest>> {
+        self.histories.get(&partition)
+    }
+
+    fn exhausted(&self, p: usize) -> bool {
+        self.processes[p].next >= self.traces[p].events.len()
+    }
+
+    /// Whether process `p`'s next event may come now.
+    fn ready(&self, p: usize) -> bool {
+        if self.exhausted(p) || !self.may_start(p) {
+            return false;
+        }
+        let me = self.processes[p].node;
+        match &self.traces[p].events[self.processes[p].next] {
+            Event::Replica {
+                input: ReplicaInput::Message { from, message },
+                ..
+            } => self.sent(*from, me, message),
+            Event::Controller {
+                input: ControllerInput::Message { from, message },
+                ..
+            } => from_outside_the_core(message) || self.sent(*from, me, message),
+            _ => true,
+        }
+    }
+
+    /// A broker's incarnation starts once every earlier one has stopped.
+    fn may_start(&self, p: usize) -> bool {
+        let me = &self.processes[p];
+        me.next > 1
+            || !matches!(me.node, Node::Broker(_))
+            || self.processes.iter().enumerate().all(|(q, other)| {
+                q == p || other.node != me.node || other.started > me.started || self.exhausted(q)
+            })
+    }
+
+    fn sent(&self, from: Node, to: Node, message: &Message<Digest>) -> bool {
+        self.in_flight
+            .get(&(from, to))
+            .is_some_and(|m| m.contains(message))
+    }
+
+    fn receive(&mut self, from: Node, to: Node, message: &Message<Digest>) {
+        if let Some(queue) = self.in_flight.get_mut(&(from, to)) {
+            if let Some(i) = queue.iter().position(|m| m == message) {
+                queue.remove(i);
+            }
+        }
+    }
+
+    /// Why no process can go on: the first that waits for a message never sent.
+    fn blocked(&self) -> Divergence {
+        let p = (0..self.processes.len())
+            .find(|&p| !self.exhausted(p) && self.may_start(p))
+            .unwrap_or(0);
+        let event = self.processes[p].next;
+        let why = match self.traces[p].events.get(event) {
+            Some(Event::Replica {
+                input: ReplicaInput::Message { from, message },
+                ..
+            })
+            | Some(Event::Controller {
+                input: ControllerInput::Message { from, message },
+                ..
+            }) => format!(
+                "{} receives {} from {from}, which no trace sent, or another step received already",
+                self.processes[p].node,
+                message.kind()
+            ),
+            _ => "no trace can go on".into(),
+        };
+        self.diverged(p, event, why)
+    }
+
+    fn diverged(&self, p: usize, event: usize, why: String) -> Divergence {
+        Divergence {
+            at: Some((p, event)),
+            steps: self.steps,
+            why: format!("{} line {}: {why}", self.traces[p].name, event + 1),
+        }
+    }
+
+    /// Takes process `p`'s next event; the partition it touched.
+    fn apply(&mut self, p: usize) -> Result<Option<PartitionId>, Divergence> {
+        let traces = self.traces;
+        let event = self.processes[p].next;
+        if self.processes[p].next == 1 {
+            if let Node::Broker(b) = self.processes[p].node {
+                self.current.insert(b, p);
+            }
+        }
+        match &traces[p].events[event] {
+            Event::Process { .. } => Err(self.diverged(p, event, "a second Process line".into())),
+            Event::Open {
+                partition,
+                hw_checkpoint,
+                entries,
+            } => {
+                self.open(p, event, *partition, *hw_checkpoint, entries)?;
+                Ok(Some(*partition))
+            }
+            Event::Replica {
+                partition,
+                now,
+                input,
+                effects,
+            } => {
+                self.replica_step(p, event, *partition, *now, input, effects)?;
+                self.check(p, event, *partition)?;
+                Ok(Some(*partition))
+            }
+            Event::Controller {
+                now,
+                input,
+                effects,
+            } => {
+                let me = self.processes[p].node;
+                let cfg = self.processes[p].config;
+                let Some(controller) = self.processes[p].controller.as_mut() else {
+                    return Err(self.diverged(
+                        p,
+                        event,
+                        "a controller step before it took office".into(),
+                    ));
+                };
+                let got = controller.step(&cfg, *now, input.clone());
+                if let ControllerInput::Message { from, message } = input {
+                    self.receive(*from, me, message);
+                }
+                self.compare(p, event, &got, effects)?;
+                self.send(&got);
+                let partitions: Vec<PartitionId> = self.histories.keys().copied().collect();
+                for partition in partitions {
+                    self.check(p, event, partition)?;
+                }
+                Ok(None)
+            }
+            Event::ControllerState { state, effects } => {
+                self.processes[p].controller = Some(state.clone());
+                self.send(effects);
+                Ok(None)
+            }
+        }
+    }
+
+    fn open(
+        &mut self,
+        p: usize,
+        event: usize,
+        partition: PartitionId,
+        hw_checkpoint: Offset,
+        entries: &[Entry<Digest>],
+    ) -> Result<(), Divergence> {
+        let Node::Broker(me) = self.processes[p].node else {
+            return Err(self.diverged(p, event, "a controller opened a replica".into()));
+        };
+        if self.processes[p].replicas.contains_key(&partition) {
+            return Err(self.diverged(p, event, format!("{partition} opened twice")));
+        }
+        // What the disk gave back is a prefix of what the incarnation before held.
+        let before = self
+            .processes
+            .iter()
+            .enumerate()
+            .filter(|(q, other)| {
+                *q != p
+                    && other.node == Node::Broker(me)
+                    && other.started < self.processes[p].started
+            })
+            .max_by_key(|(_, other)| other.started)
+            .and_then(|(_, other)| other.replicas.get(&partition));
+        if let Some(before) = before {
+            let held: Vec<&Entry<Digest>> = before.log().entries().collect();
+            let prefix =
+                entries.len() <= held.len() && entries.iter().zip(&held).all(|(a, b)| a == *b);
+            if !prefix {
+                return Err(self.diverged(
+                    p,
+                    event,
+                    format!(
+                        "{me} recovered {} entries of {partition} that are not a prefix of the {} it held before it stopped",
+                        entries.len(),
+                        held.len()
+                    ),
+                ));
+            }
+        }
+        let log = DigestLog::recovered(entries);
+        self.processes[p].replicas.insert(
+            partition,
+            Replica::recover(me, partition, log, hw_checkpoint),
+        );
+        self.histories.entry(partition).or_default();
+        Ok(())
+    }
+
+    fn replica_step(
+        &mut self,
+        p: usize,
+        event: usize,
+        partition: PartitionId,
+        now: crate::types::Tick,
+        input: &ReplicaInput<Digest>,
+        effects: &Effects<Digest>,
+    ) -> Result<(), Divergence> {
+        let me = self.processes[p].node;
+        let cfg = self.processes[p].config;
+        let Some(replica) = self.processes[p].replicas.get_mut(&partition) else {
+            return Err(self.diverged(
+                p,
+                event,
+                format!("a step of {partition} before it was opened"),
+            ));
+        };
+        // What the driver did to the log before stepping: a flush before telling it, and
+        // before a clean stop.
+        match input {
+            ReplicaInput::Flushed(offset) => {
+                replica.log_mut().flush();
+                let flushed = replica.log().flushed_offset();
+                if *offset != flushed {
+                    return Err(self.diverged(
+                        p,
+                        event,
+                        format!("flushed to {offset}, but the replayed log ends at {flushed}"),
+                    ));
+                }
+            }
+            ReplicaInput::Stop { clean: true } => replica.log_mut().flush(),
+            _ => {}
+        }
+        let before = matches!(
+            input,
+            ReplicaInput::Message {
+                message: Message::OffsetForLeaderEpochResponse(_),
+                ..
+            }
+        )
+        .then(|| replica.clone());
+        let got = replica.step(&cfg, now, input.clone());
+        if let (
+            Some(before),
+            ReplicaInput::Message {
+                from: Node::Broker(from),
+                message: Message::OffsetForLeaderEpochResponse(answer),
+            },
+        ) = (&before, input)
+        {
+            if !invariants::round_progressed(before, *from, answer, replica) {
+                let why = format!("ReconciliationProgresses: {me} acted on an OffsetForLeaderEpoch answer and asks about the same epoch again");
+                return Err(self.diverged(p, event, why));
+            }
+        }
+        let process = &mut self.processes[p];
+        match input {
+            ReplicaInput::Write { id, records, acks } => {
+                let width = records.iter().map(|r| r.width).sum();
+                process
+                    .writes
+                    .insert((partition, *id), Write { acks: *acks, width });
+            }
+            ReplicaInput::Retry {
+                id,
+                base_offset,
+                end_offset,
+                acks,
+            } => {
+                let width = end_offset.0.saturating_sub(base_offset.0);
+                process
+                    .writes
+                    .insert((partition, *id), Write { acks: *acks, width });
+            }
+            ReplicaInput::Read { id, from, .. } => {
+                process.reads.insert((partition, *id), *from);
+            }
+            ReplicaInput::Message { from, message } => self.receive(*from, me, message),
+            _ => {}
+        }
+        self.compare(p, event, &got, effects)?;
+        self.send(&got);
+        self.observe(p, partition, &got);
+        Ok(())
+    }
+
+    fn compare(
+        &self,
+        p: usize,
+        event: usize,
+        got: &Effects<Digest>,
+        recorded: &Effects<Digest>,
+    ) -> Result<(), Divergence> {
+        if got == recorded {
+            return Ok(());
+        }
+        let mut why = "the core's effects differ from the recorded ones".to_string();
+        let _ = write!(why, "\n  replayed: {got:?}\n  recorded: {recorded:?}");
+        Err(self.diverged(p, event, why))
+    }
+
+    fn send(&mut self, effects: &Effects<Digest>) {
+        for effect in effects {
+            if let Effect::Send(envelope) = effect {
+                self.in_flight
+                    .entry((envelope.from, envelope.to))
+                    .or_default()
+                    .push(envelope.message.clone());
+            }
+        }
+    }
+
+    /// Adds to the history what the step committed, acknowledged and handed a consumer.
+    fn observe(&mut self, p: usize, partition: PartitionId, effects: &Effects<Digest>) {
+        let process = &mut self.processes[p];
+        let Some(replica) = process.replicas.get(&partition) else {
+            return;
+        };
+        let history = self.histories.entry(partition).or_default();
+        let span = |from: Offset, until: Offset| {
+            let mut out = Vec::new();
+            let mut o = from;
+            while o < until {
+                let Some(e) = replica.entry(o) else { break };
+                let width = e.record.width.max(1);
+                out.push((o, e));
+                o = Offset(o.0 + width);
+            }
+            out
+        };
+        if replica.is_leader() {
+            let seen = self.observed_hw.entry((p, partition)).or_default();
+            if replica.high_watermark() > *seen {
+                history
+                    .committed
+                    .extend(span(*seen, replica.high_watermark()));
+                *seen = replica.high_watermark();
+            }
+        }
+        for effect in effects {
+            match effect {
+                Effect::Acknowledge {
+                    id, base_offset, ..
+                } => {
+                    if let Some(w) = process.writes.remove(&(partition, *id)) {
+                        if w.acks == Acks::All {
+                            let until = Offset(base_offset.0 + w.width);
+                            history.acknowledged.extend(span(*base_offset, until));
+                        }
+                    }
+                }
+                Effect::FailWrite { id, .. } => {
+                    process.writes.remove(&(partition, *id));
+                }
+                Effect::Read { id, result, .. } => {
+                    let from = process.reads.remove(&(partition, *id));
+                    if let (Some(from), Ok(answer)) = (from, result) {
+                        let first = replica.log().base_of(from).unwrap_or(from);
+                        let until = answer
+                            .entries
+                            .iter()
+                            .fold(first, |o, e| Offset(o.0 + e.record.width));
+                        history.consumed.extend(span(first, until));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Every property on `partition` after a step of process `p`.
+    fn check(&self, p: usize, event: usize, partition: PartitionId) -> Result<(), Divergence> {
+        if let Some(r) = self.processes[p].replicas.get(&partition) {
+            if let Err(v) = r.check_local() {
+                return Err(self.diverged(p, event, v.to_string()));
+            }
+        }
+        let (Some(controller), Some(history)) = (self.controller(), self.histories.get(&partition))
+        else {
+            return Ok(());
+        };
+        let flush = self.processes[p].config.rules.flush;
+        let view = ClusterView {
+            partition,
+            controller,
+            replicas: self.replicas(partition),
+            history,
+            flush,
+            stalled_reconciliation: None,
+        };
+        for property in Property::ALL {
+            if let Err(v) = property.check(&view) {
+                return Err(self.diverged(p, event, v.to_string()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Messages a broker's runtime sends the controller itself, not through its replicas' effects:
+/// its registration and its heartbeats. They may arrive at any time.
+fn from_outside_the_core(message: &Message<Digest>) -> bool {
+    matches!(
+        message,
+        Message::BrokerRegistration { .. } | Message::BrokerHeartbeat { .. }
+    )
+}
