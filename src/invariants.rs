@@ -245,9 +245,20 @@ where
     }
 }
 
-/// The first offset below `hw` where two replicas differ.
+/// The first offset below `hw` where two replicas differ. Walks entry by entry: where both
+/// hold the same entry, they hold it over the same offsets, so the next offset to compare is
+/// the next entry's (a record batch spans many offsets in the runtime's logs).
 fn first_difference<L: Log>(a: &Replica<L>, b: &Replica<L>, hw: Offset) -> Option<Offset> {
-    (0..hw.0).map(Offset).find(|&o| a.entry(o) != b.entry(o))
+    let mut o = Offset(0);
+    while o < hw {
+        let here = a.entry(o);
+        if here != b.entry(o) {
+            return Some(o);
+        }
+        let width = here.map_or(1, |e| L::width(&e.record)).max(1);
+        o = Offset(o.0 + width);
+    }
+    None
 }
 
 /// Checks every leader's committed prefix against the running members of an ISR.

@@ -15,10 +15,12 @@
 //!
 //! **The check.** This is the model's semantics: a delivery is enabled when the message is in
 //! flight, and a node's step is a transition of the core from its current state. On top of the
-//! recorded effects matching, every property of [`crate::invariants`] is checked on the
-//! partition a step touched, over the replicas of each broker's current incarnation and the
-//! controller with the highest epoch, with a history of what was committed, acknowledged to an
-//! acks=all producer, and read.
+//! recorded effects matching, every property of [`crate::invariants`] and every replica's local
+//! invariants are checked on the partition a step touched — after each step that can reshape
+//! it (a change of role, epoch or ISR, a truncation, a stop) and otherwise after every
+//! [`CHECK_EVERY`] steps, and at the end — over the replicas of each broker's current
+//! incarnation and the controller with the highest epoch, with a history of what was committed,
+//! acknowledged to an acks=all producer, and read.
 
 use super::{Digest, DigestLog, Event};
 use crate::config::Config;
@@ -119,6 +121,8 @@ pub struct Replayer<'t> {
     /// Per (process, partition): the high watermark up to which its leader's log was recorded
     /// as committed.
     observed_hw: BTreeMap<(usize, PartitionId), Offset>,
+    /// Steps of each partition since its properties were last checked.
+    unchecked: BTreeMap<PartitionId, usize>,
     /// The process whose turn it is.
     turn: usize,
     steps: usize,
@@ -173,6 +177,7 @@ impl<'t> Replayer<'t> {
             current: BTreeMap::new(),
             histories: BTreeMap::new(),
             observed_hw: BTreeMap::new(),
+            unchecked: BTreeMap::new(),
             turn: 0,
             steps: 0,
         })
@@ -202,7 +207,26 @@ impl<'t> Replayer<'t> {
             }
         }
         match (0..n).find(|&p| !self.exhausted(p)) {
-            None => Ok(None),
+            None => {
+                // The end state, on every partition not checked since its last step.
+                let due: Vec<PartitionId> = self
+                    .unchecked
+                    .iter()
+                    .filter(|(_, &n)| n > 0)
+                    .map(|(&partition, _)| partition)
+                    .collect();
+                for partition in due {
+                    self.unchecked.insert(partition, 0);
+                    if let Err(why) = self.properties(partition) {
+                        return Err(Divergence {
+                            at: None,
+                            steps: self.steps,
+                            why: format!("at the end of the run: {why}"),
+                        });
+                    }
+                }
+                Ok(None)
+            }
             Some(_) => Err(self.blocked()),
         }
     }
@@ -275,28 +299,75 @@ impl<'t> Replayer<'t> {
         }
     }
 
-    /// Why no process can go on: the first that waits for a message never sent.
+    /// Why no process can go on. A step that receives a message no trace ever sent is to
+    /// blame; otherwise every waiting step waits for a message that is sent only after it,
+    /// directly or through others (a receive recorded before its send): all of them are named.
     fn blocked(&self) -> Divergence {
-        let p = (0..self.processes.len())
-            .find(|&p| !self.exhausted(p) && self.may_start(p))
-            .unwrap_or(0);
-        let event = self.processes[p].next;
-        let why = match self.traces[p].events.get(event) {
-            Some(Event::Replica {
-                input: ReplicaInput::Message { from, message },
-                ..
+        let waiting: Vec<(usize, Node, Node, &Message<Digest>)> = (0..self.processes.len())
+            .filter(|&p| !self.exhausted(p) && self.may_start(p))
+            .filter_map(|p| {
+                let me = self.processes[p].node;
+                match &self.traces[p].events[self.processes[p].next] {
+                    Event::Replica {
+                        input: ReplicaInput::Message { from, message },
+                        ..
+                    }
+                    | Event::Controller {
+                        input: ControllerInput::Message { from, message },
+                        ..
+                    } => Some((p, *from, me, message)),
+                    _ => None,
+                }
             })
-            | Some(Event::Controller {
-                input: ControllerInput::Message { from, message },
-                ..
-            }) => format!(
-                "{} receives {} from {from}, which no trace sent, or another step received already",
-                self.processes[p].node,
+            .collect();
+        let never_sent = waiting
+            .iter()
+            .find(|(_, from, to, message)| !self.ever_sent(*from, *to, message));
+        if let Some((p, from, to, message)) = never_sent {
+            let why = format!(
+                "{to} receives {} from {from}, which no trace sent",
                 message.kind()
-            ),
-            _ => "no trace can go on".into(),
+            );
+            return self.diverged(*p, self.processes[*p].next, why);
+        }
+        let Some(&(first, ..)) = waiting.first() else {
+            return Divergence {
+                at: None,
+                steps: self.steps,
+                why: "no trace can go on".into(),
+            };
         };
-        self.diverged(p, event, why)
+        let mut why = "no causal order: each remaining step receives a message sent only after it"
+            .to_string();
+        for (p, from, to, message) in &waiting {
+            let _ = write!(
+                why,
+                "\n  {} line {}: {to} receives {} from {from}",
+                self.traces[*p].name,
+                self.processes[*p].next + 1,
+                message.kind()
+            );
+        }
+        Divergence {
+            at: Some((first, self.processes[first].next)),
+            steps: self.steps,
+            why,
+        }
+    }
+
+    /// Whether any trace sends `message` from `from` to `to`, at any point.
+    fn ever_sent(&self, from: Node, to: Node, message: &Message<Digest>) -> bool {
+        let sends = |effects: &Effects<Digest>| {
+            effects.iter().any(|e| {
+                matches!(e, Effect::Send(env) if env.from == from && env.to == to && env.message == *message)
+            })
+        };
+        self.traces.iter().flat_map(|t| &t.events).any(|e| match e {
+            Event::Replica { effects, .. }
+            | Event::Controller { effects, .. }
+            | Event::ControllerState { effects, .. } => sends(effects),
+            _ => false,
+        })
     }
 
     fn diverged(&self, p: usize, event: usize, why: String) -> Divergence {
@@ -333,7 +404,11 @@ impl<'t> Replayer<'t> {
                 effects,
             } => {
                 self.replica_step(p, event, *partition, *now, input, effects)?;
-                self.check(p, event, *partition)?;
+                let due = self.unchecked.entry(*partition).or_default();
+                *due += 1;
+                if reshapes(input, effects) || *due >= CHECK_EVERY {
+                    self.check(p, event, *partition)?;
+                }
                 Ok(Some(*partition))
             }
             Event::Controller {
@@ -356,9 +431,11 @@ impl<'t> Replayer<'t> {
                 }
                 self.compare(p, event, &got, effects)?;
                 self.send(&got);
-                let partitions: Vec<PartitionId> = self.histories.keys().copied().collect();
-                for partition in partitions {
-                    self.check(p, event, partition)?;
+                if !got.is_empty() {
+                    let partitions: Vec<PartitionId> = self.histories.keys().copied().collect();
+                    for partition in partitions {
+                        self.check(p, event, partition)?;
+                    }
                 }
                 Ok(None)
             }
@@ -594,32 +671,66 @@ impl<'t> Replayer<'t> {
     }
 
     /// Every property on `partition` after a step of process `p`.
-    fn check(&self, p: usize, event: usize, partition: PartitionId) -> Result<(), Divergence> {
-        if let Some(r) = self.processes[p].replicas.get(&partition) {
-            if let Err(v) = r.check_local() {
-                return Err(self.diverged(p, event, v.to_string()));
-            }
+    fn check(&mut self, p: usize, event: usize, partition: PartitionId) -> Result<(), Divergence> {
+        self.unchecked.insert(partition, 0);
+        self.properties(partition)
+            .map_err(|why| self.diverged(p, event, why))
+    }
+
+    /// Each replica's local invariants and every property of `partition` now.
+    fn properties(&self, partition: PartitionId) -> Result<(), String> {
+        let replicas = self.replicas(partition);
+        for r in &replicas {
+            r.check_local().map_err(|v| v.to_string())?;
         }
         let (Some(controller), Some(history)) = (self.controller(), self.histories.get(&partition))
         else {
             return Ok(());
         };
-        let flush = self.processes[p].config.rules.flush;
+        // Every process runs the same rules; the flush policy is the brokers'.
+        let flush = self
+            .processes
+            .iter()
+            .find(|p| matches!(p.node, Node::Broker(_)))
+            .map_or(crate::config::FlushPolicy::Always, |p| p.config.rules.flush);
         let view = ClusterView {
             partition,
             controller,
-            replicas: self.replicas(partition),
+            replicas,
             history,
             flush,
             stalled_reconciliation: None,
         };
         for property in Property::ALL {
-            if let Err(v) = property.check(&view) {
-                return Err(self.diverged(p, event, v.to_string()));
-            }
+            property.check(&view).map_err(|v| v.to_string())?;
         }
         Ok(())
     }
+}
+
+/// Properties are checked after every step that can reshape a partition ([`reshapes`]), and
+/// otherwise after every this many steps of a partition, and at the end: checking them
+/// compares the replicas' logs below the high watermark, which after every fetch of a long run
+/// would cost more than everything else.
+const CHECK_EVERY: usize = 16;
+
+/// Whether a replica step can change what the properties compare other than by replication
+/// moving forward: a change of role, epoch or ISR, a reconciliation answer, a truncation, a
+/// stop or restart.
+fn reshapes(input: &ReplicaInput<Digest>, effects: &Effects<Digest>) -> bool {
+    let message = match input {
+        ReplicaInput::Message { message, .. } => {
+            !matches!(message, Message::Fetch(_) | Message::FetchResponse(_))
+        }
+        ReplicaInput::Stop { .. } | ReplicaInput::Restart => true,
+        _ => false,
+    };
+    message
+        || effects.iter().any(|e| match e {
+            Effect::Truncated { .. } => true,
+            Effect::Send(env) => matches!(env.message, Message::AlterPartition(_)),
+            _ => false,
+        })
 }
 
 /// Messages a broker's runtime sends the controller itself, not through its replicas' effects:

@@ -249,6 +249,28 @@ impl TestCluster {
     /// ([`isr::trace::replay`], what `isr-check replay` does): the run must be a behaviour of
     /// the protocol, every property holding after every step. The number of steps replayed.
     pub fn stop_and_replay(&mut self) -> usize {
+        let traces = self.stop_and_read_traces();
+        let started = Instant::now();
+        match isr::trace::replay(&traces) {
+            Ok(accepted) => {
+                eprintln!(
+                    "replay: accepted {} steps of {} traces in {:?}",
+                    accepted.steps,
+                    accepted.traces,
+                    started.elapsed()
+                );
+                accepted.steps
+            }
+            Err(d) => panic!(
+                "the run is not a behaviour of the protocol (traces in {}): {}",
+                self.traces().display(),
+                d.why
+            ),
+        }
+    }
+
+    /// Stops every process (SIGKILL) and reads their traces, in file name order.
+    pub fn stop_and_read_traces(&mut self) -> Vec<isr::trace::Trace> {
         self.controllers.iter_mut().for_each(|c| *c = None);
         self.brokers.iter_mut().for_each(|b| *b = None);
         let mut files: Vec<PathBuf> = std::fs::read_dir(self.traces())
@@ -256,7 +278,15 @@ impl TestCluster {
             .map(|e| e.expect("trace").path())
             .collect();
         files.sort();
-        let traces: Vec<isr::trace::Trace> = files
+        // ISR_KEEP_TRACES=DIR keeps a copy, for `isr-check replay` by hand.
+        if let Some(keep) = std::env::var_os("ISR_KEEP_TRACES") {
+            let keep = PathBuf::from(keep);
+            let _ = std::fs::create_dir_all(&keep);
+            for f in &files {
+                let _ = std::fs::copy(f, keep.join(f.file_name().unwrap_or_default()));
+            }
+        }
+        files
             .iter()
             .map(|f| {
                 let text = std::fs::read_to_string(f).expect("trace file");
@@ -264,15 +294,7 @@ impl TestCluster {
                 isr::trace::Trace::parse(name, &text, |line| serde_json::from_str(line))
                     .expect("trace")
             })
-            .collect();
-        match isr::trace::replay(&traces) {
-            Ok(accepted) => accepted.steps,
-            Err(d) => panic!(
-                "the run is not a behaviour of the protocol (traces in {}): {}",
-                self.traces().display(),
-                d.why
-            ),
-        }
+            .collect()
     }
 
     /// SIGKILL: no clean shutdown, no flush.
