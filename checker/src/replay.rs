@@ -5,7 +5,7 @@
 
 use isr::trace::{Applied, Divergence, Event, Replayer, Trace};
 use isr::{Log, PartitionId, Role};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,10 +33,11 @@ pub fn cmd_replay(paths: &[PathBuf]) -> ExitCode {
     };
     // The last steps of each partition, rendered as they were taken.
     let mut recent: VecDeque<(Option<PartitionId>, String)> = VecDeque::new();
+    let mut tables = BTreeMap::new();
     loop {
         match replayer.step() {
             Ok(Some(applied)) => {
-                let shown = render(&replayer, &traces, replayer.steps(), &applied);
+                let shown = render(&replayer, &traces, &mut tables, &applied);
                 recent.push_back((applied.partition, shown));
                 if recent.len() > SHOWN * 16 {
                     recent.pop_front();
@@ -79,8 +80,18 @@ fn partition_of(event: &Event) -> Option<PartitionId> {
     }
 }
 
-/// Step `n` as counterexamples show one: its name, then the table of its partition.
-fn render(replayer: &Replayer<'_>, traces: &[Trace], n: usize, applied: &Applied) -> String {
+/// The rows of a partition's table as last shown, by broker.
+type Tables = BTreeMap<PartitionId, BTreeMap<String, [String; 6]>>;
+
+/// The step just taken as counterexamples show one: its name, then the table of its partition,
+/// with what changed since that partition's last step marked `*`.
+fn render(
+    replayer: &Replayer<'_>,
+    traces: &[Trace],
+    tables: &mut Tables,
+    applied: &Applied,
+) -> String {
+    let n = replayer.steps();
     let trace = &traces[applied.trace];
     let event = &trace.events[applied.event];
     let mut out = format!(
@@ -94,6 +105,8 @@ fn render(replayer: &Replayer<'_>, traces: &[Trace], n: usize, applied: &Applied
     };
     let _ = write!(out, "  [{partition}]");
     let mut rows = vec![["", "role", "epoch", "LEO", "HW", "cached ISR"].map(String::from)];
+    let before = tables.remove(&partition).unwrap_or_default();
+    let mut now = BTreeMap::new();
     for r in replayer.replicas(partition) {
         let (role, isr) = match r.role() {
             Role::Offline => ("offline".to_string(), "-".to_string()),
@@ -111,15 +124,26 @@ fn render(replayer: &Replayer<'_>, traces: &[Trace], n: usize, applied: &Applied
         } else {
             leo.to_string()
         };
-        rows.push([
+        let row = [
             r.id().to_string(),
             role,
             r.leader_epoch().to_string(),
             leo,
             r.high_watermark().to_string(),
             isr,
-        ]);
+        ];
+        let mut shown = row.clone();
+        if let Some(old) = before.get(&row[0]) {
+            for k in 1..row.len() {
+                if old[k] != row[k] {
+                    shown[k].push('*');
+                }
+            }
+        }
+        now.insert(row[0].clone(), row);
+        rows.push(shown);
     }
+    tables.insert(partition, now);
     let widths: Vec<usize> = (0..6)
         .map(|k| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0))
         .collect();

@@ -148,3 +148,92 @@ impl Tracer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::batch::tests::batch_of;
+    use isr::trace::DigestLog;
+    use isr::LeaderEpoch;
+
+    /// `log`'s answers, with records as digests.
+    fn answers<L: Log>(log: &L, digest_of: impl Fn(&L::Record) -> Digest) -> String {
+        let end = log.log_end_offset();
+        let shown = |entries: Vec<Entry<L::Record>>| -> Vec<(u32, Digest)> {
+            entries
+                .iter()
+                .map(|e| (e.epoch.0, digest_of(&e.record)))
+                .collect()
+        };
+        let mut out = format!("end {end} flushed {}", log.flushed_offset());
+        for o in 0..=end.0 + 1 {
+            let o = Offset(o);
+            out += &format!(
+                "\n{o}: {:?} {:?} {:?} {:?} {:?}",
+                log.entry(o).map(|e| (e.epoch.0, digest_of(&e.record))),
+                log.epoch_at(o),
+                log.entry_shape(o),
+                shown(log.read(o, end, 2)),
+                shown(log.read_within(o, end, 10, 120)),
+            );
+        }
+        out
+    }
+
+    /// The replay's log answers every `Log` question as the disk log does, over batches of
+    /// several records, truncations inside and between batches, and flushes.
+    #[test]
+    fn the_digest_log_answers_as_the_disk_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut disk = DiskLog::open(dir.path(), 300).expect("open");
+        let mut digests = DigestLog::default();
+        let batches = [
+            vec!["a"],
+            vec!["b", "c", "d"],
+            vec!["e", "f"],
+            vec!["g"],
+            vec!["h", "i", "j", "k"],
+        ];
+        let mut step = |disk: &mut DiskLog, digests: &mut DigestLog, what: &str| {
+            assert_eq!(
+                answers(disk, digest),
+                answers(digests, |d| *d),
+                "after {what}"
+            );
+        };
+        for (i, values) in batches.iter().enumerate() {
+            let entry = Entry {
+                epoch: LeaderEpoch(1 + i as u32 / 2),
+                record: batch_of(values),
+            };
+            disk.append(std::slice::from_ref(&entry));
+            digests.append(&[Entry {
+                epoch: entry.epoch,
+                record: digest(&entry.record),
+            }]);
+            step(&mut disk, &mut digests, &format!("append {i}"));
+        }
+        disk.flush();
+        digests.flush();
+        step(&mut disk, &mut digests, "flush");
+        for cut in [9, 7, 5, 4, 2] {
+            disk.truncate_to(Offset(cut));
+            digests.truncate_to(Offset(cut));
+            step(&mut disk, &mut digests, &format!("truncate to {cut}"));
+        }
+        // What a recovery reads back is what the replay starts from.
+        let reopened = DiskLog::open(dir.path(), 300).expect("reopen");
+        let recovered: Vec<Entry<Digest>> = reopened
+            .read(Offset(0), reopened.log_end_offset(), usize::MAX)
+            .iter()
+            .map(|e| Entry {
+                epoch: e.epoch,
+                record: digest(&e.record),
+            })
+            .collect();
+        assert_eq!(
+            answers(&reopened, digest),
+            answers(&DigestLog::recovered(&recovered), |d| *d)
+        );
+    }
+}
