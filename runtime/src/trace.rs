@@ -194,7 +194,7 @@ mod tests {
             vec!["g"],
             vec!["h", "i", "j", "k"],
         ];
-        let mut step = |disk: &mut DiskLog, digests: &mut DigestLog, what: &str| {
+        let check = |disk: &DiskLog, digests: &DigestLog, what: &str| {
             assert_eq!(
                 answers(disk, digest),
                 answers(digests, |d| *d),
@@ -211,15 +211,15 @@ mod tests {
                 epoch: entry.epoch,
                 record: digest(&entry.record),
             }]);
-            step(&mut disk, &mut digests, &format!("append {i}"));
+            check(&disk, &digests, &format!("append {i}"));
         }
         disk.flush();
         digests.flush();
-        step(&mut disk, &mut digests, "flush");
+        check(&disk, &digests, "flush");
         for cut in [9, 7, 5, 4, 2] {
             disk.truncate_to(Offset(cut));
             digests.truncate_to(Offset(cut));
-            step(&mut disk, &mut digests, &format!("truncate to {cut}"));
+            check(&disk, &digests, &format!("truncate to {cut}"));
         }
         // What a recovery reads back is what the replay starts from.
         let reopened = DiskLog::open(dir.path(), 300).expect("reopen");
