@@ -108,6 +108,7 @@ fn run() -> (Vec<Event>, Vec<Event>) {
             now: Tick(2),
             input: records::replica_input(&input, &digest),
             effects: digests(&effects),
+            log_end: None,
         });
     }
     (ctl, broker)

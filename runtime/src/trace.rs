@@ -32,6 +32,24 @@ pub fn digest(record: &Bytes) -> Digest {
     }
 }
 
+/// Every trace in `dir` (its `.jsonl` files, in name order), as the replay takes them.
+pub fn read_dir(dir: &Path) -> Result<Vec<isr::trace::Trace>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            let name = f.file_name().unwrap_or_default().to_string_lossy();
+            isr::trace::Trace::parse(name, &text, |line| serde_json::from_str(line))
+        })
+        .collect()
+}
+
 /// One process's trace file.
 pub struct Tracer {
     file: File,
@@ -91,12 +109,15 @@ impl Tracer {
         });
     }
 
+    /// A replica's step; `log` is its log after the step, whose end is recorded if its storage
+    /// failed during it.
     pub fn replica(
         &mut self,
         partition: PartitionId,
         now: Tick,
         input: &ReplicaInput<Bytes>,
         effects: &Effects<Bytes>,
+        log: &DiskLog,
     ) {
         self.write(&Event::Replica {
             partition,
@@ -106,6 +127,7 @@ impl Tracer {
                 .iter()
                 .map(|e| records::effect(e, &digest))
                 .collect(),
+            log_end: log.failure().map(|_| log.log_end_offset()),
         });
     }
 

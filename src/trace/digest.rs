@@ -22,6 +22,8 @@ pub struct DigestLog {
     /// (base offset, entry), in offset order, without gaps.
     entries: Vec<(u64, Entry<Digest>)>,
     flushed: Offset,
+    /// Set when the storage this log stands for failed: it takes no entry ending past this.
+    failed_at: Option<Offset>,
 }
 
 impl DigestLog {
@@ -31,6 +33,12 @@ impl DigestLog {
         log.append(entries);
         log.flush();
         log
+    }
+
+    /// From now on, takes no entry that would end past `end`, as a log whose disk failed at
+    /// that point (a disk log takes entries one by one until a write fails).
+    pub fn fail_at(&mut self, end: Offset) {
+        self.failed_at = Some(end);
     }
 
     /// Every entry, oldest first.
@@ -90,6 +98,12 @@ impl Log for DigestLog {
     fn append(&mut self, entries: &[Entry<Digest>]) {
         for entry in entries {
             let base = self.log_end_offset().0;
+            if self
+                .failed_at
+                .is_some_and(|end| base + entry.record.width > end.0)
+            {
+                return;
+            }
             self.entries.push((base, entry.clone()));
         }
     }

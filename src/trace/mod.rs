@@ -45,11 +45,15 @@ pub enum Event {
         entries: Vec<Entry<Digest>>,
     },
     /// A replica stepped at `now` with `input`, and the effects it returned, in order.
+    /// `log_end` is recorded when the log's storage failed during the step (a full disk): the
+    /// log took what it holds below that offset and nothing after it.
     Replica {
         partition: PartitionId,
         now: Tick,
         input: ReplicaInput<Digest>,
         effects: Effects<Digest>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        log_end: Option<Offset>,
     },
     /// The controller stepped at `now` with `input` (and the step committed to its store),
     /// and the effects it returned.

@@ -402,7 +402,13 @@ impl<'t> Replayer<'t> {
                 now,
                 input,
                 effects,
+                log_end,
             } => {
+                if let (Some(end), Some(replica)) =
+                    (log_end, self.processes[p].replicas.get_mut(partition))
+                {
+                    replica.log_mut().fail_at(*end);
+                }
                 self.replica_step(p, event, *partition, *now, input, effects)?;
                 let due = self.unchecked.entry(*partition).or_default();
                 *due += 1;

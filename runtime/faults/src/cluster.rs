@@ -102,6 +102,8 @@ impl Cluster {
             .disable_cleanup(keep)
             .tempdir()
             .map_err(|e| format!("a temporary directory: {e}"))?;
+        let traces = dir.path().join("traces");
+        std::fs::create_dir(&traces).map_err(|e| format!("{}: {e}", traces.display()))?;
         let faults = Arc::new(Faults::default());
         let mut etcd_running = Vec::new();
         let store = if setup.controllers > 1 {
@@ -162,6 +164,25 @@ impl Cluster {
             paused: false,
             dir,
         })
+    }
+
+    /// Where every process writes its trace.
+    pub fn traces(&self) -> PathBuf {
+        self.dir.path().join("traces")
+    }
+
+    /// SIGKILLs every process, so that their traces are complete.
+    pub async fn stop_all(&mut self) {
+        let nodes: Vec<Node> = self
+            .controllers
+            .iter()
+            .chain(&self.brokers)
+            .map(|m| m.node)
+            .collect();
+        for node in nodes {
+            self.resume(node);
+            self.stop(node, Stop::Hard).await;
+        }
     }
 
     fn slot(&mut self, node: Node) -> &mut Member {
@@ -251,6 +272,7 @@ impl Cluster {
             _ => None,
         };
         let isr = self.isr.clone();
+        let traces = self.traces();
         let member = self.slot(node);
         let log_path = member.dir.join("log.txt");
         let log = std::fs::OpenOptions::new()
@@ -270,6 +292,8 @@ impl Cluster {
         if let Some(control) = control {
             command.env(storage_faults::ENV, control);
         }
+        // Every process traces its core's steps, for the replay after the run.
+        command.env(isr_runtime::trace::ENV, traces);
         let mut child = command
             .spawn()
             .map_err(|e| format!("starting {} ({}): {e}", node, isr.display()))?;

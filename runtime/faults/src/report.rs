@@ -140,6 +140,16 @@ pub fn details(r: &Report, schedule: bool) -> String {
     for line in listed {
         let _ = writeln!(out, "    {line}");
     }
+    match &r.replay {
+        Some(Ok(steps)) => {
+            let _ = writeln!(out, "    replay: accepted {steps} steps");
+        }
+        Some(Err(why)) => {
+            let first = why.lines().next().unwrap_or_default();
+            let _ = writeln!(out, "    replay: diverged: {first}");
+        }
+        None => {}
+    }
     if schedule {
         let _ = writeln!(out, "    fault schedule:");
         for (at, what) in &r.schedule {

@@ -67,6 +67,9 @@ pub struct Report {
     /// From the heal until every partition had a leader and a full ISR.
     pub healthy_after: Option<Duration>,
     pub dir: Option<PathBuf>,
+    /// The processes' traces replayed on the core ([`isr::trace`]): the steps accepted, or
+    /// the first divergence (a property broken, for the scenarios expected to lose data).
+    pub replay: Option<Result<usize, String>>,
 }
 
 /// How long the workload runs before the faults, and after the cluster is healthy again.
@@ -90,6 +93,7 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
         history: History::default(),
         healthy_after: None,
         dir: None,
+        replay: None,
     };
     let cluster = match Cluster::start(&opts.isr, s.setup(), opts.keep).await {
         Ok(c) => c,
@@ -152,6 +156,16 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
         }
     }
     let last = read_back(&run.cluster).await;
+    // Every process stopped, its trace is complete: the run must be a behaviour of the model.
+    run.cluster.stop_all().await;
+    let replayed = isr_runtime::trace::read_dir(&run.cluster.traces())
+        .and_then(|traces| isr::trace::replay(&traces).map_err(|d| d.why))
+        .map(|accepted| accepted.steps);
+    if let (Expected::Safe, Err(why)) = (s.expected, &replayed) {
+        run.problems
+            .push(format!("the run is not a behaviour of the protocol: {why}"));
+    }
+    report.replay = Some(replayed);
     let timeline = Timeline {
         workload_start: Duration::ZERO,
         healed,

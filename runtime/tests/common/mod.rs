@@ -273,28 +273,19 @@ impl TestCluster {
     pub fn stop_and_read_traces(&mut self) -> Vec<isr::trace::Trace> {
         self.controllers.iter_mut().for_each(|c| *c = None);
         self.brokers.iter_mut().for_each(|b| *b = None);
-        let mut files: Vec<PathBuf> = std::fs::read_dir(self.traces())
-            .expect("traces")
-            .map(|e| e.expect("trace").path())
-            .collect();
-        files.sort();
         // ISR_KEEP_TRACES=DIR keeps a copy, for `isr-check replay` by hand.
         if let Some(keep) = std::env::var_os("ISR_KEEP_TRACES") {
             let keep = PathBuf::from(keep);
             let _ = std::fs::create_dir_all(&keep);
-            for f in &files {
-                let _ = std::fs::copy(f, keep.join(f.file_name().unwrap_or_default()));
+            for f in std::fs::read_dir(self.traces())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let _ = std::fs::copy(f.path(), keep.join(f.file_name()));
             }
         }
-        files
-            .iter()
-            .map(|f| {
-                let text = std::fs::read_to_string(f).expect("trace file");
-                let name = f.file_name().unwrap_or_default().to_string_lossy();
-                isr::trace::Trace::parse(name, &text, |line| serde_json::from_str(line))
-                    .expect("trace")
-            })
-            .collect()
+        isr_runtime::trace::read_dir(&self.traces()).expect("traces")
     }
 
     /// SIGKILL: no clean shutdown, no flush.

@@ -263,7 +263,7 @@ impl Host {
         let effects = match self.tracer.as_mut() {
             Some(tracer) => {
                 let effects = h.replica.step(&cfg, now, input.clone());
-                tracer.replica(partition, now, &input, &effects);
+                tracer.replica(partition, now, &input, &effects, h.replica.log());
                 effects
             }
             None => h.replica.step(&cfg, now, input),
