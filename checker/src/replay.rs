@@ -35,7 +35,22 @@ pub fn cmd_replay(paths: &[PathBuf]) -> ExitCode {
     let mut recent: VecDeque<(Option<PartitionId>, String)> = VecDeque::new();
     let mut tables = BTreeMap::new();
     loop {
-        match replayer.step() {
+        // A trace from outside may drive the core somewhere it panics: that is a finding, and
+        // reported as the divergence it is, not as a crash of the checker.
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| replayer.step()))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(Divergence {
+                    at: None,
+                    steps: replayer.steps(),
+                    why: format!("the core panicked on the next step: {what}"),
+                })
+            });
+        match step {
             Ok(Some(applied)) => {
                 let shown = render(&replayer, &traces, &mut tables, &applied);
                 recent.push_back((applied.partition, shown));

@@ -168,6 +168,31 @@ fn a_behaviour_is_accepted_and_a_dropped_acknowledgement_rejected() {
 }
 
 #[test]
+fn a_record_spanning_no_offsets_is_rejected_before_it_can_stall_the_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctl, mut broker) = run();
+    if let Event::Open { entries, .. } = &mut broker[1] {
+        entries.push(isr::Entry {
+            epoch: isr::LeaderEpoch(1),
+            record: Digest {
+                width: 0,
+                size: 1,
+                checksum: 0,
+            },
+        });
+    }
+    let c = write(dir.path(), "controller.jsonl", &ctl);
+    let b = write(dir.path(), "broker-1.jsonl", &broker);
+    let out = isr_check(&["replay", &c, &b]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("broker-1.jsonl line 2: a record spans no offsets"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn what_is_not_a_trace_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let bad = dir.path().join("bad.jsonl");

@@ -143,6 +143,17 @@ impl<'t> Replayer<'t> {
     pub fn new(traces: &'t [Trace]) -> Result<Replayer<'t>, Divergence> {
         let mut processes = Vec::new();
         for (i, trace) in traces.iter().enumerate() {
+            if let Some(e) = trace.events.iter().position(|e| !plausible(e)) {
+                return Err(Divergence {
+                    at: Some((i, e)),
+                    steps: 0,
+                    why: format!(
+                        "{} line {}: a record spans no offsets, or more than a Kafka batch can",
+                        trace.name,
+                        e + 1
+                    ),
+                });
+            }
             match trace.events.first() {
                 Some(Event::Process {
                     node,
@@ -737,6 +748,40 @@ fn reshapes(input: &ReplicaInput<Digest>, effects: &Effects<Digest>) -> bool {
             Effect::Send(env) => matches!(env.message, Message::AlterPartition(_)),
             _ => false,
         })
+}
+
+/// Whether every record of `event` spans between 1 and 2^31 offsets, as a Kafka batch does
+/// (its record count is an i32): a record of width 0 would never move an offset forward.
+fn plausible(event: &Event) -> bool {
+    let ok = std::cell::Cell::new(true);
+    let check = |d: &Digest| {
+        if d.width == 0 || d.width > 1 << 31 {
+            ok.set(false);
+        }
+    };
+    let effects = |effects: &Effects<Digest>| {
+        for e in effects {
+            super::records::effect(e, &check);
+        }
+    };
+    match event {
+        Event::Open { entries, .. } => entries.iter().for_each(|e| check(&e.record)),
+        Event::Replica {
+            input, effects: e, ..
+        } => {
+            super::records::replica_input(input, &check);
+            effects(e);
+        }
+        Event::Controller {
+            input, effects: e, ..
+        } => {
+            super::records::controller_input(input, &check);
+            effects(e);
+        }
+        Event::ControllerState { effects: e, .. } => effects(e),
+        Event::Process { .. } => {}
+    }
+    ok.get()
 }
 
 /// Messages a broker's runtime sends the controller itself, not through its replicas' effects:
