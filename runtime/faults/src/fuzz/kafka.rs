@@ -4,6 +4,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
+use isr_kafka::auth::acl::Authorizer;
+use isr_kafka::auth::scram::{Mechanism, ScramCredential};
+use isr_kafka::auth::{SecurityChange, SecurityState};
 use isr_kafka::client::consume::{commit_request, fetch_request, offset_fetch_request};
 use isr_kafka::client::produce;
 use isr_kafka::configs::{ConfigOp, ConfigResource};
@@ -32,6 +35,8 @@ use std::future::Future;
 
 /// A backend that takes every request: the fuzzer is after the layer above it.
 pub struct Accepting {
+    /// Who may log in (SASL targets): user alice, password `alice-secret`.
+    authorizer: Authorizer,
     groups: Coordinator,
     settings: BrokerSettings,
     batch: Bytes,
@@ -40,6 +45,7 @@ pub struct Accepting {
 impl Accepting {
     pub fn new(batch: Bytes) -> Accepting {
         Accepting {
+            authorizer: Authorizer::default(),
             groups: Coordinator::default(),
             settings: BrokerSettings::default(),
             batch,
@@ -47,7 +53,37 @@ impl Accepting {
     }
 }
 
+impl Accepting {
+    /// With user alice (password `alice-secret`), whose SCRAM credentials take one PBKDF2
+    /// iteration: a login costs the fuzzer nothing, and the server's logic is the same.
+    pub fn with_alice(batch: Bytes) -> Accepting {
+        let mut state = SecurityState::default();
+        let upserts = Mechanism::ALL
+            .into_iter()
+            .filter_map(|m| {
+                let credential = ScramCredential::from_password(m, "alice-secret", 1).ok()?;
+                Some(("alice".to_owned(), m, credential))
+            })
+            .collect();
+        state.apply(SecurityChange::AlterScram {
+            upserts,
+            deletions: Vec::new(),
+        });
+        Accepting {
+            authorizer: Authorizer {
+                state: std::sync::Arc::new(state),
+                ..Authorizer::default()
+            },
+            ..Accepting::new(batch)
+        }
+    }
+}
+
 impl Backend for Accepting {
+    fn authorizer(&self) -> Authorizer {
+        self.authorizer.clone()
+    }
+
     fn coordinator(&self) -> &Coordinator {
         &self.groups
     }
@@ -421,13 +457,46 @@ pub fn seeds(batch: &Bytes) -> Vec<Vec<u8>> {
                 ApiKey::AlterUserScramCredentials => {
                     frame(key, v, &AlterUserScramCredentialsRequest::default())
                 }
-                // SaslHandshake and SaslAuthenticate have no seed: the fuzzer serves a
-                // PLAINTEXT connection, which refuses them before their bodies are read.
+                // A PLAINTEXT connection refuses these before reading their bodies: they
+                // are seeds of the SASL target ([`sasl_seeds`]).
                 _ => None,
             };
             seeds.extend(seed);
         }
     }
+    seeds
+}
+
+/// What a client sends to log in on a SASL_SSL listener: SaslHandshake for each
+/// mechanism at every version, SaslAuthenticate with a PLAIN token and a SCRAM first message,
+/// bare tokens (after a v0 handshake), and ApiVersions, which is served before the login.
+pub fn sasl_seeds() -> Vec<Vec<u8>> {
+    let mut seeds = Vec::new();
+    for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI"] {
+        for v in 0..=1 {
+            let handshake = SaslHandshakeRequest::default().with_mechanism(name(mechanism));
+            seeds.extend(frame(ApiKey::SaslHandshake, v, &handshake));
+        }
+    }
+    let tokens: [&[u8]; 4] = [
+        b"\0alice\0alice-secret",
+        b"\0alice\0guess",
+        b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL",
+        b"c=biws,r=fyko+d2lbbFgONRv9qkxdawL3rfcNHYJY1ZVvWVs7j,p=v0X8v3Bz2T0CJGbJQyF0X+HI4Ts=",
+    ];
+    for token in tokens {
+        for v in 0..=2 {
+            let authenticate =
+                SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(token));
+            seeds.extend(frame(ApiKey::SaslAuthenticate, v, &authenticate));
+        }
+        seeds.push(token.to_vec());
+    }
+    seeds.extend(frame(
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    ));
     seeds
 }
 

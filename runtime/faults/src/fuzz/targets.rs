@@ -29,6 +29,8 @@ pub enum Fate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     KafkaRequest,
+    /// Kafka requests on a SASL_SSL listener, past its TLS handshake: logins.
+    KafkaSasl,
     InternalFrame,
     Segment,
     Checkpoint,
@@ -158,9 +160,16 @@ pub fn all() -> std::io::Result<Vec<Target>> {
         target(
             Kind::KafkaRequest,
             "kafka-request",
-            400,
+            300,
             isr_kafka::MAX_FRAME_BYTES,
             kafka::seeds(&one),
+        )?,
+        target(
+            Kind::KafkaSasl,
+            "kafka-sasl",
+            100,
+            isr_kafka::MAX_FRAME_BYTES,
+            kafka::sasl_seeds(),
         )?,
         target(
             Kind::InternalFrame,
@@ -209,7 +218,7 @@ impl Target {
         match self.kind {
             // A connection's requests, or a connection's frames: one to three, each length
             // prefixed (correctly, seven times in eight).
-            Kind::KafkaRequest | Kind::InternalFrame => {
+            Kind::KafkaRequest | Kind::KafkaSasl | Kind::InternalFrame => {
                 out.clear();
                 let mut body = Vec::new();
                 for _ in 0..1 + rng.below(3) {
@@ -232,12 +241,18 @@ impl Target {
     pub fn run(&mut self, input: &[u8], n: u64) -> Fate {
         let refused = |ok: bool| if ok { Fate::Accepted } else { Fate::Refused };
         match self.kind {
-            Kind::KafkaRequest => {
+            Kind::KafkaRequest | Kind::KafkaSasl => {
                 let stream =
                     tokio::io::join(std::io::Cursor::new(input.to_vec()), tokio::io::sink());
-                let backend = Arc::new(Accepting::new(self.batch.clone()));
                 let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 1));
-                let info = isr_kafka::ConnectionInfo::plaintext(peer);
+                let mut info = isr_kafka::ConnectionInfo::plaintext(peer);
+                let backend = if self.kind == Kind::KafkaSasl {
+                    // SASL_SSL after its TLS handshake, so that PLAIN is offered too.
+                    info.protocol = isr_kafka::auth::SecurityProtocol::SaslSsl;
+                    Arc::new(Accepting::with_alice(self.batch.clone()))
+                } else {
+                    Arc::new(Accepting::new(self.batch.clone()))
+                };
                 let serve = isr_kafka::serve_connection(stream, Bytes::new(), backend, info);
                 let served = self
                     .runtime
@@ -305,15 +320,58 @@ mod tests {
     /// The seeds are what the decoders accept, so mutations start from the inside: every
     /// Kafka seed is served to its end, every frame, segment, checkpoint and metadata seed
     /// decodes, and a segment whose CRCs a mutation broke decodes again once they are fixed.
+    /// The SASL target's seeds are the parts of a login: a PLAIN login with the right
+    /// password is served to the end (ApiVersions after it), the wrong one is refused, and a
+    /// SCRAM first message gets its challenge.
+    fn sasl_logins(target: &mut Target, seeds: &[Vec<u8>]) {
+        let connection = |parts: &[usize]| {
+            let mut input = Vec::new();
+            for &p in parts {
+                kafka::prefixed(&mut input, &seeds[p], None);
+            }
+            input
+        };
+        // Seeds: handshakes PLAIN v0, v1, SCRAM-SHA-256 v0, v1, SCRAM-SHA-512 v0, v1, GSSAPI
+        // v0, v1; then per token SaslAuthenticate v0, v1, v2 and the bare token: PLAIN right
+        // (8..12), PLAIN wrong (12..16), SCRAM first (16..20), SCRAM final (20..24);
+        // ApiVersions last.
+        let last = seeds.len() - 1;
+        assert_eq!(target.run(&connection(&[1, 9, last]), 0), Fate::Accepted);
+        assert_eq!(
+            target.run(&connection(&[0, 11, last]), 0),
+            Fate::Accepted,
+            "v0: bare"
+        );
+        assert_eq!(
+            target.run(&connection(&[1, 13]), 0),
+            Fate::Refused,
+            "wrong password"
+        );
+        assert_eq!(
+            target.run(&connection(&[5, 17]), 0),
+            Fate::Accepted,
+            "challenged"
+        );
+        assert_eq!(
+            target.run(&connection(&[9]), 0),
+            Fate::Refused,
+            "no handshake"
+        );
+    }
+
     #[test]
     fn every_seed_is_accepted() {
         let mut all = all().expect("targets");
         for target in all.iter_mut() {
             let seeds = target.seeds.clone();
             assert!(!seeds.is_empty(), "{} has seeds", target.name);
+            if target.kind == Kind::KafkaSasl {
+                sasl_logins(target, &seeds);
+                continue;
+            }
             for (n, seed) in seeds.iter().enumerate() {
                 let input = match target.kind {
-                    Kind::KafkaRequest | Kind::InternalFrame => {
+                    Kind::KafkaRequest | Kind::KafkaSasl | Kind::InternalFrame => {
                         let mut framed = Vec::new();
                         kafka::prefixed(&mut framed, seed, None);
                         framed
