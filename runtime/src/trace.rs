@@ -32,6 +32,14 @@ pub fn digest(record: &Bytes) -> Digest {
     }
 }
 
+/// Effects as the trace keeps them.
+fn digests(effects: &Effects<Bytes>) -> Effects<Digest> {
+    effects
+        .iter()
+        .map(|e| records::effect(e, &digest))
+        .collect()
+}
+
 /// Every trace in `dir` (its `.jsonl` files, in name order), as the replay takes them.
 pub fn read_dir(dir: &Path) -> Result<Vec<isr::trace::Trace>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -123,10 +131,7 @@ impl Tracer {
             partition,
             now,
             input: records::replica_input(input, &digest),
-            effects: effects
-                .iter()
-                .map(|e| records::effect(e, &digest))
-                .collect(),
+            effects: digests(effects),
             log_end: log.failure().map(|_| log.log_end_offset()),
         });
     }
@@ -140,20 +145,14 @@ impl Tracer {
         self.write(&Event::Controller {
             now,
             input: records::controller_input(input, &digest),
-            effects: effects
-                .iter()
-                .map(|e| records::effect(e, &digest))
-                .collect(),
+            effects: digests(effects),
         });
     }
 
     pub fn controller_state(&mut self, state: &Controller, effects: &Effects<Bytes>) {
         self.write(&Event::ControllerState {
             state: state.clone(),
-            effects: effects
-                .iter()
-                .map(|e| records::effect(e, &digest))
-                .collect(),
+            effects: digests(effects),
         });
     }
 

@@ -171,16 +171,18 @@ impl Cluster {
         self.dir.path().join("traces")
     }
 
-    /// SIGKILLs every process, so that their traces are complete.
-    pub async fn stop_all(&mut self) {
-        let nodes: Vec<Node> = self
-            .controllers
+    /// Every process of the cluster: the controllers, then the brokers.
+    fn nodes(&self) -> Vec<Node> {
+        self.controllers
             .iter()
             .chain(&self.brokers)
             .map(|m| m.node)
-            .collect();
-        for node in nodes {
-            self.resume(node);
+            .collect()
+    }
+
+    /// SIGKILLs every process, so that their traces are complete.
+    pub async fn stop_all(&mut self) {
+        for node in self.nodes() {
             self.stop(node, Stop::Hard).await;
         }
     }
@@ -428,13 +430,7 @@ impl Cluster {
         for b in 1..=BROKERS {
             self.disk_faults(b, &[])?;
         }
-        let nodes: Vec<Node> = self
-            .controllers
-            .iter()
-            .chain(&self.brokers)
-            .map(|m| m.node)
-            .collect();
-        for node in nodes {
+        for node in self.nodes() {
             self.exited(node);
             if self.slot(node).paused {
                 self.resume(node);
