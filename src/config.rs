@@ -63,6 +63,12 @@ pub struct Rules {
     /// broker that has seen a newer controller. Off: writes are unconditional and brokers
     /// accept any controller epoch, so a deposed controller (a zombie) keeps steering.
     pub controller_fencing: bool,
+    /// A leader refuses a write its log did not take in full (a failed disk), with
+    /// KAFKA_STORAGE_ERROR. Off: it reads the write's end offset from the log after appending,
+    /// as isr did before 2026-12-01, so on a full disk a write the log never held is
+    /// acknowledged at once when the high watermark had reached the log end (found by the
+    /// fault suite's `disk-full-leader`).
+    pub append_check: bool,
 }
 
 impl Default for Rules {
@@ -77,6 +83,7 @@ impl Default for Rules {
             unclean_leader_election: false,
             flush: FlushPolicy::Always,
             controller_fencing: true,
+            append_check: true,
         }
     }
 }
@@ -94,7 +101,8 @@ pub struct RuleInfo {
 impl Rules {
     /// The names accepted by [`Rules::set`].
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
-         maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing";
+         maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing, \
+         append-check";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -136,6 +144,7 @@ impl Rules {
                 }
             }
             "controller-fencing" => self.controller_fencing = flag("controller-fencing", value)?,
+            "append-check" => self.append_check = flag("append-check", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -215,6 +224,13 @@ impl Rules {
                 on(safe.controller_fencing),
                 "on, off",
                 "11/12: the controller epoch fences a deposed controller (KAFKA-6082, KAFKA-14154)",
+            ),
+            row(
+                "append-check",
+                on(self.append_check),
+                on(safe.append_check),
+                "on, off",
+                "13: a write the log did not take is refused, never acknowledged",
             ),
         ]
     }

@@ -107,6 +107,9 @@ pub trait Log {
 pub struct MemLog<R: Clone> {
     entries: imbl::Vector<Entry<R>>,
     flushed: Offset,
+    /// Set while the disk under it is full: it takes no appends (the model's `DiskFull`).
+    #[serde(default)]
+    full: bool,
 }
 
 impl<R: Clone> Default for MemLog<R> {
@@ -114,6 +117,7 @@ impl<R: Clone> Default for MemLog<R> {
         MemLog {
             entries: imbl::Vector::new(),
             flushed: Offset(0),
+            full: false,
         }
     }
 }
@@ -121,6 +125,12 @@ impl<R: Clone> Default for MemLog<R> {
 impl<R: Clone> MemLog<R> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Whether the disk under this log is full: a full log takes no appends, as a disk log
+    /// whose writes fail with ENOSPC.
+    pub fn set_full(&mut self, full: bool) {
+        self.full = full;
     }
 
     /// All entries, oldest first.
@@ -163,7 +173,9 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
     }
 
     fn append(&mut self, entries: &[Entry<R>]) {
-        self.entries.extend(entries.iter().cloned());
+        if !self.full {
+            self.entries.extend(entries.iter().cloned());
+        }
     }
 
     fn truncate_to(&mut self, offset: Offset) {

@@ -16,7 +16,7 @@
 use crate::config::{Config, FlushPolicy};
 use crate::controller::{Controller, Input as ControllerInput};
 use crate::invariants::{ClusterView, History, Property, Violation};
-use crate::log::{Log, MemLog};
+use crate::log::{Entry, Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
 use crate::replica::{Input as ReplicaInput, Replica, Timer};
 use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
@@ -62,6 +62,8 @@ pub struct Bounds {
     /// Times the controller role may move to a new controller (`ControllerFailover`) while the
     /// old one keeps running as a zombie.
     pub controller_failovers: u8,
+    /// Times a leader's disk may fill up under a write (`DiskFull`).
+    pub disk_failures: u8,
 }
 
 impl Default for Bounds {
@@ -79,6 +81,7 @@ impl Default for Bounds {
             consumer: true,
             background_flush: false,
             controller_failovers: 0,
+            disk_failures: 0,
         }
     }
 }
@@ -88,6 +91,10 @@ impl Default for Bounds {
 pub enum Action {
     /// The producer writes the next record to a broker that believes it leads.
     LeaderWrite(BrokerId),
+    /// The producer writes the next record to a broker that believes it leads, whose disk is
+    /// full: its log takes nothing, and the broker stops, as a broker whose log directory
+    /// failed does (its page cache survives: nothing it held is lost).
+    DiskFull(BrokerId),
     /// A follower's request timer fires and it sends its request (OffsetForLeaderEpoch or
     /// Fetch) to its leader again: taken only when neither the request nor its answer is in
     /// flight (it was lost, or answered with an error), as a timeout would find it.
@@ -155,6 +162,7 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::LeaderWrite(b) => write!(f, "LeaderWrite({b})"),
+            Action::DiskFull(b) => write!(f, "DiskFull({b})"),
             Action::FollowerFetch(b) => write!(f, "FollowerFetch({b})"),
             Action::Deliver(e) => write!(f, "Deliver({})", describe(e)),
             Action::Drop(e) => write!(f, "Drop({})", describe(e)),
@@ -333,6 +341,7 @@ pub struct Cluster {
     pub duplicates: u8,
     pub session_expiries: u8,
     pub controller_failovers: u8,
+    pub disk_failures: u8,
     /// Brokers that restarted and have not been back in the controller's ISR since.
     pub awaiting_rejoin: BTreeSet<BrokerId>,
     /// Ghost: a restarted replica has rejoined the ISR.
@@ -367,6 +376,7 @@ impl Cluster {
             duplicates: 0,
             session_expiries: 0,
             controller_failovers: 0,
+            disk_failures: 0,
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
             stalled_reconciliation: None,
@@ -461,6 +471,9 @@ impl Cluster {
             let r = self.replica(b);
             if r.is_leader() && self.written < bounds.records {
                 listed.push(Action::LeaderWrite(b));
+                if self.disk_failures < bounds.disk_failures {
+                    listed.push(Action::DiskFull(b));
+                }
             }
             let fetch_at = listed.len();
             let (mut fetches, mut resends) = (false, false);
@@ -622,6 +635,36 @@ impl Cluster {
                 if r.log_end_offset() > before {
                     self.written = record;
                 }
+                effects
+            }
+            Action::DiskFull(b) => {
+                self.disk_failures += 1;
+                let record = self.written + 1;
+                let write = ReplicaInput::Write {
+                    id: u64::from(record),
+                    records: vec![record],
+                    acks: bounds.acks,
+                };
+                let r = self.replica_mut(*b);
+                let (base, epoch) = (r.log_end_offset(), r.leader_epoch());
+                r.log_mut().set_full(true);
+                let mut effects = r.step(cfg, now, write);
+                r.log_mut().set_full(false);
+                // An acknowledgement of the write names a record no log holds, which the
+                // history must keep all the same ([`Cluster::route`] looks for acknowledged
+                // records in the leaders' logs).
+                let acked = effects.iter().any(
+                    |e| matches!(e, Effect::Acknowledge { id, .. } if *id == u64::from(record)),
+                );
+                if acked && bounds.acks == Acks::All {
+                    let ack = (base, Entry { epoch, record });
+                    Arc::make_mut(&mut self.history).acknowledged.insert(ack);
+                }
+                closed = Some(*b);
+                self.last_stop_clean[b.0 as usize] = false;
+                let r = self.replica_mut(*b);
+                r.log_mut().flush();
+                effects.extend(r.step(cfg, now, ReplicaInput::Stop { clean: false }));
                 effects
             }
             Action::FollowerFetch(b) => self.timeout(cfg, *b, Timer::Request),

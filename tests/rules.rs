@@ -102,6 +102,7 @@ impl Run {
             records: 10,
             max_leader_epoch: 10,
             controller_failovers: 1,
+            disk_failures: 0,
             clean_crashes: 5,
             unclean_crashes: 5,
             drops: 5,

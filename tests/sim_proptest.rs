@@ -26,7 +26,7 @@ const MAX_STEPS: usize = 300;
 /// Bounds across the ranges the task names: 2–4 brokers, min ISR 1–3 (clamped to the broker
 /// count), acks all or 1, up to two clean and two unclean crashes, three drops, three
 /// duplicated messages, two fenced running brokers (zombies), two controller failovers (zombie
-/// controllers), five epochs.
+/// controllers), a full disk, five epochs.
 fn knobs() -> impl Strategy<Value = Knobs> {
     (
         2u32..=4,
@@ -34,7 +34,15 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         any::<bool>(),
         1u8..=4,
         2u32..=5,
-        (0u8..=2, 0u8..=2, 0u8..=3, 0u8..=3, 0u8..=2, 0u8..=2),
+        (
+            0u8..=2,
+            0u8..=2,
+            0u8..=3,
+            0u8..=3,
+            0u8..=2,
+            0u8..=2,
+            0u8..=1,
+        ),
         any::<bool>(),
         any::<bool>(),
         (proptest::option::of(0u32..4), 0u16..=MAX_STEPS as u16),
@@ -53,6 +61,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                     duplicates,
                     session_expiries,
                     controller_failovers,
+                    disk_failures,
                 ),
                 consumer,
                 background_flush,
@@ -69,6 +78,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 duplicates,
                 session_expiries,
                 controller_failovers,
+                disk_failures,
                 consumer,
                 background_flush,
                 slow_broker,

@@ -43,6 +43,7 @@ impl Arbitrary for Schedule {
             duplicates: pick(g, 0, 3) as u8,
             session_expiries: pick(g, 0, 2) as u8,
             controller_failovers: pick(g, 0, 2) as u8,
+            disk_failures: pick(g, 0, 1) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             slow_broker: bool::arbitrary(g).then(|| u32::from(pick(g, 0, 3))),

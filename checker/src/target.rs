@@ -38,6 +38,9 @@ pub struct Overrides {
     /// zombie.
     #[arg(long, value_name = "N")]
     pub controller_failovers: Option<u8>,
+    /// Times a leader's disk may fill up under a write (the broker then stops).
+    #[arg(long, value_name = "N")]
+    pub disk_failures: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub min_isr: Option<u32>,
     /// The most entries one Fetch answer carries (1: followers catch up a record at a time).
@@ -135,6 +138,9 @@ impl Target {
         }
         if let Some(n) = o.controller_failovers {
             b.controller_failovers = n;
+        }
+        if let Some(n) = o.disk_failures {
+            b.disk_failures = n;
         }
         if let Some(a) = &o.acks {
             b.acks = a.parse::<Acks>().map_err(|e| Usage(e.to_string()))?;
@@ -287,7 +293,11 @@ pub fn describe_bounds(b: &Bounds) -> String {
         b.duplicates,
         b.acks,
         if b.consumer { "on" } else { "off" }
-    )
+    ) + &if b.disk_failures > 0 {
+        format!(", {} disk failures", b.disk_failures)
+    } else {
+        String::new()
+    }
 }
 
 pub fn describe_rules(cfg: &Config) -> String {
@@ -314,6 +324,7 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "clean_crashes": b.clean_crashes, "unclean_crashes": b.unclean_crashes,
         "drops": b.drops, "duplicates": b.duplicates, "session_expiries": b.session_expiries,
         "controller_failovers": b.controller_failovers,
+        "disk_failures": b.disk_failures,
         "acks": b.acks.to_string(), "consumer": b.consumer,
     })
 }

@@ -73,6 +73,7 @@ const BASE: Bounds = Bounds {
     consumer: true,
     background_flush: false,
     controller_failovers: 0,
+    disk_failures: 0,
 };
 
 use Property::*;
@@ -307,6 +308,24 @@ pub const PRESETS: &[Preset] = &[
             replicas: 3,
             controller_failovers: 1,
             consumer: false,
+            ..BASE
+        },
+        isr_changes: 1,
+        fails: &[CommittedRecordsSurviveLeaderFailure],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "disk-full",
+        about: "rule 13 off: the leader reads a write's end offset from its log after appending. \
+                Its disk fills up under a write: the log takes nothing, the high watermark is \
+                already at the log end, so the write is acknowledged at an offset no log holds \
+                (found on real processes by isr-faults' disk-full-leader)",
+        rules: &[("append-check", "off")],
+        min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
+        bounds: Bounds {
+            disk_failures: 1,
             ..BASE
         },
         isr_changes: 1,

@@ -38,6 +38,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         duplicates: 1,
         session_expiries: 1,
         controller_failovers: 2,
+        disk_failures: 0,
         acks: Acks::All,
         consumer: true,
         background_flush: false,

@@ -37,7 +37,7 @@ impl<L: Log> Replica<L> {
             .into_iter()
             .map(|record| Entry { epoch, record })
             .collect();
-        if !self.append(cfg, &entries, effects) {
+        if !self.append(cfg, &entries, effects) && cfg.rules.append_check {
             effects.push(self.fail(id, WriteError::LogFailed));
             return;
         }

@@ -611,4 +611,18 @@ fn a_write_the_log_did_not_take_is_refused_never_acknowledged() {
         assert_eq!(r.log_end_offset(), Offset(1));
         assert_eq!(r.check_local(), Ok(()));
     }
+    // Rule 13 off: the end offset read from the log after the append that took nothing is the
+    // base offset, at the high watermark, and the write is acknowledged at once.
+    let mut cfg = page_cache();
+    cfg.rules.append_check = false;
+    let mut r = Replica::new(BrokerId(1), PartitionId(0), FillingLog::default());
+    r.step(&cfg, Tick(0), order(1, 1, 1, &[1], 1));
+    r.log_mut().full = true;
+    let write = Input::Write {
+        id: 3,
+        records: vec![9],
+        acks: Acks::All,
+    };
+    assert_eq!(acknowledged(&r.step(&cfg, Tick(0), write)), vec![3]);
+    assert_eq!(r.log_end_offset(), Offset(0), "acknowledged, held nowhere");
 }

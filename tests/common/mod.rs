@@ -37,6 +37,8 @@ pub struct Knobs {
     pub session_expiries: u8,
     /// Times the controller role may move while the old controller runs on as a zombie.
     pub controller_failovers: u8,
+    /// Times a leader's disk may fill up under a write.
+    pub disk_failures: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
@@ -86,6 +88,7 @@ impl Scenario {
             duplicates: k.duplicates,
             session_expiries: k.session_expiries,
             controller_failovers: k.controller_failovers,
+            disk_failures: k.disk_failures,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
