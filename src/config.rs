@@ -67,8 +67,13 @@ pub struct Rules {
     /// KAFKA_STORAGE_ERROR. Off: it reads the write's end offset from the log after appending,
     /// as isr did before 2026-12-01, so on a full disk a write the log never held is
     /// acknowledged at once when the high watermark had reached the log end (found by the
-    /// fault suite's `disk-full-leader`).
+    /// fault suite's `disk-full-leader`). On when a serialized config (a trace's) predates it.
+    #[serde(default = "on")]
     pub append_check: bool,
+}
+
+fn on() -> bool {
+    true
 }
 
 impl Default for Rules {

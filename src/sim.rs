@@ -623,12 +623,7 @@ impl Cluster {
         let mut closed = None;
         let effects = match action {
             Action::LeaderWrite(b) => {
-                let record = self.written + 1;
-                let write = ReplicaInput::Write {
-                    id: u64::from(record),
-                    records: vec![record],
-                    acks: bounds.acks,
-                };
+                let (record, write) = self.next_write(bounds);
                 let r = self.replica_mut(*b);
                 let before = r.log_end_offset();
                 let effects = r.step(cfg, now, write);
@@ -639,12 +634,7 @@ impl Cluster {
             }
             Action::DiskFull(b) => {
                 self.disk_failures += 1;
-                let record = self.written + 1;
-                let write = ReplicaInput::Write {
-                    id: u64::from(record),
-                    records: vec![record],
-                    acks: bounds.acks,
-                };
+                let (record, write) = self.next_write(bounds);
                 let r = self.replica_mut(*b);
                 let (base, epoch) = (r.log_end_offset(), r.leader_epoch());
                 r.log_mut().set_full(true);
@@ -851,6 +841,17 @@ impl Cluster {
     }
 
     /// A broker stops: its budget is spent (its connections close: see [`Traffic::closed`]).
+    /// The producer's next record, and its write (the record is its own id).
+    fn next_write(&self, bounds: &Bounds) -> (Record, ReplicaInput<Record>) {
+        let record = self.written + 1;
+        let write = ReplicaInput::Write {
+            id: u64::from(record),
+            records: vec![record],
+            acks: bounds.acks,
+        };
+        (record, write)
+    }
+
     fn stop(&mut self, b: BrokerId, clean: bool) {
         if clean {
             self.clean_crashes += 1;

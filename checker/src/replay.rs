@@ -159,17 +159,7 @@ fn render(
         rows.push(shown);
     }
     tables.insert(partition, now);
-    let widths: Vec<usize> = (0..6)
-        .map(|k| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0))
-        .collect();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        let _ = write!(out, "\n  {}", cells.join("  ").trim_end());
-    }
+    let _ = write!(out, "\n{}", isr_models::render::columns(&rows));
     if let Some(state) = replayer.controller().and_then(|c| c.partition(partition)) {
         let leader = state.leader.map_or("none".into(), |l| l.to_string());
         let _ = write!(

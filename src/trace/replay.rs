@@ -258,11 +258,6 @@ impl<'t> Replayer<'t> {
             .max_by_key(|c| c.epoch())
     }
 
-    /// What was committed, acknowledged and read in `partition`.
-    pub fn history(&self, partition: PartitionId) -> Option<&History<Digest>> {
-        self.histories.get(&partition)
-    }
-
     fn exhausted(&self, p: usize) -> bool {
         self.processes[p].next >= self.traces[p].events.len()
     }
@@ -272,17 +267,25 @@ impl<'t> Replayer<'t> {
         if self.exhausted(p) || !self.may_start(p) {
             return false;
         }
-        let me = self.processes[p].node;
-        match &self.traces[p].events[self.processes[p].next] {
+        match self.awaited(p) {
+            Some((from, message)) => self.sent(from, self.processes[p].node, message),
+            None => true,
+        }
+    }
+
+    /// The message process `p`'s next event receives, with its sender, unless it can come at
+    /// any time (it receives nothing, or what the runtime sends outside the core).
+    fn awaited(&self, p: usize) -> Option<(Node, &'t Message<Digest>)> {
+        match self.traces[p].events.get(self.processes[p].next)? {
             Event::Replica {
                 input: ReplicaInput::Message { from, message },
                 ..
-            } => self.sent(*from, me, message),
+            } => Some((*from, message)),
             Event::Controller {
                 input: ControllerInput::Message { from, message },
                 ..
-            } => from_outside_the_core(message) || self.sent(*from, me, message),
-            _ => true,
+            } if !from_outside_the_core(message) => Some((*from, message)),
+            _ => None,
         }
     }
 
@@ -317,18 +320,8 @@ impl<'t> Replayer<'t> {
         let waiting: Vec<(usize, Node, Node, &Message<Digest>)> = (0..self.processes.len())
             .filter(|&p| !self.exhausted(p) && self.may_start(p))
             .filter_map(|p| {
-                let me = self.processes[p].node;
-                match &self.traces[p].events[self.processes[p].next] {
-                    Event::Replica {
-                        input: ReplicaInput::Message { from, message },
-                        ..
-                    }
-                    | Event::Controller {
-                        input: ControllerInput::Message { from, message },
-                        ..
-                    } => Some((p, *from, me, message)),
-                    _ => None,
-                }
+                let (from, message) = self.awaited(p)?;
+                Some((p, from, self.processes[p].node, message))
             })
             .collect();
         let never_sent = waiting
@@ -630,6 +623,10 @@ impl<'t> Replayer<'t> {
     }
 
     /// Adds to the history what the step committed, acknowledged and handed a consumer.
+    /// Commits are taken incrementally, entry by entry, from the HW this leader had at its
+    /// last step: [`History::observe_commits`] walks every offset below every leader's HW at
+    /// every step, which over a long run of batches spanning many offsets would cost more than
+    /// the replay itself.
     fn observe(&mut self, p: usize, partition: PartitionId, effects: &Effects<Digest>) {
         let process = &mut self.processes[p];
         let Some(replica) = process.replicas.get(&partition) else {

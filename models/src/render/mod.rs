@@ -11,4 +11,4 @@ mod table;
 
 pub use diagram::{mermaid, Section};
 pub use svg::svg;
-pub use table::{state, table, trace_text, violated_here, violations};
+pub use table::{columns, state, table, trace_text, violated_here, violations};

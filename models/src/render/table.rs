@@ -121,6 +121,34 @@ fn marked(line: String, before: Option<String>) -> String {
     }
 }
 
+/// `rows` as aligned columns, each line indented by two spaces (no newline after the last):
+/// the layout of every state table, the model's and `isr-check replay`'s.
+pub fn columns<R: AsRef<[String]>>(rows: &[R]) -> String {
+    let n = rows.iter().map(|r| r.as_ref().len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..n)
+        .map(|k| {
+            rows.iter()
+                .filter_map(|r| r.as_ref().get(k))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let lines: Vec<String> = rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .as_ref()
+                .iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell:<w$}"))
+                .collect();
+            format!("  {}", cells.join("  ").trim_end())
+        })
+        .collect();
+    lines.join("\n")
+}
+
 /// A compact table of `c`; cells that differ from `before` are marked with `*`.
 pub fn table(bounds: &Bounds, before: Option<&Cluster>, c: &Cluster) -> String {
     let header = [
@@ -143,18 +171,8 @@ pub fn table(bounds: &Bounds, before: Option<&Cluster>, c: &Cluster) -> String {
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|k| rows.iter().map(|r| r[k].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        let _ = writeln!(out, "  {}", line.join("  ").trim_end());
-    }
+    let mut out = columns(&rows);
+    out.push('\n');
     let ctl = marked(controller_line(c), before.map(controller_line));
     let _ = writeln!(out, "  controller: {ctl}");
     let history = marked(
