@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutation testing of the protocol core, as a habit: cargo-mutants (crates.io) plants one
-# fault at a time in src/replica/, src/controller.rs, src/epoch_cache.rs and src/log.rs and
+# fault at a time in src/replica/, src/controller/, src/epoch_cache.rs and src/log.rs and
 # runs the core's tests (package isr) and the model checker's (package isr-models, which
 # includes every preset of the suite at its CI bounds: models/tests/presets.rs) against each.
 # A mutant no test fails is "missed": strengthen a preset or a test, or argue it equivalent in
@@ -21,7 +21,7 @@ fi
 files=()
 case " $* " in
   *" --file "* | *" -f "*) ;;
-  *) files=(--file 'src/replica/*.rs' --file src/controller.rs --file src/epoch_cache.rs --file src/log.rs) ;;
+  *) files=(--file 'src/replica/*.rs' --file 'src/controller/*.rs' --file src/epoch_cache.rs --file src/log.rs) ;;
 esac
 exec cargo mutants \
   --jobs 1 \
