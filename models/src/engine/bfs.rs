@@ -7,13 +7,14 @@
 //! counterexamples, do not depend on thread timing.
 
 use super::state::{Nodes, State, Worker};
+use super::visited::Visited;
 use super::{Counts, Ending, Limits};
 use crate::shortest::Trace;
 use crate::IsrModel;
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 
-/// Fingerprints are already well mixed: a map keyed by them need not hash again.
+/// Fingerprints are already well mixed: a set of them need not hash again.
 #[derive(Default)]
 struct Prehashed(u64);
 
@@ -29,9 +30,18 @@ impl Hasher for Prehashed {
     }
 }
 
-/// Per state reached: its parent's fingerprint and the index of the action taken there, among
-/// those of [`State::choices`].
-type Parents = HashMap<u64, Option<(u64, u32)>, BuildHasherDefault<Prehashed>>;
+type Fingerprints = HashSet<u64, BuildHasherDefault<Prehashed>>;
+
+/// A state first reached at some level: its fingerprint, its parent's, and the index of the
+/// action taken there, among those of [`State::choices`]. A level's are sorted by fingerprint
+/// once it is complete, so a path is found by one binary search per level; they take 24 bytes
+/// a state, where a map from state to parent took twice that and rehashed as it grew.
+#[derive(Clone, Copy)]
+struct Reached {
+    fp: u64,
+    parent: u64,
+    action: u32,
+}
 
 /// Which targets hold in a state's nodes, as bits. Targets read no message in flight.
 pub type Hits<'a> = &'a (dyn Fn(&Nodes) -> u64 + Sync);
@@ -50,9 +60,10 @@ pub struct Bfs {
     pub ending: Ending,
     /// Every state up to this depth was explored.
     pub complete_to: usize,
-    parent: Parents,
-    /// Per target, a shallowest state where it holds.
-    found: Vec<Option<u64>>,
+    /// Per depth from 1, the states first reached there, sorted by fingerprint.
+    levels: Vec<Vec<Reached>>,
+    /// Per target, a shallowest state where it holds, and its depth.
+    found: Vec<Option<(u64, usize)>>,
 }
 
 impl Bfs {
@@ -63,11 +74,14 @@ impl Bfs {
 
     /// A shortest path to a state where target `i` holds, if one was reached.
     pub fn trace(&self, model: &IsrModel, i: usize) -> Option<Trace> {
-        let mut at = self.found[i]?;
-        let mut indices = Vec::new();
-        while let Some(Some((p, i))) = self.parent.get(&at) {
-            indices.push(*i as usize);
-            at = *p;
+        let (mut at, depth) = self.found[i]?;
+        let mut indices = Vec::with_capacity(depth);
+        for level in self.levels[..depth].iter().rev() {
+            let r = level[level
+                .binary_search_by_key(&at, |r| r.fp)
+                .expect("a state's parent was reached a level before it")];
+            indices.push(r.action as usize);
+            at = r.parent;
         }
         indices.reverse();
         let mut w = Worker::small(model);
@@ -114,9 +128,11 @@ pub fn breadth_first(
     } = targets;
     assert!(targets <= 64, "at most 64 targets");
     let threads = threads.max(1);
-    let mut workers: Vec<Worker> = (0..threads).map(|_| Worker::new(model)).collect();
-    let initial = workers[0].initial();
-    let root = workers[0].fingerprint(&initial, symmetry);
+    let mut workers: Vec<(Worker, Fingerprints)> = (0..threads)
+        .map(|_| (Worker::new(model), Fingerprints::default()))
+        .collect();
+    let initial = workers[0].0.initial();
+    let root = workers[0].0.fingerprint(&initial, symmetry);
     let mut bfs = Bfs {
         counts: Counts {
             states: 1,
@@ -125,14 +141,15 @@ pub fn breadth_first(
         },
         ending: Ending::Exhausted,
         complete_to: 0,
-        parent: Parents::default(),
+        levels: Vec::new(),
         found: vec![None; targets],
     };
-    bfs.parent.insert(root, None);
+    let visited = Visited::default();
+    visited.insert(root);
     let bits = hits(&initial.nodes);
     for (i, found) in bfs.found.iter_mut().enumerate() {
         if bits & 1 << i != 0 {
-            *found = Some(root);
+            *found = Some((root, 0));
         }
     }
     let flags = |bfs: &Bfs| bfs.found.iter().map(Option::is_some).collect::<Vec<bool>>();
@@ -150,7 +167,8 @@ pub fn breadth_first(
         let pending: u64 = (0..targets)
             .filter(|&i| bfs.found[i].is_none())
             .fold(0, |m, i| m | 1 << i);
-        let mut next = Vec::new();
+        let mut next = Vec::with_capacity(frontier.len());
+        let mut level = Vec::with_capacity(frontier.len());
         let mut done = false;
         for batch in frontier.chunks(BATCH * threads) {
             if limits.expired() {
@@ -158,24 +176,18 @@ pub fn breadth_first(
                 done = true;
                 break;
             }
-            let parent = &bfs.parent;
+            let visited = &visited;
             let parts: Vec<(Vec<Candidate>, usize)> = if threads == 1 || batch.len() < 2 * threads {
-                vec![expand(
-                    &mut workers[0],
-                    symmetry,
-                    hits,
-                    pending,
-                    parent,
-                    batch,
-                )]
+                let (w, seen) = &mut workers[0];
+                vec![expand(w, seen, symmetry, hits, pending, visited, batch)]
             } else {
                 let size = batch.len().div_ceil(threads);
                 std::thread::scope(|s| {
                     let handles: Vec<_> = batch
                         .chunks(size)
                         .zip(workers.iter_mut())
-                        .map(|(part, w)| {
-                            s.spawn(move || expand(w, symmetry, hits, pending, parent, part))
+                        .map(|(part, (w, seen))| {
+                            s.spawn(move || expand(w, seen, symmetry, hits, pending, visited, part))
                         })
                         .collect();
                     handles
@@ -187,16 +199,20 @@ pub fn breadth_first(
             for (candidates, states) in parts {
                 bfs.counts.states += states;
                 for c in candidates {
-                    if done || bfs.parent.contains_key(&c.fp) {
+                    if done || !visited.insert(c.fp) {
                         continue;
                     }
-                    bfs.parent.insert(c.fp, Some((c.parent, c.action)));
+                    level.push(Reached {
+                        fp: c.fp,
+                        parent: c.parent,
+                        action: c.action,
+                    });
                     bfs.counts.unique += 1;
                     bfs.counts.depth = depth + 1;
                     if c.hits != 0 {
                         for (i, found) in bfs.found.iter_mut().enumerate() {
                             if found.is_none() && c.hits & 1 << i != 0 {
-                                *found = Some(c.fp);
+                                *found = Some((c.fp, depth + 1));
                             }
                         }
                         if stop(&flags(&bfs)) {
@@ -212,6 +228,8 @@ pub fn breadth_first(
                 break;
             }
         }
+        level.sort_unstable_by_key(|r| r.fp);
+        bfs.levels.push(level);
         if done {
             break;
         }
@@ -228,16 +246,18 @@ pub fn breadth_first(
 }
 
 /// The successors of part of a level that no earlier level reached, each once, with the
-/// targets they satisfy; and how many successors within bounds there were.
+/// targets they satisfy; and how many successors within bounds there were. `seen` is the
+/// thread's own set, kept from call to call for its room.
 fn expand(
     w: &mut Worker,
+    seen: &mut Fingerprints,
     symmetry: bool,
     hits: Hits,
     pending: u64,
-    parent: &Parents,
+    visited: &Visited,
     part: &[(State, u64)],
 ) -> (Vec<Candidate>, usize) {
-    let mut seen: HashMap<u64, (), BuildHasherDefault<Prehashed>> = HashMap::default();
+    seen.clear();
     let mut candidates = Vec::new();
     let mut states = 0;
     for (state, from) in part {
@@ -248,7 +268,7 @@ fn expand(
             }
             states += 1;
             let fp = w.fingerprint(&succ, symmetry);
-            if parent.contains_key(&fp) || seen.insert(fp, ()).is_some() {
+            if visited.contains(fp) || !seen.insert(fp) {
                 continue;
             }
             let hits = if pending == 0 {
