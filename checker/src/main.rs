@@ -23,6 +23,19 @@ use target::{Overrides, Target, Usage};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc asks for transparent huge pages on its arenas, and a search frees and refills
+/// pages so often that the kernel zeroed a fresh 2 MiB page at nearly every refill: 15–20 % of
+/// a search's time went to `clear_page` (perf, `check safe` and `check kip279`). With THP off
+/// for this process a refill zeroes 4 KiB pages, only those touched.
+fn without_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integers only and changes no memory of this process; a
+    // kernel that refuses it leaves THP as it was, which is only slower.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "isr-check",
@@ -78,6 +91,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    without_transparent_huge_pages();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
