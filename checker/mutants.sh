@@ -24,14 +24,18 @@ case " $* " in
   *" --file "* | *" -f "*) ;;
   *) files=(--file 'src/replica/*.rs' --file 'src/controller/*.rs' --file src/epoch_cache.rs --file src/log.rs) ;;
 esac
-# In place (--in-place), mutants reuse this tree's warm release build, about 40 s a build instead
-# of a cold copy's minutes; the tree is restored after each. One job at a time either way.
+# In place (--in-place), mutants reuse this tree's warm release build instead of a cold copy's
+# minutes, and build it incrementally: a mutant rebuilds in about 22 s instead of 55 (the
+# workspace's crates are rebuilt once on the way in and once after). The tree is restored after
+# each mutant. One job at a time either way.
 jobs=(--jobs 1)
-case " $* " in *" --in-place "*) jobs=() ;; esac
+case " $* " in *" --in-place "*) jobs=() && export CARGO_PROFILE_RELEASE_INCREMENTAL=true ;; esac
 # A mutant that hangs the search is caught by the timeout: without a baseline run to scale from,
 # 300 s is two and a half times what a passing test run takes (about 120 s, the presets 96 s of it).
 timeout=(--timeout-multiplier 3)
 case " $* " in *" --baseline skip "* | *" --baseline=skip "*) timeout=(--timeout 300) ;; esac
+# A caught mutant needs one failing case, not the smallest: proptest skips shrinking.
+export PROPTEST_MAX_SHRINK_ITERS=0
 exec cargo mutants \
   "${jobs[@]}" \
   --profile release \

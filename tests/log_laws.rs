@@ -89,8 +89,18 @@ fn naive_end_offset(log: &MemLog<u32>, requested: LeaderEpoch) -> Option<(Leader
     Some((epoch, end))
 }
 
+/// 2,000 cases a law. Failures are reported, not persisted: a regressions file beside the tests
+/// would also be written by a mutation run (checker/mutants.sh plants faults in this tree) and
+/// replay a mutant's failures against the real core from then on.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        failure_persistence: None,
+        ..ProptestConfig::with_cases(2_000)
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+    #![proptest_config(config())]
 
     /// Truncating to `o` then appending leaves the first `min(o, LEO)` entries followed by the
     /// appended ones, and never leaves the flushed offset above the truncation point.
@@ -312,7 +322,7 @@ impl Log for BatchLog {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2_000))]
+    #![proptest_config(config())]
 
     /// With records spanning several offsets (`Log::width`), the incrementally kept cache still
     /// equals `from_log`, its starts lie on batch boundaries, and `end_offset_for` still answers
