@@ -447,6 +447,34 @@ fn reconciliation_asks_at_once_and_truncates_where_the_logs_part() {
     assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(1)));
 }
 
+/// A leader that the controller elects again in a new epoch without having stepped down (its
+/// session expired, and its re-registration elected it) starts the new term as any new leader
+/// does: its epoch starts at its LEO (rule 6 reads that), what it learned of its followers in
+/// the old term is forgotten (rule 5 counts only fetches of the current epoch), and the writes
+/// it held are refused. Keeping the old term's leader state passed every other test and the
+/// suite, whose presets with session expiries are bug presets.
+#[test]
+fn a_leader_elected_again_in_a_new_epoch_starts_its_term_afresh() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 1);
+    write(&mut r, &cfg, 1, vec![7], Acks::Leader);
+    r.step(&cfg, Tick(0), fetch_from_b2(1));
+    let held = write(&mut r, &cfg, 2, vec![8], Acks::All);
+    assert!(
+        acknowledged(&held).is_empty(),
+        "b2 has not fetched offset 1 yet"
+    );
+    let effects = r.step(&cfg, Tick(0), order(1, 2, 2, &[1, 2], 1));
+    assert!(effects.contains(&Effect::FailWrite {
+        partition: PartitionId(0),
+        id: 2,
+        error: WriteError::NotLeader,
+    }));
+    let l = r.leader_state().expect("b1 still leads");
+    assert_eq!(l.epoch_start_offset, Offset(2));
+    assert_eq!(l.followers[&BrokerId(2)].log_end_offset, None);
+}
+
 /// KIP-279's rounds: an answer about an older epoch than the one asked for truncates to the end
 /// of what both logs may share of it, and the follower asks again about its new latest epoch
 /// until the answer is about that very epoch. One round would leave b2's record of epoch 1 under
