@@ -447,6 +447,38 @@ fn reconciliation_asks_at_once_and_truncates_where_the_logs_part() {
     assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(1)));
 }
 
+/// One request out at a time: a follower told of a new epoch by the leader it already follows,
+/// while its Fetch is out, sends nothing new; the answer to that Fetch, which it can no longer
+/// use, sends the next request. Sending at once (two mutants of `become_follower`'s guard)
+/// passed every other test and the suite: an extra request breaks no safety property.
+#[test]
+fn a_follower_told_of_a_new_epoch_waits_for_the_answer_to_its_request_out() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 2);
+    let effects = r.step(&cfg, Tick(0), order(1, 2, 2, &[1, 2], 1));
+    assert!(
+        sent(&effects).is_empty(),
+        "its Fetch of epoch 1 is still out"
+    );
+    let stale = Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::FetchResponse(FetchResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(1),
+            fetch_offset: Offset(0),
+            result: Ok(crate::message::FetchedRecords {
+                entries: Vec::new(),
+                high_watermark: Offset(0),
+            }),
+        }),
+    };
+    let effects = r.step(&cfg, Tick(0), stale);
+    assert!(matches!(
+        sent(&effects)[..],
+        [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(2)
+    ));
+}
+
 /// A leader that the controller elects again in a new epoch without having stepped down (its
 /// session expired, and its re-registration elected it) starts the new term as any new leader
 /// does: its epoch starts at its LEO (rule 6 reads that), what it learned of its followers in
