@@ -93,6 +93,22 @@ fn fetch_from_b2_incarnation(broker_epoch: u64, offset: u64) -> Input<u64> {
     }
 }
 
+/// b1's answer, as leader of `epoch`, to a Fetch at `fetch_offset`: `entries`, high watermark 0.
+fn records_from_b1(epoch: u32, fetch_offset: u64, entries: Vec<Entry<u64>>) -> Input<u64> {
+    Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::FetchResponse(FetchResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(epoch),
+            fetch_offset: Offset(fetch_offset),
+            result: Ok(crate::message::FetchedRecords {
+                entries,
+                high_watermark: Offset(0),
+            }),
+        }),
+    }
+}
+
 /// The driver's flush: the log made durable, then the replica told.
 fn flush(r: &mut R, cfg: &Config) -> Effects<u64> {
     r.log_mut().flush();
@@ -184,21 +200,14 @@ fn under_flush_always_answers_and_progress_wait_for_the_flush() {
 
     // A follower's next Fetch reports its log end offset: it leaves only once durable.
     let mut follower = replica(&cfg, 2);
-    let answer = Input::Message {
-        from: Node::Broker(BrokerId(1)),
-        message: Message::FetchResponse(FetchResponse {
-            partition: PartitionId(0),
-            leader_epoch: LeaderEpoch(1),
-            fetch_offset: Offset(0),
-            result: Ok(crate::message::FetchedRecords {
-                entries: vec![Entry {
-                    epoch: LeaderEpoch(1),
-                    record: 7,
-                }],
-                high_watermark: Offset(0),
-            }),
-        }),
-    };
+    let answer = records_from_b1(
+        1,
+        0,
+        vec![Entry {
+            epoch: LeaderEpoch(1),
+            record: 7,
+        }],
+    );
     let effects = follower.step(&cfg, Tick(0), answer);
     assert!(sent(&effects).is_empty(), "{effects:?}");
     assert_eq!(follower.held().len(), 1);
@@ -460,19 +469,7 @@ fn a_follower_told_of_a_new_epoch_waits_for_the_answer_to_its_request_out() {
         sent(&effects).is_empty(),
         "its Fetch of epoch 1 is still out"
     );
-    let stale = Input::Message {
-        from: Node::Broker(BrokerId(1)),
-        message: Message::FetchResponse(FetchResponse {
-            partition: PartitionId(0),
-            leader_epoch: LeaderEpoch(1),
-            fetch_offset: Offset(0),
-            result: Ok(crate::message::FetchedRecords {
-                entries: Vec::new(),
-                high_watermark: Offset(0),
-            }),
-        }),
-    };
-    let effects = r.step(&cfg, Tick(0), stale);
+    let effects = r.step(&cfg, Tick(0), records_from_b1(1, 0, Vec::new()));
     assert!(matches!(
         sent(&effects)[..],
         [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(2)
