@@ -24,7 +24,7 @@ use target::{Overrides, Target, Usage};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// mimalloc asks for transparent huge pages on its arenas, and a search frees and refills
-/// pages so often that the kernel zeroed a fresh 2 MiB page at nearly every refill: 15–20 % of
+/// pages so often that the kernel zeroed a fresh 2 MiB page at nearly every refill: 15–25 % of
 /// a search's time went to `clear_page` (perf, `check safe` and `check kip279`). With THP off
 /// for this process a refill zeroes 4 KiB pages, only those touched.
 fn without_transparent_huge_pages() {
