@@ -504,6 +504,29 @@ fn a_leader_elected_again_in_a_new_epoch_starts_its_term_afresh() {
     assert_eq!(l.followers[&BrokerId(2)].log_end_offset, None);
 }
 
+/// What a replica reports of where it stands, which drivers read (the runtime's metadata and
+/// logs, a model's renaming): the partition it replicates, and the epochs of the order it acts
+/// on. A restart forgets the epochs, since the controller tells them again. Nothing in the core
+/// reads these accessors back, so only a test of them fails when they lie.
+#[test]
+fn a_replica_reports_the_partition_and_the_epochs_it_acts_on_until_it_restarts() {
+    let cfg = Config::default();
+    let other = R::new(BrokerId(2), PartitionId(5), MemLog::default());
+    assert_eq!(other.partition(), PartitionId(5));
+    let mut r = replica(&cfg, 2);
+    r.step(&cfg, Tick(0), order(1, 2, 4, &[1, 2], 3));
+    assert_eq!(r.partition(), PartitionId(0));
+    assert_eq!(r.leader_epoch(), LeaderEpoch(2));
+    assert_eq!(r.partition_epoch(), PartitionEpoch(4));
+    assert_eq!(r.broker_epoch(), BrokerEpoch(1));
+    assert_eq!(r.controller_epoch(), ControllerEpoch(3));
+    r.step(&cfg, Tick(0), Input::Stop { clean: true });
+    r.step(&cfg, Tick(0), Input::Restart);
+    assert_eq!(r.partition_epoch(), PartitionEpoch(0));
+    assert_eq!(r.broker_epoch(), BrokerEpoch(0));
+    assert_eq!(r.controller_epoch(), ControllerEpoch(0));
+}
+
 /// KIP-279's rounds: an answer about an older epoch than the one asked for truncates to the end
 /// of what both logs may share of it, and the follower asks again about its new latest epoch
 /// until the answer is about that very epoch. One round would leave b2's record of epoch 1 under
