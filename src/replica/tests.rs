@@ -527,6 +527,21 @@ fn a_replica_reports_the_partition_and_the_epochs_it_acts_on_until_it_restarts()
     assert_eq!(r.controller_epoch(), ControllerEpoch(0));
 }
 
+/// The drivers' debug check of a replica reports what it finds broken: a replica whose high
+/// watermark is above its log end (which no input can make) is not consistent.
+#[test]
+fn the_local_check_reports_a_high_watermark_above_the_log_end() {
+    let cfg = Config::default();
+    let mut r = replica(&cfg, 2);
+    assert_eq!(r.check_local(), Ok(()));
+    r.high_watermark = Offset(1);
+    assert!(
+        matches!(r.check_local(), Err(crate::invariants::Violation::Replica { replica, .. }) if replica == BrokerId(2)),
+        "{:?}",
+        r.check_local()
+    );
+}
+
 /// KIP-279's rounds: an answer about an older epoch than the one asked for truncates to the end
 /// of what both logs may share of it, and the follower asks again about its new latest epoch
 /// until the answer is about that very epoch. One round would leave b2's record of epoch 1 under
