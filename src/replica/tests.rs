@@ -735,6 +735,10 @@ fn a_write_the_log_did_not_take_is_refused_never_acknowledged() {
             "{acks:?}: the first write is committed"
         );
 
+        // Re-elected in epoch 2, b1's next write is the first of its epoch: an epoch cache
+        // that recorded what the log did not take would start epoch 2 at an offset no entry
+        // holds (`check_local` below).
+        r.step(&cfg, Tick(0), order(1, 2, 2, &[1], 1));
         r.log_mut().full = true;
         let effects = r.step(&cfg, Tick(1), write(2));
         assert_eq!(
