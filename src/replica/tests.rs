@@ -542,6 +542,38 @@ fn the_local_check_reports_a_high_watermark_above_the_log_end() {
     );
 }
 
+/// A truncation below the high watermark checkpoint lowers the checkpoint at once: a restart
+/// starts from it, and would count as committed whatever the log holds there next. A truncation
+/// to the checkpoint leaves it, and writes nothing (a checkpoint also restarts the interval).
+#[test]
+fn a_truncation_below_the_checkpoint_lowers_it_and_one_to_it_writes_nothing() {
+    let cfg = Config::default();
+    let mut r = replica(&cfg, 2);
+    let entry = |record| Entry {
+        epoch: LeaderEpoch(1),
+        record,
+    };
+    r.log_mut().append(&[entry(7), entry(8), entry(9)]);
+    r.high_watermark = Offset(2);
+    r.hw_checkpoint = Offset(2);
+    let written = |effects: &Effects<u64>| {
+        effects
+            .iter()
+            .filter(|e| matches!(e, Effect::CheckpointHighWatermark { .. }))
+            .count()
+    };
+    let mut effects = Vec::new();
+    r.truncate_to(Offset(2), &mut effects);
+    assert_eq!((r.hw_checkpoint(), written(&effects)), (Offset(2), 0));
+    let mut effects = Vec::new();
+    r.truncate_to(Offset(1), &mut effects);
+    assert_eq!(r.hw_checkpoint(), Offset(1));
+    assert!(effects.contains(&Effect::CheckpointHighWatermark {
+        partition: PartitionId(0),
+        offset: Offset(1)
+    }));
+}
+
 /// KIP-279's rounds: an answer about an older epoch than the one asked for truncates to the end
 /// of what both logs may share of it, and the follower asks again about its new latest epoch
 /// until the answer is about that very epoch. One round would leave b2's record of epoch 1 under
