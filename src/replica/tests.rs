@@ -322,6 +322,14 @@ fn the_checkpoint_follows_the_durable_high_watermark_at_most_every_interval() {
         [Offset(2)]
     );
     assert_eq!(leader.hw_checkpoint(), Offset(2));
+    // The interval runs from that checkpoint: a flush right after the next commit is not due.
+    write(&mut leader, &cfg, 2, vec![9], Acks::Leader);
+    leader.step(&cfg, Tick(11), fetch_from_b2(3));
+    assert!(checkpoints(&flush(&mut leader, &cfg)).is_empty(), "not due");
+    assert_eq!(
+        checkpoints(&leader.step(&cfg, Tick(20), Input::Tick)),
+        [Offset(3)]
+    );
 }
 
 #[test]
