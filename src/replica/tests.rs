@@ -184,6 +184,8 @@ fn under_flush_always_answers_and_progress_wait_for_the_flush() {
     // acks=1: appended, but answered only once durable; the leader asks for the flush.
     let effects = write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
     assert!(acknowledged(&effects).is_empty());
+    assert_eq!(leader.held().len(), 1);
+    assert!(!leader.holds_request(), "an answer waits, not a request");
     assert!(effects.contains(&Effect::Flush {
         partition: PartitionId(0),
         up_to: Offset(1)
@@ -211,6 +213,7 @@ fn under_flush_always_answers_and_progress_wait_for_the_flush() {
     let effects = follower.step(&cfg, Tick(0), answer);
     assert!(sent(&effects).is_empty(), "{effects:?}");
     assert_eq!(follower.held().len(), 1);
+    assert!(follower.holds_request());
     let effects = flush(&mut follower, &cfg);
     assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(1)));
 }
