@@ -256,6 +256,37 @@ fn a_follower_asks_again_when_its_request_times_out_and_soon_after_an_error() {
     ));
 }
 
+/// Rule 4 on the leader's side: a Fetch from a follower that knows a newer epoch (its leader
+/// has not heard of its own re-election yet) or only an older one is refused with the error
+/// that says which, and its progress is not counted in this epoch.
+#[test]
+fn a_fetch_in_another_leader_epoch_is_refused_and_not_counted() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+    for (epoch, error) in [
+        (2, crate::error::EpochError::UnknownLeaderEpoch),
+        (0, crate::error::EpochError::FencedLeaderEpoch),
+    ] {
+        let fetch = Input::Message {
+            from: Node::Broker(BrokerId(2)),
+            message: Message::Fetch(FetchRequest {
+                partition: PartitionId(0),
+                replica: BrokerId(2),
+                broker_epoch: BrokerEpoch(2),
+                current_leader_epoch: LeaderEpoch(epoch),
+                fetch_offset: Offset(1),
+            }),
+        };
+        let effects = leader.step(&cfg, Tick(0), fetch);
+        assert!(
+            matches!(&sent(&effects)[..], [Message::FetchResponse(r)] if r.result == Err(error)),
+            "epoch {epoch}: {effects:?}"
+        );
+        assert_eq!(leader.high_watermark(), Offset(0), "epoch {epoch}");
+    }
+}
+
 #[test]
 fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough() {
     let cfg = Config {
