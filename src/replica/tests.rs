@@ -295,6 +295,8 @@ fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough(
     };
     let mut leader = replica(&cfg, 1);
     assert!(sent(&leader.step(&cfg, Tick(0), fetch_from_b2(0))).is_empty());
+    // The same follower's Fetch again (a retry) replaces the one held: one answer, not two.
+    assert!(sent(&leader.step(&cfg, Tick(0), fetch_from_b2(0))).is_empty());
     // Data comes: the held fetch is answered with it.
     let effects = write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
     assert!(matches!(
@@ -327,6 +329,42 @@ fn a_lagging_follower_is_proposed_out_and_an_unanswered_proposal_is_sent_again()
     assert!(sent(&leader.step(&cfg, Tick(40), Input::Tick)).is_empty());
     let effects = leader.step(&cfg, Tick(41), Input::Tick);
     assert!(matches!(sent(&effects)[..], [Message::AlterPartition(again)] if *again == first));
+}
+
+/// The lag timer runs from the last Fetch that reached the leader's log end: a follower that
+/// fetches but stays behind lags all the same, one that caught up starts a new interval.
+#[test]
+fn only_a_fetch_at_the_log_end_restarts_the_lag_timer() {
+    let cfg = page_cache();
+    for (fetch_offset, proposed_at) in [(0, 31), (1, 51)] {
+        let mut leader = replica(&cfg, 1);
+        write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+        leader.step(&cfg, Tick(20), fetch_from_b2(fetch_offset));
+        let proposal = |effects: &Effects<u64>| matches!(&sent(effects)[..], [Message::AlterPartition(a)] if a.new_isr == [BrokerId(1)].into());
+        assert!(
+            !proposal(&leader.step(&cfg, Tick(proposed_at - 1), Input::Tick)),
+            "fetched at {fetch_offset}"
+        );
+        assert!(
+            proposal(&leader.step(&cfg, Tick(proposed_at), Input::Tick)),
+            "fetched at {fetch_offset}"
+        );
+    }
+}
+
+/// A Fetch beyond the leader's log end (a follower that has not reconciled) is refused with
+/// OffsetOutOfRange, which sends the follower to reconcile, and counts nothing.
+#[test]
+fn a_fetch_beyond_the_log_end_is_out_of_range_and_not_counted() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(3));
+    assert!(
+        matches!(&sent(&effects)[..], [Message::FetchResponse(r)] if r.result == Err(crate::error::EpochError::OffsetOutOfRange)),
+        "{effects:?}"
+    );
+    assert_eq!(leader.high_watermark(), Offset(0));
 }
 
 #[test]
