@@ -703,6 +703,86 @@ fn reconciliation_asks_again_until_the_answer_is_about_the_epoch_asked_for() {
 /// controller accepts. A duplicate of the old refusal used to match the new proposal (answers
 /// were matched by ISR and version only), cancel it, and let the HW rise over the smaller ISR
 /// while the controller held the larger (StrongIsr). Answers echo the request's broker epochs.
+/// A late refusal of the same ISR proposed at an earlier partition epoch is not about the
+/// proposal pending now: it is ignored, and the proposal stays.
+#[test]
+fn a_refusal_of_an_earlier_version_of_the_same_proposal_is_ignored() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    let shrink = Input::Timeout(Timer::Lag(BrokerId(2)));
+    let effects = leader.step(&cfg, Tick(0), shrink.clone());
+    let [Message::AlterPartition(first)] = sent(&effects)[..] else {
+        panic!("a proposal: {effects:?}");
+    };
+    let refusal = Input::Message {
+        from: Node::Controller,
+        message: Message::AlterPartitionResponse(AlterPartitionResponse {
+            partition: PartitionId(0),
+            request_partition_epoch: first.partition_epoch,
+            requested_isr: first.new_isr.clone(),
+            requested_broker_epochs: first.broker_epochs.clone(),
+            controller_epoch: ControllerEpoch(1),
+            result: Err(AlterPartitionError::UnknownPartition),
+        }),
+    };
+    leader.step(&cfg, Tick(0), refusal.clone());
+    assert_eq!(leader.leader_state().expect("leads").proposed_isr, None);
+    // The partition moves to version 2 with the same ISR, and b2 lags again.
+    leader.step(&cfg, Tick(0), order(1, 1, 2, &[1, 2], 1));
+    let effects = leader.step(&cfg, Tick(0), shrink);
+    assert!(
+        matches!(sent(&effects)[..], [Message::AlterPartition(again)] if again.partition_epoch == PartitionEpoch(2) && again.new_isr == first.new_isr),
+        "{effects:?}"
+    );
+    leader.step(&cfg, Tick(0), refusal);
+    assert_eq!(
+        leader.leader_state().expect("leads").proposed_isr,
+        Some([BrokerId(1)].into())
+    );
+}
+
+/// Two followers lag at once: the tick that finds both proposes one of them out, and the
+/// second lag timer, due in the same tick, waits for that proposal to settle (one change
+/// pending at a time) instead of replacing it.
+#[test]
+fn two_followers_lagging_at_once_are_proposed_out_one_at_a_time() {
+    let cfg = page_cache();
+    let Input::Message {
+        message: Message::LeaderAndIsr(mut m),
+        ..
+    } = order(1, 1, 1, &[1, 2, 3], 1)
+    else {
+        unreachable!("order makes a LeaderAndIsr")
+    };
+    m.state.assigned.push(BrokerId(3));
+    let mut leader = R::new(BrokerId(1), PartitionId(0), MemLog::default());
+    leader.step(
+        &cfg,
+        Tick(0),
+        Input::Message {
+            from: Node::Controller,
+            message: Message::LeaderAndIsr(m),
+        },
+    );
+    let effects = leader.step(&cfg, Tick(31), Input::Tick);
+    let proposals: Vec<_> = sent(&effects)
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::AlterPartition(a) => Some(a.new_isr.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        proposals,
+        [[BrokerId(1), BrokerId(3)].into()],
+        "{effects:?}"
+    );
+    assert_eq!(
+        leader.leader_state().expect("leads").proposed_isr,
+        Some([BrokerId(1), BrokerId(3)].into())
+    );
+}
+
 #[test]
 fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
     let cfg = page_cache();
