@@ -218,6 +218,25 @@ fn under_flush_always_answers_and_progress_wait_for_the_flush() {
     assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(1)));
 }
 
+/// Each acks=all write is answered once, when the high watermark passes it: one passed is
+/// answered and forgotten, one not yet passed waits for the next advance.
+#[test]
+fn each_acks_all_write_is_acknowledged_once_when_the_high_watermark_passes_it() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7], Acks::All);
+    write(&mut leader, &cfg, 2, vec![8], Acks::All);
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(1));
+    assert_eq!(acknowledged(&effects), vec![1]);
+    let effects = leader.step(&cfg, Tick(0), fetch_from_b2(2));
+    assert_eq!(acknowledged(&effects), vec![2]);
+    assert!(leader
+        .leader_state()
+        .expect("leads")
+        .pending_writes
+        .is_empty());
+}
+
 #[test]
 fn under_page_cache_nothing_waits() {
     let cfg = page_cache();
