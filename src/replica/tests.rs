@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::{FlushPolicy, Rules};
-use crate::error::{AlterPartitionError, WriteError};
+use crate::error::{AlterPartitionError, ReadError, WriteError};
 use crate::log::MemLog;
 use crate::message::{
     AlterPartitionResponse, Envelope, FetchRequest, FetchResponse, LeaderAndIsr,
@@ -235,6 +235,41 @@ fn each_acks_all_write_is_acknowledged_once_when_the_high_watermark_passes_it() 
         .expect("leads")
         .pending_writes
         .is_empty());
+}
+
+/// A consumer's read: a leader answers with committed records only, from the offset asked up
+/// to the high watermark; an offset above the high watermark is out of range, and a follower
+/// refuses (consumers read from the leader).
+#[test]
+fn a_read_gets_committed_records_from_a_leader_and_nothing_elsewhere() {
+    let cfg = page_cache();
+    let mut leader = replica(&cfg, 1);
+    write(&mut leader, &cfg, 1, vec![7, 8], Acks::Leader);
+    leader.step(&cfg, Tick(0), fetch_from_b2(1));
+    assert_eq!(leader.high_watermark(), Offset(1));
+    let read = |r: &mut R, from| {
+        let effects = r.step(
+            &cfg,
+            Tick(0),
+            Input::Read {
+                id: 9,
+                from: Offset(from),
+                max_entries: 10,
+                max_bytes: 10,
+            },
+        );
+        match &effects[..] {
+            [Effect::Read { id: 9, result, .. }] => result
+                .clone()
+                .map(|a| a.entries.into_iter().map(|e| e.record).collect::<Vec<_>>()),
+            _ => panic!("one answer: {effects:?}"),
+        }
+    };
+    assert_eq!(read(&mut leader, 0), Ok(vec![7]));
+    assert_eq!(read(&mut leader, 1), Ok(vec![]));
+    assert_eq!(read(&mut leader, 2), Err(ReadError::OffsetOutOfRange));
+    let mut follower = replica(&cfg, 2);
+    assert_eq!(read(&mut follower, 0), Err(ReadError::NotLeader));
 }
 
 #[test]
