@@ -81,13 +81,19 @@ fn fetch_from_b2(offset: u64) -> Input<u64> {
 
 /// A Fetch from b2 as registered with broker epoch `broker_epoch`.
 fn fetch_from_b2_incarnation(broker_epoch: u64, offset: u64) -> Input<u64> {
+    fetch_from_b2_in(1, broker_epoch, offset)
+}
+
+/// A Fetch from b2 in leader epoch `leader_epoch`, as registered with broker epoch
+/// `broker_epoch`.
+fn fetch_from_b2_in(leader_epoch: u32, broker_epoch: u64, offset: u64) -> Input<u64> {
     Input::Message {
         from: Node::Broker(BrokerId(2)),
         message: Message::Fetch(FetchRequest {
             partition: PartitionId(0),
             replica: BrokerId(2),
             broker_epoch: BrokerEpoch(broker_epoch),
-            current_leader_epoch: LeaderEpoch(1),
+            current_leader_epoch: LeaderEpoch(leader_epoch),
             fetch_offset: Offset(offset),
         }),
     }
@@ -322,17 +328,7 @@ fn a_fetch_in_another_leader_epoch_is_refused_and_not_counted() {
         (2, crate::error::EpochError::UnknownLeaderEpoch),
         (0, crate::error::EpochError::FencedLeaderEpoch),
     ] {
-        let fetch = Input::Message {
-            from: Node::Broker(BrokerId(2)),
-            message: Message::Fetch(FetchRequest {
-                partition: PartitionId(0),
-                replica: BrokerId(2),
-                broker_epoch: BrokerEpoch(2),
-                current_leader_epoch: LeaderEpoch(epoch),
-                fetch_offset: Offset(1),
-            }),
-        };
-        let effects = leader.step(&cfg, Tick(0), fetch);
+        let effects = leader.step(&cfg, Tick(0), fetch_from_b2_in(epoch, 2, 1));
         assert!(
             matches!(&sent(&effects)[..], [Message::FetchResponse(r)] if r.result == Err(error)),
             "epoch {epoch}: {effects:?}"
