@@ -1061,4 +1061,52 @@ mod tests {
         assert_eq!(answer.controller_epoch, ControllerEpoch(1));
         assert!(answer.result.is_ok());
     }
+
+    /// A broker speaks only for itself: a registration, a heartbeat or an AlterPartition sent
+    /// by one broker in another's name changes nothing. A broker's own heartbeat keeps its
+    /// session, and a fenced broker's is answered with an order to register again.
+    #[test]
+    fn a_broker_speaking_for_another_is_ignored_and_its_own_heartbeat_keeps_its_session() {
+        let (cfg, mut c, _) = three();
+        let from_b3 = |message| Input::Message {
+            from: Node::Broker(BrokerId(3)),
+            message,
+        };
+        let before = c.clone();
+        for message in [
+            Message::BrokerRegistration {
+                broker: BrokerId(2),
+                clean_shutdown: false,
+            },
+            Message::BrokerHeartbeat {
+                broker: BrokerId(2),
+            },
+            Message::AlterPartition(drop_b3(ControllerEpoch(1))),
+        ] {
+            let effects: Effects<()> = c.step(&cfg, Tick(10), from_b3(message.clone()));
+            assert!(effects.is_empty(), "{message:?}: {effects:?}");
+            assert_eq!(c, before, "{message:?}");
+        }
+        let heartbeat = |b| Input::Message {
+            from: Node::Broker(BrokerId(b)),
+            message: Message::BrokerHeartbeat {
+                broker: BrokerId(b),
+            },
+        };
+        for b in [1, 3] {
+            let effects: Effects<()> = c.step(&cfg, Tick(10), heartbeat(b));
+            assert!(effects.is_empty(), "{effects:?}");
+        }
+        // b2's session, silent since tick 0, expires after session_timeout (18); the others'
+        // heartbeats at tick 10 keep theirs.
+        let _: Effects<()> = c.step(&cfg, Tick(20), Input::Tick);
+        assert_eq!(c.alive_brokers(), vec![BrokerId(1), BrokerId(3)]);
+        let effects: Effects<()> = c.step(&cfg, Tick(21), heartbeat(2));
+        assert_eq!(
+            effects,
+            vec![Effect::MustRegister {
+                broker: BrokerId(2)
+            }]
+        );
+    }
 }
