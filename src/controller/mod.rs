@@ -1067,7 +1067,8 @@ mod tests {
     /// session, and a fenced broker's is answered with an order to register again.
     #[test]
     fn a_broker_speaking_for_another_is_ignored_and_its_own_heartbeat_keeps_its_session() {
-        let (cfg, mut c, _) = three();
+        let (cfg, mut c, p) = three();
+        assert_eq!(c.partitions().keys().collect::<Vec<_>>(), [&p]);
         let from_b3 = |message| Input::Message {
             from: Node::Broker(BrokerId(3)),
             message,
