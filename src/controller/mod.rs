@@ -1110,4 +1110,34 @@ mod tests {
             }]
         );
     }
+
+    /// A partition is created only over live brokers, with a min ISR from 1 to its replication
+    /// factor: what an operator asks for is refused otherwise, with the reason.
+    #[test]
+    fn a_partition_is_created_only_over_live_brokers_with_a_min_isr_it_can_meet() {
+        let (_, mut c, _) = three();
+        let q = PartitionId(1);
+        let brokers = |v: &[u32]| v.iter().map(|&b| BrokerId(b)).collect::<Vec<_>>();
+        assert_eq!(
+            c.create_partition::<()>(q, vec![], 1).err(),
+            Some(ControllerError::NotEnoughBrokers {
+                factor: 0,
+                alive: 0
+            })
+        );
+        assert_eq!(
+            c.create_partition::<()>(q, brokers(&[1, 4]), 1).err(),
+            Some(ControllerError::NotEnoughBrokers {
+                factor: 2,
+                alive: 1
+            })
+        );
+        for min_isr in [0, 3] {
+            assert_eq!(
+                c.create_partition::<()>(q, brokers(&[1, 2]), min_isr).err(),
+                Some(ControllerError::InvalidMinIsr(2))
+            );
+        }
+        assert!(c.create_partition::<()>(q, brokers(&[1, 2]), 2).is_ok());
+    }
 }
