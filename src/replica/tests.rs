@@ -2,11 +2,11 @@
 
 use super::*;
 use crate::config::{FlushPolicy, Rules};
-use crate::error::{AlterPartitionError, ReadError, WriteError};
+use crate::error::{AlterPartitionError, EpochError, ReadError, WriteError};
 use crate::log::MemLog;
 use crate::message::{
-    AlterPartitionResponse, Envelope, FetchRequest, FetchResponse, LeaderAndIsr,
-    OffsetForLeaderEpochResponse, PartitionState,
+    AlterPartitionRequest, AlterPartitionResponse, Envelope, FetchRequest, FetchResponse,
+    LeaderAndIsr, OffsetForLeaderEpochResponse, PartitionState,
 };
 use crate::types::{Acks, LeaderEpoch};
 
@@ -45,12 +45,24 @@ fn sent(effects: &Effects<u64>) -> Vec<&Message<u64>> {
 /// The controller's order for partition 0 over b1 and b2: `leader` leads epoch `epoch` with ISR
 /// `isr`, at partition epoch `version`, from controller `controller`.
 fn order(leader: u32, epoch: u32, version: u32, isr: &[u32], controller: u32) -> Input<u64> {
+    order_over(&[1, 2], leader, epoch, version, isr, controller)
+}
+
+/// [`order`] for a partition assigned to `assigned`.
+fn order_over(
+    assigned: &[u32],
+    leader: u32,
+    epoch: u32,
+    version: u32,
+    isr: &[u32],
+    controller: u32,
+) -> Input<u64> {
     Input::Message {
         from: Node::Controller,
         message: Message::LeaderAndIsr(LeaderAndIsr {
             partition: PartitionId(0),
             state: PartitionState {
-                assigned: vec![BrokerId(1), BrokerId(2)],
+                assigned: assigned.iter().map(|&b| BrokerId(b)).collect(),
                 leader: Some(BrokerId(leader)),
                 leader_epoch: LeaderEpoch(epoch),
                 isr: isr.iter().map(|&b| BrokerId(b)).collect(),
@@ -111,6 +123,21 @@ fn records_from_b1(epoch: u32, fetch_offset: u64, entries: Vec<Entry<u64>>) -> I
                 entries,
                 high_watermark: Offset(0),
             }),
+        }),
+    }
+}
+
+/// Controller `controller`'s refusal of `req` with `error`, echoing what it asked.
+fn refusal(req: &AlterPartitionRequest, controller: u32, error: AlterPartitionError) -> Input<u64> {
+    Input::Message {
+        from: Node::Controller,
+        message: Message::AlterPartitionResponse(AlterPartitionResponse {
+            partition: PartitionId(0),
+            request_partition_epoch: req.partition_epoch,
+            requested_isr: req.new_isr.clone(),
+            requested_broker_epochs: req.broker_epochs.clone(),
+            controller_epoch: ControllerEpoch(controller),
+            result: Err(error),
         }),
     }
 }
@@ -305,7 +332,7 @@ fn a_follower_asks_again_when_its_request_times_out_and_soon_after_an_error() {
             partition: PartitionId(0),
             leader_epoch: LeaderEpoch(0),
             fetch_offset: Offset(0),
-            result: Err(crate::error::EpochError::UnknownLeaderEpoch),
+            result: Err(EpochError::UnknownLeaderEpoch),
         }),
     };
     follower.step(&cfg, Tick(12), error);
@@ -325,8 +352,8 @@ fn a_fetch_in_another_leader_epoch_is_refused_and_not_counted() {
     let mut leader = replica(&cfg, 1);
     write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
     for (epoch, error) in [
-        (2, crate::error::EpochError::UnknownLeaderEpoch),
-        (0, crate::error::EpochError::FencedLeaderEpoch),
+        (2, EpochError::UnknownLeaderEpoch),
+        (0, EpochError::FencedLeaderEpoch),
     ] {
         let effects = leader.step(&cfg, Tick(0), fetch_from_b2_in(epoch, 2, 1));
         assert!(
@@ -411,7 +438,7 @@ fn a_fetch_beyond_the_log_end_is_out_of_range_and_not_counted() {
     write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
     let effects = leader.step(&cfg, Tick(0), fetch_from_b2(3));
     assert!(
-        matches!(&sent(&effects)[..], [Message::FetchResponse(r)] if r.result == Err(crate::error::EpochError::OffsetOutOfRange)),
+        matches!(&sent(&effects)[..], [Message::FetchResponse(r)] if r.result == Err(EpochError::OffsetOutOfRange)),
         "{effects:?}"
     );
     assert_eq!(leader.high_watermark(), Offset(0));
@@ -528,17 +555,7 @@ fn a_proposal_survives_a_deposed_controllers_answers() {
     };
     let req = req.clone();
     assert_eq!(req.controller_epoch, ControllerEpoch(2));
-    let refusal = |controller: u32, error| Input::Message {
-        from: Node::Controller,
-        message: Message::AlterPartitionResponse(AlterPartitionResponse {
-            partition: PartitionId(0),
-            request_partition_epoch: req.partition_epoch,
-            requested_isr: req.new_isr.clone(),
-            requested_broker_epochs: req.broker_epochs.clone(),
-            controller_epoch: ControllerEpoch(controller),
-            result: Err(error),
-        }),
-    };
+    let refused_by = |controller, error| refusal(&req, controller, error);
     let pending = |r: &R| r.leader_state().expect("leads").proposed_isr.clone();
     // The zombie (controller 1) refuses; the leader heard controller 2, so it ignores it,
     // whether the zombie judged on its stale view or saw it is deposed (NOT_CONTROLLER).
@@ -547,11 +564,11 @@ fn a_proposal_survives_a_deposed_controllers_answers() {
         current: ControllerEpoch(1),
     };
     for error in [AlterPartitionError::NotLeader, not_controller] {
-        r.step(&cfg, Tick(1), refusal(1, error));
+        r.step(&cfg, Tick(1), refused_by(1, error));
         assert_eq!(pending(&r), Some(req.new_isr.clone()));
     }
     // The current controller's refusal is final.
-    r.step(&cfg, Tick(1), refusal(2, AlterPartitionError::NotLeader));
+    r.step(&cfg, Tick(1), refused_by(2, AlterPartitionError::NotLeader));
     assert_eq!(pending(&r), None);
 }
 
@@ -747,12 +764,6 @@ fn reconciliation_asks_again_until_the_answer_is_about_the_epoch_asked_for() {
     assert!(matches!(sent(&effects)[..], [Message::Fetch(f)] if f.fetch_offset == Offset(0)));
 }
 
-/// Found by the random schedules (a 22-step counterexample under the safe rules): a proposal
-/// built on a Fetch by a broker's old incarnation is refused INELIGIBLE_REPLICA; the new
-/// incarnation's Fetch triggers a proposal of the same ISR on the same version, which the
-/// controller accepts. A duplicate of the old refusal used to match the new proposal (answers
-/// were matched by ISR and version only), cancel it, and let the HW rise over the smaller ISR
-/// while the controller held the larger (StrongIsr). Answers echo the request's broker epochs.
 /// A late refusal of the same ISR proposed at an earlier partition epoch is not about the
 /// proposal pending now: it is ignored, and the proposal stays.
 #[test]
@@ -764,18 +775,8 @@ fn a_refusal_of_an_earlier_version_of_the_same_proposal_is_ignored() {
     let [Message::AlterPartition(first)] = sent(&effects)[..] else {
         panic!("a proposal: {effects:?}");
     };
-    let refusal = Input::Message {
-        from: Node::Controller,
-        message: Message::AlterPartitionResponse(AlterPartitionResponse {
-            partition: PartitionId(0),
-            request_partition_epoch: first.partition_epoch,
-            requested_isr: first.new_isr.clone(),
-            requested_broker_epochs: first.broker_epochs.clone(),
-            controller_epoch: ControllerEpoch(1),
-            result: Err(AlterPartitionError::UnknownPartition),
-        }),
-    };
-    leader.step(&cfg, Tick(0), refusal.clone());
+    let refused = refusal(first, 1, AlterPartitionError::UnknownPartition);
+    leader.step(&cfg, Tick(0), refused.clone());
     assert_eq!(leader.leader_state().expect("leads").proposed_isr, None);
     // The partition moves to version 2 with the same ISR, and b2 lags again.
     leader.step(&cfg, Tick(0), order(1, 1, 2, &[1, 2], 1));
@@ -784,7 +785,7 @@ fn a_refusal_of_an_earlier_version_of_the_same_proposal_is_ignored() {
         matches!(sent(&effects)[..], [Message::AlterPartition(again)] if again.partition_epoch == PartitionEpoch(2) && again.new_isr == first.new_isr),
         "{effects:?}"
     );
-    leader.step(&cfg, Tick(0), refusal);
+    leader.step(&cfg, Tick(0), refused);
     assert_eq!(
         leader.leader_state().expect("leads").proposed_isr,
         Some([BrokerId(1)].into())
@@ -797,22 +798,11 @@ fn a_refusal_of_an_earlier_version_of_the_same_proposal_is_ignored() {
 #[test]
 fn two_followers_lagging_at_once_are_proposed_out_one_at_a_time() {
     let cfg = page_cache();
-    let Input::Message {
-        message: Message::LeaderAndIsr(mut m),
-        ..
-    } = order(1, 1, 1, &[1, 2, 3], 1)
-    else {
-        unreachable!("order makes a LeaderAndIsr")
-    };
-    m.state.assigned.push(BrokerId(3));
     let mut leader = R::new(BrokerId(1), PartitionId(0), MemLog::default());
     leader.step(
         &cfg,
         Tick(0),
-        Input::Message {
-            from: Node::Controller,
-            message: Message::LeaderAndIsr(m),
-        },
+        order_over(&[1, 2, 3], 1, 1, 1, &[1, 2, 3], 1),
     );
     let effects = leader.step(&cfg, Tick(31), Input::Tick);
     let proposals: Vec<_> = sent(&effects)
@@ -833,22 +823,19 @@ fn two_followers_lagging_at_once_are_proposed_out_one_at_a_time() {
     );
 }
 
+/// Found by the random schedules (a 22-step counterexample under the safe rules): a proposal
+/// built on a Fetch by a broker's old incarnation is refused INELIGIBLE_REPLICA; the new
+/// incarnation's Fetch triggers a proposal of the same ISR on the same version, which the
+/// controller accepts. A duplicate of the old refusal used to match the new proposal (answers
+/// were matched by ISR and version only), cancel it, and let the HW rise over the smaller ISR
+/// while the controller held the larger (StrongIsr). Answers echo the request's broker epochs.
 #[test]
 fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
     let cfg = page_cache();
     let mut leader = replica(&cfg, 1);
     leader.step(&cfg, Tick(0), Input::Timeout(Timer::Lag(BrokerId(2))));
     leader.step(&cfg, Tick(0), order(1, 1, 2, &[1], 1));
-    let fetch_as = |epoch| Input::Message {
-        from: Node::Broker(BrokerId(2)),
-        message: Message::Fetch(FetchRequest {
-            partition: PartitionId(0),
-            replica: BrokerId(2),
-            broker_epoch: BrokerEpoch(epoch),
-            current_leader_epoch: LeaderEpoch(1),
-            fetch_offset: Offset(0),
-        }),
-    };
+    let fetch_as = |epoch| fetch_from_b2_incarnation(epoch, 0);
     let proposal = |effects: &Effects<u64>| {
         let mut proposals = sent(effects).into_iter().filter_map(|m| match m {
             Message::AlterPartition(req) => Some(req.clone()),
@@ -858,20 +845,10 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
             .next()
             .unwrap_or_else(|| panic!("a proposal: {effects:?}"))
     };
-    let refusal = |req: &crate::message::AlterPartitionRequest| Input::Message {
-        from: Node::Controller,
-        message: Message::AlterPartitionResponse(AlterPartitionResponse {
-            partition: PartitionId(0),
-            request_partition_epoch: req.partition_epoch,
-            requested_isr: req.new_isr.clone(),
-            requested_broker_epochs: req.broker_epochs.clone(),
-            controller_epoch: ControllerEpoch(1),
-            result: Err(AlterPartitionError::IneligibleReplica(BrokerId(2))),
-        }),
-    };
+    let refused = |req| refusal(req, 1, AlterPartitionError::IneligibleReplica(BrokerId(2)));
     // A Fetch of b2's old incarnation (epoch 2) proposes b2 back; the controller refuses.
     let old = proposal(&leader.step(&cfg, Tick(0), fetch_as(2)));
-    leader.step(&cfg, Tick(0), refusal(&old));
+    leader.step(&cfg, Tick(0), refused(&old));
     // The new incarnation (epoch 3) fetches: the same ISR, the same version, other epochs.
     let new = proposal(&leader.step(&cfg, Tick(0), fetch_as(3)));
     assert_eq!(
@@ -879,7 +856,7 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
         (&old.new_isr, old.partition_epoch)
     );
     // A late duplicate of the old refusal must not cancel the new proposal.
-    leader.step(&cfg, Tick(0), refusal(&old));
+    leader.step(&cfg, Tick(0), refused(&old));
     assert_eq!(
         leader.leader_state().expect("leads").proposed_isr,
         Some(new.new_isr.clone())
@@ -899,7 +876,7 @@ fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
         matches!(
             sent(&effects)[..],
             [Message::FetchResponse(FetchResponse {
-                result: Err(crate::error::EpochError::StaleBrokerEpoch),
+                result: Err(EpochError::StaleBrokerEpoch),
                 ..
             })]
         ),
