@@ -8,8 +8,8 @@ mod common;
 use common::isr_check;
 use isr::trace::{records, Digest, Event};
 use isr::{
-    Acks, BrokerId, Config, Controller, ControllerInput, Effect, Effects, Log, Message, Node,
-    PartitionId, Replica, ReplicaInput, Tick,
+    Acks, BrokerId, Config, Controller, ControllerInput, Effect, Effects, Entry, Log, Message,
+    Node, PartitionId, Replica, ReplicaInput, Tick,
 };
 use std::path::Path;
 
@@ -28,9 +28,12 @@ fn digests(effects: &Effects<u64>) -> Effects<Digest> {
         .collect()
 }
 
+/// The broker's replica at the end of [`run`].
+type Led = Replica<isr::MemLog<u64>>;
+
 /// A controller and one broker, leading partition 0 alone, which takes two acks=all writes:
-/// the controller's trace and the broker's.
-fn run() -> (Vec<Event>, Vec<Event>) {
+/// the controller's trace, the broker's, and the broker's replica.
+fn run() -> (Vec<Event>, Vec<Event>, Led) {
     let cfg = Config {
         min_insync_replicas: 1,
         ..Config::default()
@@ -111,7 +114,7 @@ fn run() -> (Vec<Event>, Vec<Event>) {
             log_end: None,
         });
     }
-    (ctl, broker)
+    (ctl, broker, replica)
 }
 
 fn write(dir: &Path, name: &str, events: &[Event]) -> String {
@@ -127,7 +130,7 @@ fn write(dir: &Path, name: &str, events: &[Event]) -> String {
 #[test]
 fn a_behaviour_is_accepted_and_a_dropped_acknowledgement_rejected() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (ctl, broker) = run();
+    let (ctl, broker, _) = run();
     let c = write(dir.path(), "controller.jsonl", &ctl);
     let b = write(dir.path(), "broker-1.jsonl", &broker);
 
@@ -170,7 +173,7 @@ fn a_behaviour_is_accepted_and_a_dropped_acknowledgement_rejected() {
 #[test]
 fn a_record_spanning_no_offsets_is_rejected_before_it_can_stall_the_replay() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (ctl, mut broker) = run();
+    let (ctl, mut broker, _) = run();
     if let Event::Open { entries, .. } = &mut broker[1] {
         entries.push(isr::Entry {
             epoch: isr::LeaderEpoch(1),
@@ -206,4 +209,304 @@ fn what_is_not_a_trace_is_refused() {
     );
     let out = isr_check(&["replay", &dir.path().join("missing").to_string_lossy()]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// The next incarnation of the broker whose trace is `first`, recovering `entries` of
+/// partition 0.
+fn restarted(first: &[Event], entries: Vec<Entry<Digest>>) -> Vec<Event> {
+    let Some(Event::Process { node, config, .. }) = first.first() else {
+        panic!("a trace starts with its process");
+    };
+    vec![
+        Event::Process {
+            node: *node,
+            config: *config,
+            started: 2,
+        },
+        Event::Open {
+            partition: PartitionId(0),
+            hw_checkpoint: isr::Offset(0),
+            entries,
+        },
+    ]
+}
+
+/// The replay's verdict on broker 1's two incarnations, `first` then `second`: its exit status
+/// and what it printed.
+fn replay_restart(first: &[Event], second: &[Event]) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctl, _, _) = run();
+    let c = write(dir.path(), "controller.jsonl", &ctl);
+    let b1 = write(dir.path(), "broker-1-1.jsonl", first);
+    let b2 = write(dir.path(), "broker-1-2.jsonl", second);
+    let out = isr_check(&["replay", &c, &b1, &b2]);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The runtime writes a step's line after the step, so a kill in between leaves on disk what
+/// that step appended and no line for it: a restart may recover one write the broker led
+/// past its trace (at its leader epoch), and nothing else.
+#[test]
+fn a_restart_recovers_a_prefix_or_one_step_the_kill_cut_from_the_trace() {
+    let (_, broker, replica) = run();
+    let held: Vec<Entry<Digest>> = replica
+        .log()
+        .read(isr::Offset(0), replica.log_end_offset(), usize::MAX)
+        .iter()
+        .map(|e| Entry {
+            epoch: e.epoch,
+            record: digest(&e.record),
+        })
+        .collect();
+    assert_eq!(held.len(), 2);
+    let epoch = replica.leader_epoch();
+    let with = |extra: Entry<Digest>| {
+        let mut entries = held.clone();
+        entries.push(extra);
+        entries
+    };
+    let record = |epoch, r: u64| Entry {
+        epoch,
+        record: digest(&r),
+    };
+
+    // A prefix: the unflushed tail lost; or a write it led, whose line the kill cut off.
+    for entries in [held[..1].to_vec(), held.clone(), with(record(epoch, 9))] {
+        let n = entries.len();
+        let (code, stdout) = replay_restart(&broker, &restarted(&broker, entries));
+        assert_eq!(code, Some(0), "{n} entries: {stdout}");
+    }
+
+    // Entries it never held, at the end or instead of one it held.
+    let later = isr::LeaderEpoch(epoch.0 + 1);
+    let (code, stdout) = replay_restart(&broker, &restarted(&broker, with(record(later, 9))));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("broker-1-2.jsonl line 2: b1 recovered 3 entries of p0, 1 past the 2 it held before it was killed, which neither a write it led nor a Fetch answer sent to it holds"),
+        "{stdout}"
+    );
+    let mut replaced = held.clone();
+    replaced[1] = record(epoch, 9);
+    let (code, stdout) = replay_restart(&broker, &restarted(&broker, replaced));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("b1 recovered 2 entries of p0 that are not a prefix of the 2 it held"),
+        "{stdout}"
+    );
+
+    // After a clean stop no step follows, so nothing may be recovered past the trace.
+    let mut stopped = broker.clone();
+    let mut replica = replica;
+    let cfg = Config {
+        min_insync_replicas: 1,
+        ..Config::default()
+    };
+    let stop = ReplicaInput::Stop { clean: true };
+    let effects = replica.step(&cfg, Tick(3), stop.clone());
+    stopped.push(Event::Replica {
+        partition: PartitionId(0),
+        now: Tick(3),
+        input: records::replica_input(&stop, &digest),
+        effects: digests(&effects),
+        log_end: None,
+    });
+    let (code, _) = replay_restart(&stopped, &restarted(&stopped, held.clone()));
+    assert_eq!(code, Some(0));
+    let (code, stdout) = replay_restart(&stopped, &restarted(&stopped, with(record(epoch, 9))));
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("b1 recovered 3 entries of p0 that are not a prefix of the 2 it held"),
+        "{stdout}"
+    );
+}
+
+/// Two brokers driven over the core, b1 leading partition 0 and b2 following, until b1 has
+/// sent b2 a Fetch answer with records that b2 has not taken (the kill's moment): the
+/// controller's trace, b1's, b2's, and the records on their way.
+fn follower_run() -> (Vec<Event>, Vec<Event>, Vec<Event>, Vec<Entry<Digest>>) {
+    let cfg = Config {
+        min_insync_replicas: 1,
+        ..Config::default()
+    };
+    let (b1, b2, p0) = (BrokerId(1), BrokerId(2), PartitionId(0));
+    let process = |node| Event::Process {
+        node,
+        config: cfg,
+        started: 1,
+    };
+    let mut controller = Controller::new();
+    let mut ctl = vec![
+        process(Node::Controller),
+        Event::ControllerState {
+            state: controller.clone(),
+            effects: Vec::new(),
+        },
+    ];
+    for b in [b1, b2] {
+        let register = ControllerInput::Message {
+            from: Node::Broker(b),
+            message: Message::BrokerRegistration {
+                broker: b,
+                clean_shutdown: false,
+            },
+        };
+        let effects = controller.step(&cfg, Tick(1), register.clone());
+        ctl.push(Event::Controller {
+            now: Tick(1),
+            input: records::controller_input(&register, &digest),
+            effects: digests(&effects),
+        });
+    }
+    let order = controller
+        .create_partition::<u64>(p0, vec![b1, b2], 1)
+        .expect("partition");
+    ctl.push(Event::ControllerState {
+        state: controller.clone(),
+        effects: digests(&order),
+    });
+    let mut replicas: std::collections::BTreeMap<BrokerId, Led> = [b1, b2]
+        .into_iter()
+        .map(|b| {
+            (
+                b,
+                Replica::recover(b, p0, isr::MemLog::new(), isr::Offset(0)),
+            )
+        })
+        .collect();
+    let mut traces: std::collections::BTreeMap<BrokerId, Vec<Event>> = [b1, b2]
+        .into_iter()
+        .map(|b| {
+            let open = Event::Open {
+                partition: p0,
+                hw_checkpoint: isr::Offset(0),
+                entries: Vec::new(),
+            };
+            (b, vec![process(Node::Broker(b)), open])
+        })
+        .collect();
+    let mut queue: std::collections::VecDeque<isr::Envelope<u64>> = order
+        .into_iter()
+        .filter_map(|e| match e {
+            Effect::Send(env) => Some(env),
+            _ => None,
+        })
+        .collect();
+    // Steps broker `b` with `input`, records it, and carries out its flushes (flush=always).
+    let mut step = |b: BrokerId,
+                    input: ReplicaInput<u64>,
+                    queue: &mut std::collections::VecDeque<isr::Envelope<u64>>| {
+        let mut inputs = vec![input];
+        while let Some(input) = inputs.pop() {
+            let replica = replicas.get_mut(&b).expect("replica");
+            if matches!(input, ReplicaInput::Flushed(_)) {
+                replica.log_mut().flush();
+            }
+            let effects = replica.step(&cfg, Tick(2), input.clone());
+            traces.get_mut(&b).expect("trace").push(Event::Replica {
+                partition: p0,
+                now: Tick(2),
+                input: records::replica_input(&input, &digest),
+                effects: digests(&effects),
+                log_end: None,
+            });
+            for effect in effects {
+                match effect {
+                    Effect::Send(env) => queue.push_back(env),
+                    Effect::Flush { up_to, .. } => inputs.push(ReplicaInput::Flushed(up_to)),
+                    _ => {}
+                }
+            }
+        }
+    };
+    // The write comes once the orders are taken and b2 fetches (an answer without records
+    // sends the next Fetch at once: the exchange never runs dry).
+    for delivered in 0.. {
+        assert!(delivered < 100, "b1 never answered b2 with the record");
+        if delivered == 20 {
+            let write = ReplicaInput::Write {
+                id: 1,
+                records: vec![7],
+                acks: Acks::Leader,
+            };
+            step(b1, write, &mut queue);
+        }
+        let env = queue.pop_front().expect("the exchange never runs dry");
+        if let Message::FetchResponse(r) = &env.message {
+            if let Some(fetched) = r.result.as_ref().ok().filter(|f| !f.entries.is_empty()) {
+                let entries = fetched
+                    .entries
+                    .iter()
+                    .map(|e| Entry {
+                        epoch: e.epoch,
+                        record: digest(&e.record),
+                    })
+                    .collect();
+                let (t1, t2) = (traces[&b1].clone(), traces[&b2].clone());
+                return (ctl, t1, t2, entries);
+            }
+        }
+        match env.to {
+            Node::Broker(b) => step(
+                b,
+                ReplicaInput::Message {
+                    from: env.from,
+                    message: env.message,
+                },
+                &mut queue,
+            ),
+            Node::Controller => {
+                let input = ControllerInput::Message {
+                    from: env.from,
+                    message: env.message,
+                };
+                let effects = controller.step(&cfg, Tick(2), input.clone());
+                ctl.push(Event::Controller {
+                    now: Tick(2),
+                    input: records::controller_input(&input, &digest),
+                    effects: digests(&effects),
+                });
+                queue.extend(effects.into_iter().filter_map(|e| match e {
+                    Effect::Send(env) => Some(env),
+                    _ => None,
+                }));
+            }
+        }
+    }
+    unreachable!("the loop returns or fails")
+}
+
+/// A follower killed as a Fetch answer arrives may recover its records past its trace (the
+/// leader's trace sent them), and no other records.
+#[test]
+fn a_follower_may_recover_the_records_of_a_fetch_answer_sent_to_it() {
+    let (ctl, b1, b2, fetched) = follower_run();
+    let replay = |entries: Vec<Entry<Digest>>| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = [
+            write(dir.path(), "controller.jsonl", &ctl),
+            write(dir.path(), "broker-1.jsonl", &b1),
+            write(dir.path(), "broker-2-1.jsonl", &b2),
+            write(dir.path(), "broker-2-2.jsonl", &restarted(&b2, entries)),
+        ];
+        let mut args = vec!["replay"];
+        args.extend(paths.iter().map(String::as_str));
+        let out = isr_check(&args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, stdout) = replay(fetched.clone());
+    assert_eq!(code, Some(0), "{stdout}");
+    let mut other = fetched.clone();
+    other[0].record = digest(&9);
+    let (code, stdout) = replay(other);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("b2 recovered 1 entries of p0, 1 past the 0 it held before it was killed"),
+        "{stdout}"
+    );
 }

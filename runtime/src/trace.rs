@@ -5,7 +5,9 @@
 //! each process writes `<role>-<id>-<pid>.jsonl` (so a test traces every process it starts,
 //! restarts included). Each line is written with one `write` before the step's effects are
 //! carried out, so a process killed at any moment leaves every message it sent in its trace;
-//! the cost is one system call per step, paid only when tracing.
+//! the cost is one system call per step, paid only when tracing. The log is written during the
+//! step, so a kill between a step and its line leaves that step's appends on disk and not in
+//! the trace; the replay accepts them as the step of a killed process they can only be.
 
 use crate::storage::{batch, DiskLog};
 use bytes::Bytes;

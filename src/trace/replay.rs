@@ -8,10 +8,11 @@
 //! interchangeable). Every other step — a tick, a producer's write, a flush, a registration or
 //! heartbeat, which the runtime sends outside the core — may come at any time. A broker's
 //! incarnations (ordered by their start) follow each other: one starts on what the one before
-//! left on disk, after it stopped. A step that can never come, because the message it receives
-//! was never sent or was received already, is the divergence. Since taking a step that may come
-//! never stops another from coming, the merge is greedy: each process runs until it waits for a
-//! message, and then the next one does.
+//! left on disk, after it stopped (`Replayer::check_recovery` says what it may find there). A
+//! step that can never come, because the message it receives was never sent or was received
+//! already, is the divergence. Since taking a step that may come never stops another from
+//! coming, the merge is greedy: each process runs until it waits for a message, and then the
+//! next one does.
 //!
 //! **The check.** This is the model's semantics: a delivery is enabled when the message is in
 //! flight, and a node's step is a transition of the core from its current state. On top of the
@@ -274,7 +275,8 @@ impl<'t> Replayer<'t> {
     }
 
     /// The message process `p`'s next event receives, with its sender, unless it can come at
-    /// any time (it receives nothing, or what the runtime sends outside the core).
+    /// any time (it receives nothing, or what the runtime sends outside the core). A recovery
+    /// that holds a Fetch answer's records past the trace receives that answer.
     fn awaited(&self, p: usize) -> Option<(Node, &'t Message<Digest>)> {
         match self.traces[p].events.get(self.processes[p].next)? {
             Event::Replica {
@@ -285,6 +287,9 @@ impl<'t> Replayer<'t> {
                 input: ControllerInput::Message { from, message },
                 ..
             } if !from_outside_the_core(message) => Some((*from, message)),
+            Event::Open {
+                partition, entries, ..
+            } => self.fetch_answer_recovered(p, *partition, entries),
             _ => None,
         }
     }
@@ -471,40 +476,151 @@ impl<'t> Replayer<'t> {
         if self.processes[p].replicas.contains_key(&partition) {
             return Err(self.diverged(p, event, format!("{partition} opened twice")));
         }
-        // What the disk gave back is a prefix of what the incarnation before held.
-        let before = self
-            .processes
-            .iter()
-            .enumerate()
-            .filter(|(q, other)| {
-                *q != p
-                    && other.node == Node::Broker(me)
-                    && other.started < self.processes[p].started
-            })
-            .max_by_key(|(_, other)| other.started)
-            .and_then(|(_, other)| other.replicas.get(&partition));
-        if let Some(before) = before {
-            let held: Vec<&Entry<Digest>> = before.log().entries().collect();
-            let prefix =
-                entries.len() <= held.len() && entries.iter().zip(&held).all(|(a, b)| a == *b);
-            if !prefix {
-                return Err(self.diverged(
-                    p,
-                    event,
-                    format!(
-                        "{me} recovered {} entries of {partition} that are not a prefix of the {} it held before it stopped",
-                        entries.len(),
-                        held.len()
-                    ),
-                ));
-            }
-        }
+        self.check_recovery(p, event, partition, entries)?;
         let log = DigestLog::recovered(entries);
         self.processes[p].replicas.insert(
             partition,
             Replica::recover(me, partition, log, hw_checkpoint),
         );
         self.histories.entry(partition).or_default();
+        Ok(())
+    }
+
+    /// The replica of `partition` that broker process `p`'s previous incarnation held at the
+    /// end of its trace, if it had one.
+    fn predecessor(&self, p: usize, partition: PartitionId) -> Option<&Replica<DigestLog>> {
+        let me = &self.processes[p];
+        self.processes
+            .iter()
+            .enumerate()
+            .filter(|(q, other)| *q != p && other.node == me.node && other.started < me.started)
+            .max_by_key(|(_, other)| other.started)
+            .and_then(|(_, other)| other.replicas.get(&partition))
+    }
+
+    /// The entries broker process `p` recovered of `partition` past the log its previous
+    /// incarnation held, if they extend that log and that replica was still online (a clean
+    /// stop or a failed disk ends its steps): the appends of a step whose line the kill cut off.
+    fn past_the_trace<'e>(
+        &self,
+        p: usize,
+        partition: PartitionId,
+        entries: &'e [Entry<Digest>],
+    ) -> Option<(&Replica<DigestLog>, &'e [Entry<Digest>])> {
+        let before = self.predecessor(p, partition)?;
+        let held = before.log().entries().count();
+        let extends =
+            entries.len() > held && before.log().entries().zip(entries).all(|(a, b)| a == b);
+        (extends && before.is_online()).then(|| (before, &entries[held..]))
+    }
+
+    /// The Fetch answer, sent in any trace, that holds what broker process `p` recovered of
+    /// `partition` past its previous incarnation's trace as a follower, with its sender — one
+    /// in flight if there is one: that recovery receives it, so it comes after the answer is
+    /// sent, like a delivery.
+    fn fetch_answer_recovered(
+        &self,
+        p: usize,
+        partition: PartitionId,
+        entries: &[Entry<Digest>],
+    ) -> Option<(Node, &'t Message<Digest>)> {
+        let (before, extra) = self.past_the_trace(p, partition, entries)?;
+        if before.is_leader() {
+            return None;
+        }
+        let (me, end) = (self.processes[p].node, before.log_end_offset());
+        let answers: Vec<(Node, &'t Message<Digest>)> = self
+            .traces
+            .iter()
+            .flat_map(|t| &t.events)
+            .filter_map(|e| match e {
+                Event::Replica { effects, .. } => Some(effects),
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|effect| match effect {
+                Effect::Send(env) if env.to == me => match &env.message {
+                    Message::FetchResponse(r)
+                        if r.partition == partition
+                            && r.fetch_offset == end
+                            && r.result
+                                .as_ref()
+                                .is_ok_and(|f| f.entries.starts_with(extra)) =>
+                    {
+                        Some((env.from, &env.message))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        let in_flight = answers
+            .iter()
+            .find(|(from, message)| self.sent(*from, me, message));
+        in_flight.or(answers.first()).copied()
+    }
+
+    /// Checks what broker process `p`'s disk gave back for `partition` against what the
+    /// incarnation before held at the end of its trace.
+    ///
+    /// The recovered log is a prefix of the one held (a crash loses an unflushed tail), or,
+    /// when the incarnation before was killed with the replica still online, that log and the
+    /// entries of one more step: the runtime writes a step's line after the step, so a kill
+    /// in between leaves the step's appends on disk and no line. Nothing else saw that step
+    /// (its effects are carried out after the line), so it is a crash after an append, which
+    /// the model explores. Two steps append: a write the replica led, at its leader epoch, and
+    /// a follower's Fetch answer from its log end, which its leader's trace sent; the extra
+    /// entries must be one of those, and that answer is received here.
+    fn check_recovery(
+        &mut self,
+        p: usize,
+        event: usize,
+        partition: PartitionId,
+        entries: &[Entry<Digest>],
+    ) -> Result<(), Divergence> {
+        let me = self.processes[p].node;
+        let Some(before) = self.predecessor(p, partition) else {
+            return Ok(());
+        };
+        let held = before.log().entries().count();
+        let prefix =
+            entries.len() <= held && before.log().entries().zip(entries).all(|(a, b)| a == b);
+        if prefix {
+            return Ok(());
+        }
+        let Some((before, extra)) = self.past_the_trace(p, partition, entries) else {
+            return Err(self.diverged(
+                p,
+                event,
+                format!(
+                    "{me} recovered {} entries of {partition} that are not a prefix of the {held} it held before it stopped",
+                    entries.len()
+                ),
+            ));
+        };
+        let appended = if before.is_leader() {
+            let epoch = before.leader_epoch();
+            extra.iter().all(|e| e.epoch == epoch)
+        } else {
+            match self.fetch_answer_recovered(p, partition, entries) {
+                Some((from, message)) if self.sent(from, me, message) => {
+                    self.receive(from, me, message);
+                    true
+                }
+                _ => false,
+            }
+        };
+        if !appended {
+            return Err(self.diverged(
+                p,
+                event,
+                format!(
+                    "{me} recovered {} entries of {partition}, {} past the {held} it held before it was killed, which neither a write it led nor a Fetch answer sent to it holds",
+                    entries.len(),
+                    extra.len()
+                ),
+            ));
+        }
         Ok(())
     }
 
