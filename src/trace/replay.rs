@@ -567,8 +567,8 @@ impl<'t> Replayer<'t> {
     /// when the incarnation before was killed with the replica still online, that log and the
     /// entries of one more step: the runtime writes a step's line after the step, so a kill
     /// in between leaves the step's appends on disk and no line. Nothing else saw that step
-    /// (its effects are carried out after the line), so it is a crash after an append, which
-    /// the model explores. Two steps append: a write the replica led, at its leader epoch, and
+    /// (its effects are carried out after the line), so it is a crash after an append that
+    /// kept it (spec/protocol.md §7). Two steps append: a write the replica led, at its leader epoch, and
     /// a follower's Fetch answer from its log end, which its leader's trace sent; the extra
     /// entries must be one of those, and that answer is received here.
     fn check_recovery(
