@@ -290,12 +290,10 @@ impl Controller {
         if state.leader.is_some() && !fenced {
             return Vec::new();
         }
+        // Here the partition is leaderless after the registration: it elects nobody (`None`).
         let mut after = self.clone();
         let _: Effects<()> = after.register(cfg, Tick(0), broker, clean_shutdown, None);
-        match after.partitions.get(&id) {
-            Some(state) if state.leader.is_none() => after.election_candidates(cfg, id),
-            _ => Vec::new(),
-        }
+        after.election_candidates(cfg, id)
     }
 
     /// A broker (re)registers. A new incarnation of a live broker first fences the old one.
@@ -1139,5 +1137,57 @@ mod tests {
             );
         }
         assert!(c.create_partition::<()>(q, brokers(&[1, 2]), 2).is_ok());
+    }
+
+    /// Only a partition left without a leader elects: a live follower's registration offers no
+    /// candidate; the live leader's fences it first, and then elects among the rest of the
+    /// ISR — the preferred one when the broker asked for is not a candidate.
+    #[test]
+    fn a_registration_elects_only_where_it_leaves_no_leader() {
+        let (cfg, c, p) = three();
+        assert!(c
+            .registration_candidates(&cfg, BrokerId(2), true, p)
+            .is_empty());
+        let clean = |b| (BrokerId(b), Election::Clean);
+        assert_eq!(
+            c.registration_candidates(&cfg, BrokerId(1), true, p),
+            vec![clean(2), clean(3)]
+        );
+        let mut again = c.clone();
+        let register = Input::Register {
+            broker: BrokerId(1),
+            clean_shutdown: true,
+            elects: Some(BrokerId(1)),
+        };
+        let _: Effects<()> = again.step(&cfg, Tick(0), register);
+        let state = again.partition(p).expect("partition");
+        assert_eq!(state.leader, Some(BrokerId(2)));
+        assert_eq!(state.isr, BTreeSet::from([BrokerId(2), BrokerId(3)]));
+    }
+
+    /// A broker that opens a session with this controller (after a failover) is told the
+    /// state of each partition it is assigned, and of no other.
+    #[test]
+    fn a_new_session_learns_the_state_of_its_partitions() {
+        let (cfg, mut c, p) = three();
+        register(&cfg, &mut c, 4, true);
+        let state = c.partition(p).expect("partition").clone();
+        let told = |c: &mut Controller, b| {
+            let effects: Effects<()> = c.step(&cfg, Tick(0), Input::SessionOpened(BrokerId(b)));
+            leaders_and_isrs(&effects)
+        };
+        assert_eq!(told(&mut c, 2), vec![(BrokerId(2), state)]);
+        assert!(told(&mut c, 4).is_empty());
+    }
+
+    /// A session lasts `session_timeout` ticks after the last heartbeat, and expires after.
+    #[test]
+    fn a_session_expires_only_once_the_timeout_has_passed() {
+        let (cfg, mut c, _) = three();
+        let timeout = cfg.session_timeout.0;
+        let _: Effects<()> = c.step(&cfg, Tick(timeout), Input::Tick);
+        assert!((1..=3).all(|b| c.is_alive(BrokerId(b))));
+        let _: Effects<()> = c.step(&cfg, Tick(timeout + 1), Input::Tick);
+        assert!((1..=3).all(|b| !c.is_alive(BrokerId(b))));
     }
 }
