@@ -28,22 +28,53 @@ fn digests(effects: &Effects<u64>) -> Effects<Digest> {
         .collect()
 }
 
-/// The broker's replica at the end of [`run`].
+/// A broker's replica of partition 0, over the records these runs write.
 type Led = Replica<isr::MemLog<u64>>;
 
-/// A controller and one broker, leading partition 0 alone, which takes two acks=all writes:
-/// the controller's trace, the broker's, and the broker's replica.
-fn run() -> (Vec<Event>, Vec<Event>, Led) {
-    let cfg = Config {
+/// The configuration of every process in these runs.
+fn config() -> Config {
+    Config {
         min_insync_replicas: 1,
         ..Config::default()
-    };
-    let (b1, p0) = (BrokerId(1), PartitionId(0));
-    let process = |node| Event::Process {
+    }
+}
+
+/// A process's first line.
+fn process(node: Node) -> Event {
+    Event::Process {
         node,
-        config: cfg,
+        config: config(),
         started: 1,
-    };
+    }
+}
+
+/// The messages among `effects`.
+fn sends(effects: Effects<u64>) -> impl Iterator<Item = isr::Envelope<u64>> {
+    effects.into_iter().filter_map(|e| match e {
+        Effect::Send(env) => Some(env),
+        _ => None,
+    })
+}
+
+/// Steps `controller` with `input` at `now` and records the step in its trace `ctl`.
+fn controller_step(
+    controller: &mut Controller,
+    ctl: &mut Vec<Event>,
+    now: Tick,
+    input: ControllerInput<u64>,
+) -> Effects<u64> {
+    let effects = controller.step(&config(), now, input.clone());
+    ctl.push(Event::Controller {
+        now,
+        input: records::controller_input(&input, &digest),
+        effects: digests(&effects),
+    });
+    effects
+}
+
+/// The controller taking office, `brokers` registering and partition 0 created over them: the
+/// controller, its trace, and the orders it sent.
+fn controller_over(brokers: &[BrokerId]) -> (Controller, Vec<Event>, Effects<u64>) {
     let mut controller = Controller::new();
     // Taking office: the state it starts from.
     let mut ctl = vec![
@@ -53,44 +84,79 @@ fn run() -> (Vec<Event>, Vec<Event>, Led) {
             effects: Vec::new(),
         },
     ];
-    let register = ControllerInput::Message {
-        from: Node::Broker(b1),
-        message: Message::BrokerRegistration {
-            broker: b1,
-            clean_shutdown: false,
-        },
-    };
-    let effects = controller.step(&cfg, Tick(1), register.clone());
-    ctl.push(Event::Controller {
-        now: Tick(1),
-        input: records::controller_input(&register, &digest),
-        effects: digests(&effects),
-    });
+    for &broker in brokers {
+        let register = ControllerInput::Message {
+            from: Node::Broker(broker),
+            message: Message::BrokerRegistration {
+                broker,
+                clean_shutdown: false,
+            },
+        };
+        controller_step(&mut controller, &mut ctl, Tick(1), register);
+    }
     let order = controller
-        .create_partition::<u64>(p0, vec![b1], 1)
+        .create_partition::<u64>(PartitionId(0), brokers.to_vec(), 1)
         .expect("partition");
     ctl.push(Event::ControllerState {
         state: controller.clone(),
         effects: digests(&order),
     });
+    (controller, ctl, order)
+}
 
-    let mut replica = Replica::recover(b1, p0, isr::MemLog::<u64>::new(), isr::Offset(0));
-    let mut broker = vec![
-        process(Node::Broker(b1)),
-        Event::Open {
-            partition: p0,
-            hw_checkpoint: isr::Offset(0),
-            entries: Vec::new(),
-        },
-    ];
-    let mut inputs: Vec<ReplicaInput<u64>> = order
+/// Broker `b`'s replica of partition 0, recovered empty, and its trace so far.
+fn broker(b: BrokerId) -> (Led, Vec<Event>) {
+    let replica = Replica::recover(b, PartitionId(0), isr::MemLog::new(), isr::Offset(0));
+    let open = Event::Open {
+        partition: PartitionId(0),
+        hw_checkpoint: isr::Offset(0),
+        entries: Vec::new(),
+    };
+    (replica, vec![process(Node::Broker(b)), open])
+}
+
+/// Steps `replica` with `input` at `now` as a driver does (flushing its log before telling it
+/// `Flushed`) and records the step in its trace.
+fn step(
+    replica: &mut Led,
+    trace: &mut Vec<Event>,
+    now: Tick,
+    input: ReplicaInput<u64>,
+) -> Effects<u64> {
+    if matches!(input, ReplicaInput::Flushed(_)) {
+        replica.log_mut().flush();
+    }
+    let effects = replica.step(&config(), now, input.clone());
+    trace.push(Event::Replica {
+        partition: PartitionId(0),
+        now,
+        input: records::replica_input(&input, &digest),
+        effects: digests(&effects),
+        log_end: None,
+    });
+    effects
+}
+
+/// Entries as a trace holds them.
+fn digested(entries: &[Entry<u64>]) -> Vec<Entry<Digest>> {
+    entries
         .iter()
-        .filter_map(|e| match e {
-            Effect::Send(env) => Some(ReplicaInput::Message {
-                from: env.from,
-                message: env.message.clone(),
-            }),
-            _ => None,
+        .map(|e| Entry {
+            epoch: e.epoch,
+            record: digest(&e.record),
+        })
+        .collect()
+}
+
+/// A controller and one broker, leading partition 0 alone, which takes two acks=all writes:
+/// the controller's trace, the broker's, and the broker's replica.
+fn run() -> (Vec<Event>, Vec<Event>, Led) {
+    let (_, ctl, order) = controller_over(&[BrokerId(1)]);
+    let (mut replica, mut trace) = broker(BrokerId(1));
+    let mut inputs: Vec<ReplicaInput<u64>> = sends(order)
+        .map(|env| ReplicaInput::Message {
+            from: env.from,
+            message: env.message,
         })
         .collect();
     for (id, record) in [(1, 7), (2, 8)] {
@@ -102,19 +168,9 @@ fn run() -> (Vec<Event>, Vec<Event>, Led) {
         inputs.push(ReplicaInput::Flushed(isr::Offset(id)));
     }
     for input in inputs {
-        if matches!(input, ReplicaInput::Flushed(_)) {
-            replica.log_mut().flush();
-        }
-        let effects = replica.step(&cfg, Tick(2), input.clone());
-        broker.push(Event::Replica {
-            partition: p0,
-            now: Tick(2),
-            input: records::replica_input(&input, &digest),
-            effects: digests(&effects),
-            log_end: None,
-        });
+        step(&mut replica, &mut trace, Tick(2), input);
     }
-    (ctl, broker, replica)
+    (ctl, trace, replica)
 }
 
 fn write(dir: &Path, name: &str, events: &[Event]) -> String {
@@ -231,15 +287,17 @@ fn restarted(first: &[Event], entries: Vec<Entry<Digest>>) -> Vec<Event> {
     ]
 }
 
-/// The replay's verdict on broker 1's two incarnations, `first` then `second`: its exit status
-/// and what it printed.
-fn replay_restart(first: &[Event], second: &[Event]) -> (Option<i32>, String) {
+/// `isr-check replay` of `traces`, each written to the file it names: its exit status and
+/// what it printed.
+fn replay_files(traces: &[(&str, &[Event])]) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (ctl, _, _) = run();
-    let c = write(dir.path(), "controller.jsonl", &ctl);
-    let b1 = write(dir.path(), "broker-1-1.jsonl", first);
-    let b2 = write(dir.path(), "broker-1-2.jsonl", second);
-    let out = isr_check(&["replay", &c, &b1, &b2]);
+    let paths: Vec<String> = traces
+        .iter()
+        .map(|(name, events)| write(dir.path(), name, events))
+        .collect();
+    let mut args = vec!["replay"];
+    args.extend(paths.iter().map(String::as_str));
+    let out = isr_check(&args);
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -251,16 +309,20 @@ fn replay_restart(first: &[Event], second: &[Event]) -> (Option<i32>, String) {
 /// past its trace (at its leader epoch), and nothing else.
 #[test]
 fn a_restart_recovers_a_prefix_or_one_step_the_kill_cut_from_the_trace() {
-    let (_, broker, replica) = run();
-    let held: Vec<Entry<Digest>> = replica
-        .log()
-        .read(isr::Offset(0), replica.log_end_offset(), usize::MAX)
-        .iter()
-        .map(|e| Entry {
-            epoch: e.epoch,
-            record: digest(&e.record),
-        })
-        .collect();
+    let (ctl, broker, mut replica) = run();
+    // The replay's verdict on broker 1's two incarnations, `first` then `second`.
+    let replay_restart = |first: &[Event], second: &[Event]| {
+        replay_files(&[
+            ("controller.jsonl", &ctl),
+            ("broker-1-1.jsonl", first),
+            ("broker-1-2.jsonl", second),
+        ])
+    };
+    let held = digested(
+        &replica
+            .log()
+            .read(isr::Offset(0), replica.log_end_offset(), usize::MAX),
+    );
     assert_eq!(held.len(), 2);
     let epoch = replica.leader_epoch();
     let with = |extra: Entry<Digest>| {
@@ -299,20 +361,12 @@ fn a_restart_recovers_a_prefix_or_one_step_the_kill_cut_from_the_trace() {
 
     // After a clean stop no step follows, so nothing may be recovered past the trace.
     let mut stopped = broker.clone();
-    let mut replica = replica;
-    let cfg = Config {
-        min_insync_replicas: 1,
-        ..Config::default()
-    };
-    let stop = ReplicaInput::Stop { clean: true };
-    let effects = replica.step(&cfg, Tick(3), stop.clone());
-    stopped.push(Event::Replica {
-        partition: PartitionId(0),
-        now: Tick(3),
-        input: records::replica_input(&stop, &digest),
-        effects: digests(&effects),
-        log_end: None,
-    });
+    step(
+        &mut replica,
+        &mut stopped,
+        Tick(3),
+        ReplicaInput::Stop { clean: true },
+    );
     let (code, _) = replay_restart(&stopped, &restarted(&stopped, held.clone()));
     assert_eq!(code, Some(0));
     let (code, stdout) = replay_restart(&stopped, &restarted(&stopped, with(record(epoch, 9))));
@@ -327,100 +381,28 @@ fn a_restart_recovers_a_prefix_or_one_step_the_kill_cut_from_the_trace() {
 /// sent b2 a Fetch answer with records that b2 has not taken (the kill's moment): the
 /// controller's trace, b1's, b2's, and the records on their way.
 fn follower_run() -> (Vec<Event>, Vec<Event>, Vec<Event>, Vec<Entry<Digest>>) {
-    let cfg = Config {
-        min_insync_replicas: 1,
-        ..Config::default()
-    };
-    let (b1, b2, p0) = (BrokerId(1), BrokerId(2), PartitionId(0));
-    let process = |node| Event::Process {
-        node,
-        config: cfg,
-        started: 1,
-    };
-    let mut controller = Controller::new();
-    let mut ctl = vec![
-        process(Node::Controller),
-        Event::ControllerState {
-            state: controller.clone(),
-            effects: Vec::new(),
-        },
-    ];
-    for b in [b1, b2] {
-        let register = ControllerInput::Message {
-            from: Node::Broker(b),
-            message: Message::BrokerRegistration {
-                broker: b,
-                clean_shutdown: false,
-            },
-        };
-        let effects = controller.step(&cfg, Tick(1), register.clone());
-        ctl.push(Event::Controller {
-            now: Tick(1),
-            input: records::controller_input(&register, &digest),
-            effects: digests(&effects),
-        });
-    }
-    let order = controller
-        .create_partition::<u64>(p0, vec![b1, b2], 1)
-        .expect("partition");
-    ctl.push(Event::ControllerState {
-        state: controller.clone(),
-        effects: digests(&order),
-    });
-    let mut replicas: std::collections::BTreeMap<BrokerId, Led> = [b1, b2]
-        .into_iter()
-        .map(|b| {
-            (
-                b,
-                Replica::recover(b, p0, isr::MemLog::new(), isr::Offset(0)),
-            )
-        })
-        .collect();
-    let mut traces: std::collections::BTreeMap<BrokerId, Vec<Event>> = [b1, b2]
-        .into_iter()
-        .map(|b| {
-            let open = Event::Open {
-                partition: p0,
-                hw_checkpoint: isr::Offset(0),
-                entries: Vec::new(),
-            };
-            (b, vec![process(Node::Broker(b)), open])
-        })
-        .collect();
-    let mut queue: std::collections::VecDeque<isr::Envelope<u64>> = order
-        .into_iter()
-        .filter_map(|e| match e {
-            Effect::Send(env) => Some(env),
-            _ => None,
-        })
-        .collect();
-    // Steps broker `b` with `input`, records it, and carries out its flushes (flush=always).
-    let mut step = |b: BrokerId,
-                    input: ReplicaInput<u64>,
-                    queue: &mut std::collections::VecDeque<isr::Envelope<u64>>| {
-        let mut inputs = vec![input];
-        while let Some(input) = inputs.pop() {
-            let replica = replicas.get_mut(&b).expect("replica");
-            if matches!(input, ReplicaInput::Flushed(_)) {
-                replica.log_mut().flush();
-            }
-            let effects = replica.step(&cfg, Tick(2), input.clone());
-            traces.get_mut(&b).expect("trace").push(Event::Replica {
-                partition: p0,
-                now: Tick(2),
-                input: records::replica_input(&input, &digest),
-                effects: digests(&effects),
-                log_end: None,
-            });
-            for effect in effects {
-                match effect {
-                    Effect::Send(env) => queue.push_back(env),
-                    Effect::Flush { up_to, .. } => inputs.push(ReplicaInput::Flushed(up_to)),
-                    _ => {}
+    let (b1, b2) = (BrokerId(1), BrokerId(2));
+    let (mut controller, mut ctl, order) = controller_over(&[b1, b2]);
+    let mut brokers: std::collections::BTreeMap<BrokerId, (Led, Vec<Event>)> =
+        [b1, b2].into_iter().map(|b| (b, broker(b))).collect();
+    let mut queue: std::collections::VecDeque<isr::Envelope<u64>> = sends(order).collect();
+    // Steps broker `b` with `input` and carries out its flushes (flush=always).
+    let mut deliver =
+        |b: BrokerId,
+         input: ReplicaInput<u64>,
+         queue: &mut std::collections::VecDeque<isr::Envelope<u64>>| {
+            let (replica, trace) = brokers.get_mut(&b).expect("broker");
+            let mut inputs = vec![input];
+            while let Some(input) = inputs.pop() {
+                for effect in step(replica, trace, Tick(2), input) {
+                    match effect {
+                        Effect::Send(env) => queue.push_back(env),
+                        Effect::Flush { up_to, .. } => inputs.push(ReplicaInput::Flushed(up_to)),
+                        _ => {}
+                    }
                 }
             }
-        }
-    };
+        };
     // The write comes once the orders are taken and b2 fetches (an answer without records
     // sends the next Fetch at once: the exchange never runs dry).
     for delivered in 0.. {
@@ -431,47 +413,32 @@ fn follower_run() -> (Vec<Event>, Vec<Event>, Vec<Event>, Vec<Entry<Digest>>) {
                 records: vec![7],
                 acks: Acks::Leader,
             };
-            step(b1, write, &mut queue);
+            deliver(b1, write, &mut queue);
         }
         let env = queue.pop_front().expect("the exchange never runs dry");
         if let Message::FetchResponse(r) = &env.message {
             if let Some(fetched) = r.result.as_ref().ok().filter(|f| !f.entries.is_empty()) {
-                let entries = fetched
-                    .entries
-                    .iter()
-                    .map(|e| Entry {
-                        epoch: e.epoch,
-                        record: digest(&e.record),
-                    })
-                    .collect();
-                let (t1, t2) = (traces[&b1].clone(), traces[&b2].clone());
-                return (ctl, t1, t2, entries);
+                let (t1, t2) = (brokers[&b1].1.clone(), brokers[&b2].1.clone());
+                return (ctl, t1, t2, digested(&fetched.entries));
             }
         }
+        let from = env.from;
         match env.to {
-            Node::Broker(b) => step(
-                b,
-                ReplicaInput::Message {
-                    from: env.from,
-                    message: env.message,
-                },
-                &mut queue,
-            ),
+            Node::Broker(b) => {
+                let message = env.message;
+                deliver(b, ReplicaInput::Message { from, message }, &mut queue);
+            }
             Node::Controller => {
                 let input = ControllerInput::Message {
-                    from: env.from,
+                    from,
                     message: env.message,
                 };
-                let effects = controller.step(&cfg, Tick(2), input.clone());
-                ctl.push(Event::Controller {
-                    now: Tick(2),
-                    input: records::controller_input(&input, &digest),
-                    effects: digests(&effects),
-                });
-                queue.extend(effects.into_iter().filter_map(|e| match e {
-                    Effect::Send(env) => Some(env),
-                    _ => None,
-                }));
+                queue.extend(sends(controller_step(
+                    &mut controller,
+                    &mut ctl,
+                    Tick(2),
+                    input,
+                )));
             }
         }
     }
@@ -484,20 +451,12 @@ fn follower_run() -> (Vec<Event>, Vec<Event>, Vec<Event>, Vec<Entry<Digest>>) {
 fn a_follower_may_recover_the_records_of_a_fetch_answer_sent_to_it() {
     let (ctl, b1, b2, fetched) = follower_run();
     let replay = |entries: Vec<Entry<Digest>>| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let paths = [
-            write(dir.path(), "controller.jsonl", &ctl),
-            write(dir.path(), "broker-1.jsonl", &b1),
-            write(dir.path(), "broker-2-1.jsonl", &b2),
-            write(dir.path(), "broker-2-2.jsonl", &restarted(&b2, entries)),
-        ];
-        let mut args = vec!["replay"];
-        args.extend(paths.iter().map(String::as_str));
-        let out = isr_check(&args);
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
+        replay_files(&[
+            ("controller.jsonl", &ctl),
+            ("broker-1.jsonl", &b1),
+            ("broker-2-1.jsonl", &b2),
+            ("broker-2-2.jsonl", &restarted(&b2, entries)),
+        ])
     };
     let (code, stdout) = replay(fetched.clone());
     assert_eq!(code, Some(0), "{stdout}");
