@@ -10,7 +10,12 @@
 #   checker/mutants.sh --in-diff changes.diff   # only mutants on the lines a diff changes
 #   checker/mutants.sh --file src/epoch_cache.rs --list   # what would be tried
 #   checker/mutants.sh --in-place --baseline skip --file src/log.rs   # fast, on a built tree
+#   checker/mutants.sh --suite --in-place --baseline skip --shard 0/8 --sharding round-robin
+#                                               # the suite alone as the test step, on a sample
 #
+# With --suite the test step is the suite alone (models/tests/presets.rs'
+# every_preset_is_as_expected_at_its_bounds: each preset at its CI bounds, as `isr-check suite`
+# runs them), which says how much the model checker catches by itself.
 # One job at a time and release builds (the model checker is slow in debug); results land in
 # mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt). Extra arguments go to
 # cargo-mutants.
@@ -36,9 +41,20 @@ timeout=(--timeout-multiplier 3)
 case " $* " in *" --baseline skip "* | *" --baseline=skip "*) timeout=(--timeout 300) ;; esac
 # A caught mutant needs one failing case, not the smallest: proptest skips shrinking.
 export PROPTEST_MAX_SHRINK_ITERS=0
+tests=(--test-package isr --test-package isr-models)
+suite=()
+args=()
+for a in "$@"; do
+  if [ "$a" = --suite ]; then
+    tests=(--test-package isr-models)
+    suite=(-- --test presets -- --exact every_preset_is_as_expected_at_its_bounds)
+  else
+    args+=("$a")
+  fi
+done
 exec cargo mutants \
   "${jobs[@]}" \
   --profile release \
-  --test-package isr --test-package isr-models \
+  "${tests[@]}" \
   "${timeout[@]}" \
-  "${files[@]}" "$@"
+  "${files[@]}" "${args[@]}" "${suite[@]}"
