@@ -3,7 +3,7 @@
 
 use clap::Args;
 use isr::sim::Bounds;
-use isr::{Acks, Config};
+use isr::{Acks, Config, Tick};
 use isr_models::presets::{Outcome, Preset};
 use isr_models::{Check, IsrModel};
 use serde_json::{json, Value};
@@ -46,6 +46,10 @@ pub struct Overrides {
     /// The most entries one Fetch answer carries (1: followers catch up a record at a time).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub fetch_max: Option<u32>,
+    /// Whether a leader holds a Fetch that finds nothing new until data arrives or its wait
+    /// expires (`fetch.max.wait.ms` > 0): on or off.
+    #[arg(long, value_name = "on|off")]
+    pub fetch_wait: Option<String>,
     /// Producer acks: 0, 1 or all.
     #[arg(long, value_name = "X")]
     pub acks: Option<String>,
@@ -162,6 +166,19 @@ impl Target {
         }
         if let Some(n) = o.fetch_max {
             cfg.fetch_max_entries = n as usize;
+        }
+        if let Some(w) = &o.fetch_wait {
+            // The models' clock stands still: a held Fetch is answered by new data or by
+            // `FetchWaitExpired`, which any wait may reach; only waiting or not matters.
+            cfg.fetch_max_wait = match w.as_str() {
+                "on" => Tick(1),
+                "off" => Tick(0),
+                other => {
+                    return Err(Usage(format!(
+                        "invalid fetch wait `{other}`: expected one of on, off"
+                    )))
+                }
+            };
         }
         if cfg.min_insync_replicas > b.replicas as usize {
             return Err(Usage(format!(
@@ -307,11 +324,14 @@ pub fn describe_rules(cfg: &Config) -> String {
     } else {
         switches.join(" ")
     };
-    let fetch = if cfg.fetch_max_entries < 1000 {
+    let mut fetch = if cfg.fetch_max_entries < 1000 {
         format!("; fetch.max={} entries", cfg.fetch_max_entries)
     } else {
         String::new()
     };
+    if cfg.fetch_max_wait.0 > 0 {
+        fetch.push_str("; fetch waits");
+    }
     format!(
         "{rules}; min.insync.replicas={}{fetch}",
         cfg.min_insync_replicas

@@ -7,7 +7,7 @@
 
 use crate::{Check, Guard, IsrModel};
 use isr::sim::Bounds;
-use isr::{Acks, Config, Property, Rules};
+use isr::{Acks, Config, Property, Rules, Tick};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -43,6 +43,10 @@ pub struct Preset {
     /// The most entries a Fetch answer carries ([`Config::fetch_max_entries`]): one makes a
     /// follower catch up a record at a time, holding partial fetches.
     pub fetch_max_entries: usize,
+    /// Whether a leader holds a Fetch that finds nothing new ([`Config::fetch_max_wait`] > 0)
+    /// until data arrives or `FetchWaitExpired`: the models' clock stands still, so any wait
+    /// is the same wait.
+    pub fetch_wait: bool,
     pub bounds: Bounds,
     /// Changes of the controller's partition state other than elections.
     pub isr_changes: u32,
@@ -81,11 +85,13 @@ use Property::*;
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "safe",
-        about: "every rule on, followers acknowledge flushed data: holds through a crash, a \
-                failover and a rejoin (CI bounds; larger bounds on the command line)",
+        about: "every rule on, followers acknowledge flushed data, leaders hold Fetches that \
+                find nothing new: holds through a crash, a failover and a rejoin (CI bounds; \
+                larger bounds on the command line)",
         rules: &[],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: true,
         bounds: Bounds {
             replicas: 3,
             clean_crashes: 1,
@@ -107,6 +113,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             clean_crashes: 1,
             controller_failovers: 1,
@@ -129,6 +136,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("flush", "page-cache")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             replicas: 3,
             unclean_crashes: 1,
@@ -148,6 +156,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("truncation", "high-watermark")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             clean_crashes: 2,
             ..BASE
@@ -166,6 +175,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("truncation", "kip101")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             records: 2,
             max_leader_epoch: 3,
@@ -189,6 +199,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("epoch-fencing", "off")],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             records: 2,
             max_leader_epoch: 3,
@@ -210,6 +221,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("expansion-epoch-check", "off"), ("flush", "page-cache")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             max_leader_epoch: 3,
             clean_crashes: 1,
@@ -230,6 +242,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("maximal-isr-hw", "off")],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             replicas: 3,
             clean_crashes: 1,
@@ -248,6 +261,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("unclean-election", "on"), ("elr", "off")],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             clean_crashes: 1,
             ..BASE
@@ -265,6 +279,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("unclean-election", "on"), ("elr", "off")],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             replicas: 3,
             clean_crashes: 1,
@@ -283,6 +298,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("flush", "page-cache"), ("elr", "off")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             replicas: 3,
             unclean_crashes: 1,
@@ -304,6 +320,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("controller-fencing", "off")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             replicas: 3,
             controller_failovers: 1,
@@ -324,6 +341,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[("append-check", "off")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
         bounds: Bounds {
             disk_failures: 1,
             ..BASE
@@ -342,6 +360,7 @@ pub const PRESETS: &[Preset] = &[
         rules: &[],
         min_insync_replicas: 2,
         fetch_max_entries: 1,
+        fetch_wait: false,
         bounds: Bounds {
             records: 2,
             max_leader_epoch: 3,
@@ -389,6 +408,7 @@ impl Preset {
             rules: self.rules(),
             min_insync_replicas: self.min_insync_replicas,
             fetch_max_entries: self.fetch_max_entries,
+            fetch_max_wait: Tick(u64::from(self.fetch_wait)),
             ..Config::default()
         }
     }
