@@ -3,8 +3,8 @@
 
 use clap::Args;
 use isr::sim::Bounds;
-use isr::{Acks, Config, Tick};
-use isr_models::presets::{Outcome, Preset};
+use isr::{Acks, Config};
+use isr_models::presets::{fetch_max_wait, Outcome, Preset};
 use isr_models::{Check, IsrModel};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -150,15 +150,7 @@ impl Target {
             b.acks = a.parse::<Acks>().map_err(|e| Usage(e.to_string()))?;
         }
         if let Some(c) = &o.consumer {
-            b.consumer = match c.as_str() {
-                "on" => true,
-                "off" => false,
-                other => {
-                    return Err(Usage(format!(
-                        "invalid consumer `{other}`: expected one of on, off"
-                    )))
-                }
-            };
+            b.consumer = on_off("consumer", c)?;
         }
         let isr_changes = o.isr_changes.unwrap_or(preset.isr_changes);
         if let Some(m) = o.min_isr {
@@ -168,17 +160,7 @@ impl Target {
             cfg.fetch_max_entries = n as usize;
         }
         if let Some(w) = &o.fetch_wait {
-            // The models' clock stands still: a held Fetch is answered by new data or by
-            // `FetchWaitExpired`, which any wait may reach; only waiting or not matters.
-            cfg.fetch_max_wait = match w.as_str() {
-                "on" => Tick(1),
-                "off" => Tick(0),
-                other => {
-                    return Err(Usage(format!(
-                        "invalid fetch wait `{other}`: expected one of on, off"
-                    )))
-                }
-            };
+            cfg.fetch_max_wait = fetch_max_wait(on_off("fetch wait", w)?);
         }
         if cfg.min_insync_replicas > b.replicas as usize {
             return Err(Usage(format!(
@@ -314,6 +296,17 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", {} disk failures", b.disk_failures)
     } else {
         String::new()
+    }
+}
+
+/// A flag's `on` or `off`.
+fn on_off(what: &str, value: &str) -> Result<bool, Usage> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(Usage(format!(
+            "invalid {what} `{other}`: expected one of on, off"
+        ))),
     }
 }
 

@@ -43,9 +43,8 @@ pub struct Preset {
     /// The most entries a Fetch answer carries ([`Config::fetch_max_entries`]): one makes a
     /// follower catch up a record at a time, holding partial fetches.
     pub fetch_max_entries: usize,
-    /// Whether a leader holds a Fetch that finds nothing new ([`Config::fetch_max_wait`] > 0)
-    /// until data arrives or `FetchWaitExpired`: the models' clock stands still, so any wait
-    /// is the same wait.
+    /// Whether a leader holds a Fetch that finds nothing new until data arrives or
+    /// `FetchWaitExpired` ([`fetch_max_wait`]).
     pub fetch_wait: bool,
     pub bounds: Bounds,
     /// Changes of the controller's partition state other than elections.
@@ -81,6 +80,13 @@ const BASE: Bounds = Bounds {
 };
 
 use Property::*;
+
+/// The models' [`Config::fetch_max_wait`], with fetch waits or without. The models' clock
+/// stands still, so a held Fetch is answered by new data or by `FetchWaitExpired`, which any
+/// wait may reach: only whether leaders wait matters, not for how long.
+pub fn fetch_max_wait(on: bool) -> Tick {
+    Tick(u64::from(on))
+}
 
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -408,7 +414,7 @@ impl Preset {
             rules: self.rules(),
             min_insync_replicas: self.min_insync_replicas,
             fetch_max_entries: self.fetch_max_entries,
-            fetch_max_wait: Tick(u64::from(self.fetch_wait)),
+            fetch_max_wait: fetch_max_wait(self.fetch_wait),
             ..Config::default()
         }
     }
