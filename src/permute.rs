@@ -272,10 +272,7 @@ impl RenameBrokers for Role {
                 r.map(&mut l.followers, |b, p| {
                     p.broker_epoch = r.epoch(b, p.broker_epoch)
                 });
-                for parked in &mut l.parked {
-                    parked.request.rename_brokers(r);
-                }
-                l.parked.sort_unstable_by_key(|p| p.request.replica);
+                r.map(&mut l.parked, |_, p| p.request.rename_brokers(r));
             }
         }
     }
@@ -441,7 +438,7 @@ impl Cluster {
                 for (&b, p) in &l.followers {
                     note(b, p.broker_epoch);
                 }
-                for parked in &l.parked {
+                for parked in l.parked.values() {
                     note(parked.request.replica, parked.request.broker_epoch);
                 }
             }

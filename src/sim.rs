@@ -455,10 +455,10 @@ impl Cluster {
     /// request timer, `request_timeout`, fires). With one in flight too ([`request_of`]), its
     /// request timer cannot fire: [`Menu::choices`] checks the network.
     fn request_held(&self, b: BrokerId) -> bool {
-        let parked = self.replicas.iter().any(|r| {
-            r.leader_state()
-                .is_some_and(|l| l.parked.iter().any(|p| p.request.replica == b))
-        });
+        let parked = self
+            .replicas
+            .iter()
+            .any(|r| r.leader_state().is_some_and(|l| l.parked.contains_key(&b)));
         parked || self.replica(b).holds_request()
     }
 

@@ -175,11 +175,11 @@ impl<L: Log> Replica<L> {
         let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
         let until = Tick(self.now.0.saturating_add(cfg.fetch_max_wait.0));
         if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
-            l.parked.retain(|p| p.request.replica != req.replica);
-            l.parked.push(ParkedFetch {
+            let parked = ParkedFetch {
                 request: req,
                 until,
-            });
+            };
+            l.parked.insert(parked.request.replica, parked);
             return;
         }
         effects.push(self.fetch_response(&req, result));
@@ -205,7 +205,7 @@ impl<L: Log> Replica<L> {
         let Role::Leader(l) = &mut self.role else {
             return;
         };
-        for parked in std::mem::take(&mut l.parked) {
+        for parked in std::mem::take(&mut l.parked).into_values() {
             let result = self.serve_fetch(cfg, &parked.request, effects);
             effects.push(self.fetch_response(&parked.request, result));
         }

@@ -104,8 +104,10 @@ pub struct LeaderState {
     /// LeaderAndIsr that comes with that answer settles it, so it is not sent again (as in
     /// Kafka, which resends only what got no answer).
     pub proposal_sent: Option<Tick>,
-    /// Fetches held until data comes (`fetch_max_wait`).
-    pub parked: Vec<ParkedFetch>,
+    /// Fetches held until data comes (`fetch_max_wait`): the latest of each follower. Keyed
+    /// by follower, since the order they came in decides nothing (they are answered together),
+    /// so states that differ only in that order are one value.
+    pub parked: BTreeMap<BrokerId, ParkedFetch>,
 }
 
 impl LeaderState {

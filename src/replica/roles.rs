@@ -93,7 +93,7 @@ impl<L: Log> Replica<L> {
             followers,
             pending_writes: Vec::new(),
             proposal_sent: None,
-            parked: Vec::new(),
+            parked: BTreeMap::new(),
         });
     }
 

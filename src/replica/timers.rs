@@ -52,7 +52,7 @@ impl<L: Log> Replica<L> {
                         }
                     }
                 }
-                if let Some(until) = l.parked.iter().map(|p| p.until).min() {
+                if let Some(until) = l.parked.values().map(|p| p.until).min() {
                     timers.push((Timer::FetchWait, until));
                 }
             }
