@@ -201,8 +201,10 @@ pub const PRESETS: &[Preset] = &[
                 the first leader sent in epoch 1 reaches its follower two elections later; the \
                 follower appends it on top of a log the new leader has since rewritten, and the \
                 two logs differ below both high watermarks (two session expiries move \
-                leadership: no crash is needed, and without one the search is half as large)",
-        rules: &[("epoch-fencing", "off")],
+                leadership: no crash is needed, and without one the search is half as large; \
+                with no crash, when a log is flushed decides nothing, so Kafka's page-cache \
+                policy leaves out flush steps that only multiply the interleavings)",
+        rules: &[("epoch-fencing", "off"), ("flush", "page-cache")],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
         fetch_wait: false,
@@ -322,8 +324,9 @@ pub const PRESETS: &[Preset] = &[
                 any controller epoch. A controller loses the role without noticing and runs on \
                 as a zombie beside its successor; its orders, made on a stale view, still reach \
                 brokers: it elects a replica that lacks a committed record, a follower truncates \
-                to it, and the successor later elects that follower",
-        rules: &[("controller-fencing", "off")],
+                to it, and the successor later elects that follower (no crash: the page-cache \
+                policy, since flush timing decides nothing here)",
+        rules: &[("controller-fencing", "off"), ("flush", "page-cache")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
         fetch_wait: false,

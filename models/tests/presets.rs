@@ -79,7 +79,7 @@ fn kip101_lets_logs_diverge() {
 
 #[test]
 fn kip279_lets_a_stale_fetch_response_diverge_the_logs() {
-    bug("kip279", Property::LogMatching, 20);
+    bug("kip279", Property::LogMatching, 18);
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn kafka_6082_a_zombie_controller_splits_the_brain() {
     bug(
         "kafka-6082",
         Property::CommittedRecordsSurviveLeaderFailure,
-        11,
+        9,
     );
 }
 
