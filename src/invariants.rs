@@ -140,7 +140,7 @@ pub enum Violation {
     },
     #[error("ReconciliationProgresses: {follower} acted on an OffsetForLeaderEpoch answer and asks about the same epoch again")]
     ReconciliationStalled { follower: BrokerId },
-    #[error("replica {replica} is inconsistent: {what}")]
+    #[error("ReplicasAreConsistent: replica {replica} is inconsistent: {what}")]
     Replica { replica: BrokerId, what: String },
 }
 
@@ -156,10 +156,11 @@ pub enum Property {
     ConsumerReadsAreNeverRevoked,
     HighWatermarkKeepsUp,
     ReconciliationProgresses,
+    ReplicasAreConsistent,
 }
 
 impl Property {
-    pub const ALL: [Property; 9] = [
+    pub const ALL: [Property; 10] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -169,6 +170,7 @@ impl Property {
         Property::ConsumerReadsAreNeverRevoked,
         Property::HighWatermarkKeepsUp,
         Property::ReconciliationProgresses,
+        Property::ReplicasAreConsistent,
     ];
 
     pub fn name(self) -> &'static str {
@@ -184,6 +186,7 @@ impl Property {
             Property::ConsumerReadsAreNeverRevoked => "ConsumerReadsAreNeverRevoked",
             Property::HighWatermarkKeepsUp => "HighWatermarkKeepsUp",
             Property::ReconciliationProgresses => "ReconciliationProgresses",
+            Property::ReplicasAreConsistent => "ReplicasAreConsistent",
         }
     }
 
@@ -202,6 +205,10 @@ impl Property {
             Property::ConsumerReadsAreNeverRevoked => consumer_reads_never_revoked(view),
             Property::HighWatermarkKeepsUp => high_watermark_keeps_up(view),
             Property::ReconciliationProgresses => reconciliation_progresses(view),
+            Property::ReplicasAreConsistent => view
+                .replicas
+                .iter()
+                .try_for_each(|r| replica_is_consistent(r)),
         }
     }
 }
@@ -517,8 +524,10 @@ where
     }
 }
 
-/// Replica-local invariants: HW ≤ LEO, flushed ≤ LEO, the epoch cache is the one derivable from
-/// the log, and a leader is in its own ISR.
+/// **ReplicasAreConsistent**, for one replica: HW ≤ LEO, flushed ≤ LEO, the epoch cache is the
+/// one derivable from the log, a leader is in its own ISR, and a Fetch a leader holds finds
+/// nothing new (it asks from the LEO: a write answers every held Fetch, so a held one below
+/// the LEO is a follower kept waiting for records it could have).
 pub fn replica_is_consistent<L: Log>(r: &Replica<L>) -> Result<(), Violation> {
     let fail = |what: String| {
         Err(Violation::Replica {
@@ -545,6 +554,12 @@ pub fn replica_is_consistent<L: Log>(r: &Replica<L>) -> Result<(), Violation> {
     if let Some(l) = r.leader_state() {
         if !l.isr.contains(&r.id()) {
             return fail("leads but is not in its own ISR".to_string());
+        }
+        if let Some(p) = l.parked.values().find(|p| p.request.fetch_offset != leo) {
+            return fail(format!(
+                "holds {}'s Fetch from offset {}, but its LEO is {leo}",
+                p.request.replica, p.request.fetch_offset
+            ));
         }
     }
     Ok(())

@@ -149,6 +149,9 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::ReconciliationProgresses) => {
             always!(Property::ReconciliationProgresses)
         }
+        Check::Always(Property::ReplicasAreConsistent) => {
+            always!(Property::ReplicasAreConsistent)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {
