@@ -383,6 +383,30 @@ pub const PRESETS: &[Preset] = &[
         unreached: &[],
         exhaustive: true,
     },
+    Preset {
+        name: "safe-divergence",
+        about: "every rule on, with min ISR 1, so that logs diverge: a leader's record that no \
+                follower fetched is overwritten at the same offset by its successor's, and the \
+                old leader must reconcile (OffsetForLeaderEpoch on its epoch cache) before it \
+                fetches; a fetch of two records carries two epochs. No other safe preset has \
+                a replica holding a record the leader does not, so without this one a fault \
+                in reconciliation or in the epoch cache failed no preset",
+        rules: &[],
+        min_insync_replicas: 1,
+        fetch_max_entries: 2,
+        fetch_wait: false,
+        bounds: Bounds {
+            records: 2,
+            max_leader_epoch: 3,
+            clean_crashes: 1,
+            consumer: true,
+            ..BASE
+        },
+        isr_changes: 3,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
 ];
 
 impl Preset {
