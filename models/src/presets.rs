@@ -79,6 +79,15 @@ const BASE: Bounds = Bounds {
     disk_failures: 0,
 };
 
+/// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
+/// consumer, three elections, a clean crash.
+const TWO_RECORDS: Bounds = Bounds {
+    records: 2,
+    max_leader_epoch: 3,
+    clean_crashes: 1,
+    ..BASE
+};
+
 use Property::*;
 
 /// The models' [`Config::fetch_max_wait`], with fetch waits or without. The models' clock
@@ -371,12 +380,8 @@ pub const PRESETS: &[Preset] = &[
         fetch_max_entries: 1,
         fetch_wait: false,
         bounds: Bounds {
-            records: 2,
-            max_leader_epoch: 3,
-            clean_crashes: 1,
             unclean_crashes: 1,
-            consumer: true,
-            ..BASE
+            ..TWO_RECORDS
         },
         isr_changes: 3,
         fails: &[],
@@ -395,13 +400,7 @@ pub const PRESETS: &[Preset] = &[
         min_insync_replicas: 1,
         fetch_max_entries: 2,
         fetch_wait: false,
-        bounds: Bounds {
-            records: 2,
-            max_leader_epoch: 3,
-            clean_crashes: 1,
-            consumer: true,
-            ..BASE
-        },
+        bounds: TWO_RECORDS,
         isr_changes: 3,
         fails: &[],
         unreached: &[],

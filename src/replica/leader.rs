@@ -175,11 +175,13 @@ impl<L: Log> Replica<L> {
         let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
         let until = Tick(self.now.0.saturating_add(cfg.fetch_max_wait.0));
         if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
-            let parked = ParkedFetch {
-                request: req,
-                until,
-            };
-            l.parked.insert(parked.request.replica, parked);
+            l.parked.insert(
+                req.replica,
+                ParkedFetch {
+                    request: req,
+                    until,
+                },
+            );
             return;
         }
         effects.push(self.fetch_response(&req, result));
