@@ -340,7 +340,9 @@ impl<L: Log> Replica<L> {
     ///
     /// Sound because a running replica's leader, partition, broker and controller epochs only
     /// grow (they reset only at a restart, and a stop loses everything in flight to the
-    /// broker), and because error answers are ignored whatever the replica's state. A model
+    /// broker), because error answers are ignored whatever the replica's state, and because an
+    /// ISR change of the term a follower follows in stays one until its next term (with
+    /// controller fencing a term has one leader), whose orders are newer anyway. A model
     /// checker uses this to avoid exploring the interleavings of dead messages.
     pub fn ignores_forever(&self, cfg: &Config, message: &Message<L::Record>) -> bool {
         if !self.is_online() {
@@ -349,10 +351,12 @@ impl<L: Log> Replica<L> {
         let deposed = |epoch| cfg.rules.controller_fencing && epoch < self.controller_epoch;
         match message {
             Message::LeaderAndIsr(m) => {
+                let stale = (m.state.leader_epoch, m.state.partition_epoch)
+                    <= (self.leader_epoch, self.partition_epoch)
+                    || self.isr_change_of_followed_term(cfg, &m.state);
                 m.partition == self.partition
                     && (deposed(m.controller_epoch)
-                        || (m.state.leader_epoch, m.state.partition_epoch)
-                            <= (self.leader_epoch, self.partition_epoch)
+                        || stale
                             && m.broker_epoch <= self.broker_epoch
                             && m.controller_epoch <= self.controller_epoch)
             }

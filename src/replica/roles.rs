@@ -5,7 +5,7 @@ use super::{FollowerPhase, FollowerProgress, FollowerState, LeaderState, Replica
 use crate::config::{Config, TruncationRule};
 use crate::error::WriteError;
 use crate::log::Log;
-use crate::message::{Effect, Effects, LeaderAndIsr};
+use crate::message::{Effect, Effects, LeaderAndIsr, PartitionState};
 use crate::types::{BrokerEpoch, BrokerId, ControllerEpoch};
 use std::collections::BTreeMap;
 
@@ -29,6 +29,7 @@ impl<L: Log> Replica<L> {
         // incarnation, or it could never rejoin the ISR.
         self.broker_epoch = self.broker_epoch.max(msg.broker_epoch);
         if (state.leader_epoch, state.partition_epoch) <= (self.leader_epoch, self.partition_epoch)
+            || self.isr_change_of_followed_term(cfg, state)
         {
             return;
         }
@@ -54,6 +55,21 @@ impl<L: Log> Replica<L> {
                 self.become_follower(cfg, state.leader, effects);
             }
         }
+    }
+
+    /// Whether an order only changes the ISR of the term this replica follows in: the same
+    /// leader epoch and the same leader, not this replica. A follower keeps no ISR, so there is
+    /// nothing for it to do, not even to note the partition epoch: with controller fencing a
+    /// leader epoch names one leader, so no later order of the term can name another, and an
+    /// order of a later term is newer by its leader epoch alone. (Without fencing a zombie
+    /// controller may name another leader in the same epoch, and only the partition epoch tells
+    /// which order is newer.) Skipping these orders spares a model checker the states that
+    /// differ only in whether a follower has heard of an ISR change.
+    pub(super) fn isr_change_of_followed_term(&self, cfg: &Config, state: &PartitionState) -> bool {
+        cfg.rules.controller_fencing
+            && matches!(&self.role, Role::Follower(f) if f.leader == state.leader)
+            && state.leader != Some(self.id)
+            && state.leader_epoch == self.leader_epoch
     }
 
     /// Rule 11: whether an order or answer from the controller of `epoch` may be acted on: with

@@ -544,6 +544,50 @@ fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() 
     }
 }
 
+/// A follower keeps no ISR: with controller fencing, an ISR change of the term it follows in
+/// changes nothing of it, not even the partition epoch it notes, and the order is dead for it
+/// (a driver may discard it). A new term's order still takes effect. Without fencing a zombie
+/// may name another leader in the same epoch, so the follower notes the partition epoch, and
+/// an older order of its term is then stale.
+#[test]
+fn a_follower_takes_no_note_of_an_isr_change_in_its_term_under_controller_fencing() {
+    let unfenced = Config {
+        rules: Rules {
+            controller_fencing: false,
+            ..Rules::default()
+        },
+        ..Config::default()
+    };
+    for cfg in [Config::default(), unfenced] {
+        let mut r = replica(&cfg, 2);
+        let fenced = cfg.rules.controller_fencing;
+        let shrink = order(1, 1, 2, &[1], 1);
+        let Input::Message { message, .. } = &shrink else {
+            unreachable!("an order is a message")
+        };
+        assert_eq!(r.ignores_forever(&cfg, message), fenced);
+        let before = r.clone();
+        let effects = r.step(&cfg, Tick(0), shrink);
+        assert!(effects.is_empty(), "{effects:?}");
+        if fenced {
+            assert_eq!(r, before);
+        } else {
+            assert_eq!(r.partition_epoch(), PartitionEpoch(2));
+            let Input::Message { message, .. } = order(1, 1, 1, &[1, 2], 1) else {
+                unreachable!("an order is a message")
+            };
+            assert!(
+                r.ignores_forever(&cfg, &message),
+                "older than the one noted"
+            );
+        }
+        // The next term's order: b2 now leads.
+        r.step(&cfg, Tick(2), order(2, 2, 3, &[2], 1));
+        assert!(r.is_leader());
+        assert_eq!(r.partition_epoch(), PartitionEpoch(3));
+    }
+}
+
 #[test]
 fn a_proposal_survives_a_deposed_controllers_answers() {
     let cfg = Config::default();
