@@ -171,7 +171,12 @@ impl<L: Log> Replica<L> {
         req: FetchRequest,
         effects: &mut Effects<L::Record>,
     ) {
-        let result = self.serve_fetch(cfg, &req, effects);
+        let counted = self.count_fetch(cfg, &req);
+        if counted.is_ok() {
+            self.maybe_expand_isr(cfg, [req.replica], effects);
+            self.maybe_advance_high_watermark(cfg, effects);
+        }
+        let result = counted.map(|()| self.fetched(cfg, &req));
         let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
         let until = Tick(self.now.0.saturating_add(cfg.fetch_max_wait.0));
         if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
@@ -202,23 +207,38 @@ impl<L: Log> Replica<L> {
     }
 
     /// Answers the held fetches with what they find now: new records, or nothing once they
-    /// waited long enough. Serving one again is a redelivery of the same request.
+    /// waited long enough. Serving one again is a redelivery of the same request. They are
+    /// counted together, then answered: followers caught up at once join the ISR in one
+    /// proposal, where answering them one by one would propose whichever comes first, and so
+    /// let broker names decide (nothing may: the model checker's symmetry reduction relies on
+    /// it).
     pub(super) fn answer_parked(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
         let Role::Leader(l) = &mut self.role else {
             return;
         };
-        for parked in std::mem::take(&mut l.parked).into_values() {
-            let result = self.serve_fetch(cfg, &parked.request, effects);
-            effects.push(self.fetch_response(&parked.request, result));
+        let parked = std::mem::take(&mut l.parked);
+        let counted: Vec<_> = parked
+            .into_values()
+            .map(|p| {
+                let counted = self.count_fetch(cfg, &p.request);
+                (p.request, counted)
+            })
+            .collect();
+        let caught_up = counted
+            .iter()
+            .filter(|(_, counted)| counted.is_ok())
+            .map(|(req, _)| req.replica);
+        self.maybe_expand_isr(cfg, caught_up.collect::<Vec<_>>(), effects);
+        self.maybe_advance_high_watermark(cfg, effects);
+        for (req, counted) in counted {
+            let result = counted.map(|()| self.fetched(cfg, &req));
+            effects.push(self.fetch_response(&req, result));
         }
     }
 
-    fn serve_fetch(
-        &mut self,
-        cfg: &Config,
-        req: &FetchRequest,
-        effects: &mut Effects<L::Record>,
-    ) -> Result<FetchedRecords<L::Record>, EpochError> {
+    /// Checks a Fetch and records the follower's progress it proves (rule 5: only a fetch in this
+    /// leader's epoch counts), or says why it is refused.
+    fn count_fetch(&mut self, cfg: &Config, req: &FetchRequest) -> Result<(), EpochError> {
         self.check_epoch(cfg, req.current_leader_epoch)?;
         let leo = self.log.log_end_offset();
         if req.fetch_offset > leo || req.fetch_offset < self.log.log_start_offset() {
@@ -242,17 +262,20 @@ impl<L: Log> Replica<L> {
         if req.fetch_offset >= leo {
             progress.last_caught_up = now;
         }
-        self.maybe_expand_isr(cfg, req.replica, effects);
-        self.maybe_advance_high_watermark(cfg, effects);
-        Ok(FetchedRecords {
+        Ok(())
+    }
+
+    /// What a counted Fetch gets: the records from its offset, and the high watermark.
+    fn fetched(&self, cfg: &Config, req: &FetchRequest) -> FetchedRecords<L::Record> {
+        FetchedRecords {
             entries: self.log.read_within(
                 req.fetch_offset,
-                leo,
+                self.log.log_end_offset(),
                 cfg.fetch_max_entries,
                 cfg.fetch_max_bytes,
             ),
             high_watermark: self.high_watermark,
-        })
+        }
     }
 
     /// Rule 6: a follower outside the ISR joins once its LEO has reached the high watermark and,
@@ -260,26 +283,36 @@ impl<L: Log> Replica<L> {
     /// may lag the committed records, but its epoch starts above all of them. (Checking the
     /// leader's HW against the epoch start instead would be as safe but could deadlock: HW is
     /// frozen while the ISR is below `min.insync.replicas`, so the ISR could never grow back.)
+    /// Every one of `followers` that may join does, in one proposal, unless one is pending.
     fn maybe_expand_isr(
         &mut self,
         cfg: &Config,
-        follower: BrokerId,
+        followers: impl IntoIterator<Item = BrokerId>,
         effects: &mut Effects<L::Record>,
     ) {
         let hw = self.high_watermark;
         let Role::Leader(l) = &self.role else { return };
-        let Some(progress) = l.followers.get(&follower) else {
+        if l.proposed_isr.is_some() {
             return;
-        };
-        let leo = progress.log_end_offset;
-        let caught_up = leo >= Some(hw);
-        let epoch_reached = !cfg.rules.expansion_epoch_check || leo >= Some(l.epoch_start_offset);
-        if l.proposed_isr.is_none() && !l.isr.contains(&follower) && caught_up && epoch_reached {
-            let mut isr = l.isr.clone();
-            isr.insert(follower);
-            let epochs = BTreeMap::from([(follower, progress.broker_epoch)]);
-            self.propose_isr(isr, epochs, effects);
         }
+        let joining: BTreeMap<BrokerId, BrokerEpoch> = followers
+            .into_iter()
+            .filter(|f| !l.isr.contains(f))
+            .filter_map(|f| l.followers.get(&f).map(|progress| (f, progress)))
+            .filter(|(_, progress)| {
+                let leo = progress.log_end_offset;
+                let caught_up = leo >= Some(hw);
+                let epoch_reached =
+                    !cfg.rules.expansion_epoch_check || leo >= Some(l.epoch_start_offset);
+                caught_up && epoch_reached
+            })
+            .map(|(f, progress)| (f, progress.broker_epoch))
+            .collect();
+        if joining.is_empty() {
+            return;
+        }
+        let isr = l.isr.iter().chain(joining.keys()).copied().collect();
+        self.propose_isr(isr, joining, effects);
     }
 
     /// `LeaderShrinkIsr`: proposes to drop `follower` from the ISR (the lag timer fired: it has

@@ -99,11 +99,17 @@ fn fetch_from_b2_incarnation(broker_epoch: u64, offset: u64) -> Input<u64> {
 /// A Fetch from b2 in leader epoch `leader_epoch`, as registered with broker epoch
 /// `broker_epoch`.
 fn fetch_from_b2_in(leader_epoch: u32, broker_epoch: u64, offset: u64) -> Input<u64> {
+    fetch_from(2, leader_epoch, broker_epoch, offset)
+}
+
+/// A Fetch from `follower` in leader epoch `leader_epoch`, as registered with broker epoch
+/// `broker_epoch`.
+fn fetch_from(follower: u32, leader_epoch: u32, broker_epoch: u64, offset: u64) -> Input<u64> {
     Input::Message {
-        from: Node::Broker(BrokerId(2)),
+        from: Node::Broker(BrokerId(follower)),
         message: Message::Fetch(FetchRequest {
             partition: PartitionId(0),
-            replica: BrokerId(2),
+            replica: BrokerId(follower),
             broker_epoch: BrokerEpoch(broker_epoch),
             current_leader_epoch: LeaderEpoch(leader_epoch),
             fetch_offset: Offset(offset),
@@ -388,6 +394,51 @@ fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough(
         sent(&effects)[..],
         [Message::FetchResponse(FetchResponse { result: Ok(f), .. })] if f.entries.is_empty()
     ));
+}
+
+/// Followers whose held fetches are answered together join the ISR in one proposal: answered
+/// one by one, whichever came first would be proposed, and broker names would decide which.
+#[test]
+fn followers_caught_up_in_held_fetches_join_the_isr_in_one_proposal() {
+    let cfg = Config {
+        fetch_max_wait: Tick(2),
+        ..page_cache()
+    };
+    let proposals = |effects: &Effects<u64>| -> Vec<AlterPartitionRequest> {
+        sent(effects)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::AlterPartition(a) => Some(a.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut leader = R::new(BrokerId(1), PartitionId(0), MemLog::default());
+    leader.step(&cfg, Tick(0), order_over(&[1, 2, 3], 1, 1, 1, &[1], 1));
+    // b2 catches up first: proposed at once. b3's fetch waits behind that proposal.
+    let effects = leader.step(&cfg, Tick(0), fetch_from(2, 1, 2, 0));
+    let [first] = &proposals(&effects)[..] else {
+        panic!("one proposal: {effects:?}");
+    };
+    assert_eq!(first.new_isr, [BrokerId(1), BrokerId(2)].into());
+    assert!(proposals(&leader.step(&cfg, Tick(0), fetch_from(3, 1, 3, 0))).is_empty());
+    // The controller's order settles the proposal the other way; the held fetches are then
+    // answered together, and both followers are proposed in one change.
+    leader.step(&cfg, Tick(1), order_over(&[1, 2, 3], 1, 1, 2, &[1], 1));
+    let effects = leader.step(&cfg, Tick(3), Input::Tick);
+    let [both] = &proposals(&effects)[..] else {
+        panic!("one proposal: {effects:?}");
+    };
+    assert_eq!(both.new_isr, [BrokerId(1), BrokerId(2), BrokerId(3)].into());
+    assert_eq!(
+        both.broker_epochs,
+        [(BrokerId(2), BrokerEpoch(2)), (BrokerId(3), BrokerEpoch(3))].into()
+    );
+    assert_eq!(
+        sent(&effects).len(),
+        3,
+        "two answers and the proposal: {effects:?}"
+    );
 }
 
 #[test]
