@@ -23,7 +23,9 @@ mod timers;
 use crate::config::Config;
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
-use crate::message::{Effect, Effects, FetchRequest, Message, ProduceId};
+use crate::message::{
+    Effect, Effects, FetchRequest, Message, OffsetForLeaderEpochRequest, ProduceId,
+};
 use crate::types::{
     BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
     Tick,
@@ -360,6 +362,14 @@ impl<L: Log> Replica<L> {
                             && m.broker_epoch <= self.broker_epoch
                             && m.controller_epoch <= self.controller_epoch)
             }
+            Message::Fetch(FetchRequest {
+                current_leader_epoch: epoch,
+                ..
+            })
+            | Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+                current_leader_epoch: epoch,
+                ..
+            }) => self.refuses_requests_of(cfg, *epoch),
             Message::FetchResponse(r) => {
                 matches!(&r.result, Err(e) if *e != crate::error::EpochError::OffsetOutOfRange)
             }
@@ -369,6 +379,20 @@ impl<L: Log> Replica<L> {
             }
             _ => false,
         }
+    }
+
+    /// Whether a follower's request sent in leader `epoch` is refused with an epoch error now and
+    /// in every later state of this running replica, so that its answer is an error, which the
+    /// follower ignores (rule 4). With epoch fencing that holds of an epoch older than this
+    /// replica's, since its epoch only grows; and of its own epoch while it follows another
+    /// broker, since with controller fencing an epoch has one leader, so this replica can lead
+    /// only in a later epoch.
+    fn refuses_requests_of(&self, cfg: &Config, epoch: LeaderEpoch) -> bool {
+        let follows_another =
+            matches!(&self.role, Role::Follower(f) if f.leader.is_some_and(|l| l != self.id));
+        cfg.rules.epoch_fencing
+            && (epoch < self.leader_epoch
+                || cfg.rules.controller_fencing && epoch == self.leader_epoch && follows_another)
     }
 
     /// Replica-local invariants, for debug assertions in drivers: HW ≤ LEO, the epoch cache is

@@ -370,6 +370,43 @@ fn a_fetch_in_another_leader_epoch_is_refused_and_not_counted() {
     }
 }
 
+/// A request of an older leader epoch, or of the epoch of a replica that follows another
+/// broker, is refused now and forever (with epoch and controller fencing), so a driver may
+/// discard it: its answer would be an error, which the follower ignores. A request of the
+/// leader's own epoch, or of an epoch the replica has not heard of, is not, and neither is
+/// any without epoch fencing, when a later leader would serve it.
+#[test]
+fn a_request_of_an_epoch_the_replica_never_leads_is_dead() {
+    let unfenced = Config {
+        rules: Rules {
+            epoch_fencing: false,
+            ..Rules::default()
+        },
+        ..Config::default()
+    };
+    let dead = |r: &R, cfg: &Config, epoch: u32| {
+        let Input::Message { message, .. } = fetch_from_b2_in(epoch, 2, 0) else {
+            unreachable!("a Fetch is a message")
+        };
+        r.ignores_forever(cfg, &message)
+    };
+    for cfg in [Config::default(), unfenced] {
+        let fenced = cfg.rules.epoch_fencing;
+        let mut r = replica(&cfg, 1);
+        assert_eq!(
+            [dead(&r, &cfg, 0), dead(&r, &cfg, 1), dead(&r, &cfg, 2)],
+            [fenced, false, false],
+            "the leader of epoch 1"
+        );
+        r.step(&cfg, Tick(0), order(2, 2, 2, &[1, 2], 1));
+        assert_eq!(
+            [dead(&r, &cfg, 1), dead(&r, &cfg, 2), dead(&r, &cfg, 3)],
+            [fenced, fenced, false],
+            "a follower of b2 in epoch 2"
+        );
+    }
+}
+
 #[test]
 fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough() {
     let cfg = Config {
