@@ -203,7 +203,7 @@ impl<L: Log> Replica<L> {
             leader: None,
             phase: FollowerPhase::Fetching,
             last_request: self.now,
-            awaiting_answer: false,
+            request_out: None,
         });
     }
 }

@@ -66,10 +66,10 @@ impl<L: Log> Replica<L> {
         let Some(request) = self.next_request() else {
             return;
         };
-        let now = self.now;
+        let (now, epoch) = (self.now, self.leader_epoch);
         if let Role::Follower(f) = &mut self.role {
             f.last_request = now;
-            f.awaiting_answer = true;
+            f.request_out = Some(epoch);
         }
         self.drop_held_requests();
         let until = match request.message {
@@ -116,19 +116,38 @@ impl<L: Log> Replica<L> {
         }
     }
 
-    /// An answer from the leader this follower follows that it cannot use: to a request of an
-    /// earlier epoch or phase (sent before the order that changed them), or a duplicate. It is
-    /// the answer to the request that was out, so the next goes now; an answer from another
-    /// broker says nothing about that request.
+    /// An answer, sent in leader `epoch`, from the leader this follower follows that it cannot
+    /// use: to a request of an earlier epoch or phase (sent before the order that changed them),
+    /// or a duplicate. It may be the answer to the request that was out, so the next goes now;
+    /// one from an older epoch than that request, or from another broker, says nothing about
+    /// it (a request sent to this leader in an earlier term, before the follower followed
+    /// another: it sent afresh when it came back).
     fn answered_unusably(
         &mut self,
         cfg: &Config,
         from: BrokerId,
+        epoch: LeaderEpoch,
         effects: &mut Effects<L::Record>,
     ) {
-        if matches!(&self.role, Role::Follower(f) if f.leader == Some(from)) {
+        if matches!(&self.role, Role::Follower(f)
+            if f.leader == Some(from) && f.request_out.is_some_and(|out| epoch >= out))
+        {
             self.send_request(cfg, effects);
         }
+    }
+
+    /// Whether an answer sent in leader `epoch` is one this running replica will neither use nor
+    /// take for the answer to its request out, now or later: with epoch fencing, one older than
+    /// its epoch and than its request out (both only grow, and any request it sends later is
+    /// of its epoch then).
+    pub(super) fn outlived(&self, cfg: &Config, epoch: LeaderEpoch) -> bool {
+        let request_out = match &self.role {
+            Role::Follower(f) => f.request_out,
+            _ => None,
+        };
+        cfg.rules.epoch_fencing
+            && epoch < self.leader_epoch
+            && request_out.is_none_or(|out| epoch < out)
     }
 
     fn set_phase(&mut self, phase: FollowerPhase) {
@@ -156,13 +175,13 @@ impl<L: Log> Replica<L> {
         let Some(FollowerPhase::Reconciling { requested }) =
             self.accepts_answer(cfg, from, resp.leader_epoch)
         else {
-            return self.answered_unusably(cfg, from, effects);
+            return self.answered_unusably(cfg, from, resp.leader_epoch, effects);
         };
         let Ok(answer) = resp.result else {
             return;
         };
         if resp.requested_epoch != requested {
-            return self.answered_unusably(cfg, from, effects);
+            return self.answered_unusably(cfg, from, resp.leader_epoch, effects);
         }
         let leo = self.log.log_end_offset();
         let target = match (cfg.rules.truncation, answer) {
@@ -209,7 +228,7 @@ impl<L: Log> Replica<L> {
         if self.accepts_answer(cfg, from, resp.leader_epoch) != Some(FollowerPhase::Fetching)
             || resp.fetch_offset != self.log.log_end_offset()
         {
-            return self.answered_unusably(cfg, from, effects);
+            return self.answered_unusably(cfg, from, resp.leader_epoch, effects);
         }
         match &resp.result {
             Ok(fetched) => {

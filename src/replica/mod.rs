@@ -53,9 +53,11 @@ pub struct FollowerState {
     pub phase: FollowerPhase,
     /// When the last request went to the leader: the request timer runs from there.
     pub last_request: Tick,
-    /// Whether that request still waits for its answer. A follower has one request out at a
-    /// time (as Kafka's fetcher): the answer, or the request timer, sends the next.
-    pub awaiting_answer: bool,
+    /// The leader epoch that request was sent in (the follower's then), while it waits for its
+    /// answer; `None` before the first. A follower has one request out at a time (as Kafka's
+    /// fetcher): the answer, or the request timer, sends the next. An answer from an older
+    /// epoch than the request's cannot be its answer.
+    pub request_out: Option<LeaderEpoch>,
 }
 
 /// What the leader knows about one follower.
@@ -336,16 +338,23 @@ impl<L: Log> Replica<L> {
     }
 
     /// Whether this running replica would ignore `message` now and in every future state until
-    /// it stops. Drivers may then discard the message: delivering it could change nothing but
-    /// when a timer fires (an error answer brings the request timer's retry forward), and a
-    /// model checker, which has no clock, sees no change at all.
+    /// it stops, or answer it only with an error its sender ignores. Drivers may then discard
+    /// the message: delivering it could change nothing but when a timer fires (an error answer
+    /// brings the request timer's retry forward), and a model checker, which has no clock, sees
+    /// no change at all. A model checker uses this to avoid exploring the interleavings of dead
+    /// messages.
     ///
-    /// Sound because a running replica's leader, partition, broker and controller epochs only
-    /// grow (they reset only at a restart, and a stop loses everything in flight to the
-    /// broker), because error answers are ignored whatever the replica's state, and because an
-    /// ISR change of the term a follower follows in stays one until its next term (with
-    /// controller fencing a term has one leader), whose orders are newer anyway. A model
-    /// checker uses this to avoid exploring the interleavings of dead messages.
+    /// Sound because a running replica's leader, partition, broker and controller epochs, and
+    /// the epoch of its request out, only grow (they reset only at a restart, and a stop loses
+    /// everything in flight to the broker), and:
+    /// * error answers are ignored whatever the replica's state;
+    /// * a stale order stays stale, and so does an ISR change of the term a follower follows in,
+    ///   until its next term, whose orders are newer anyway (with controller fencing a term has
+    ///   one leader);
+    /// * a request of an epoch the replica will never lead is refused with an epoch error
+    ///   (`refuses_requests_of`);
+    /// * an answer from an epoch older than a follower's and than its request out can never be
+    ///   used, nor taken for the answer to that request (`outlived`).
     pub fn ignores_forever(&self, cfg: &Config, message: &Message<L::Record>) -> bool {
         if !self.is_online() {
             return false;
@@ -370,10 +379,13 @@ impl<L: Log> Replica<L> {
                 current_leader_epoch: epoch,
                 ..
             }) => self.refuses_requests_of(cfg, *epoch),
-            Message::FetchResponse(r) => {
-                matches!(&r.result, Err(e) if *e != crate::error::EpochError::OffsetOutOfRange)
+            Message::FetchResponse(r) => match &r.result {
+                Err(e) if *e != crate::error::EpochError::OffsetOutOfRange => true,
+                _ => self.outlived(cfg, r.leader_epoch),
+            },
+            Message::OffsetForLeaderEpochResponse(r) => {
+                r.result.is_err() || self.outlived(cfg, r.leader_epoch)
             }
-            Message::OffsetForLeaderEpochResponse(r) => r.result.is_err(),
             Message::AlterPartitionResponse(r) => {
                 r.request_partition_epoch < self.partition_epoch || deposed(r.controller_epoch)
             }

@@ -132,10 +132,8 @@ impl<L: Log> Replica<L> {
             (_, Some(latest)) => FollowerPhase::Reconciling { requested: latest },
         };
         let out = match &self.role {
-            Role::Follower(f)
-                if f.leader == leader && f.awaiting_answer && !self.holds_request() =>
-            {
-                Some(f.last_request)
+            Role::Follower(f) if f.leader == leader && !self.holds_request() => {
+                f.request_out.map(|epoch| (f.last_request, epoch))
             }
             _ => None,
         };
@@ -143,8 +141,8 @@ impl<L: Log> Replica<L> {
         self.role = Role::Follower(FollowerState {
             leader,
             phase,
-            last_request: out.unwrap_or(self.now),
-            awaiting_answer: out.is_some(),
+            last_request: out.map_or(self.now, |(sent, _)| sent),
+            request_out: out.map(|(_, epoch)| epoch),
         });
         if out.is_none() {
             self.send_request(cfg, effects);

@@ -748,10 +748,44 @@ fn a_follower_told_of_a_new_epoch_waits_for_the_answer_to_its_request_out() {
         sent(&effects).is_empty(),
         "its Fetch of epoch 1 is still out"
     );
-    let effects = r.step(&cfg, Tick(0), records_from_b1(1, 0, Vec::new()));
+    let answer = records_from_b1(1, 0, Vec::new());
+    let Input::Message { message, .. } = &answer else {
+        unreachable!("an answer is a message")
+    };
+    assert!(!r.ignores_forever(&cfg, message), "the answer it waits for");
+    let effects = r.step(&cfg, Tick(0), answer);
     assert!(matches!(
         sent(&effects)[..],
         [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(2)
+    ));
+}
+
+/// A follower that followed another broker in between and came back sent afresh: the answer to
+/// the request it sent this leader in the earlier term is not the answer to its request out, so
+/// it sends nothing more, and the answer is dead for it (a driver may discard it). An answer of
+/// the term of its request out that it cannot use (a duplicate) still sends the next.
+#[test]
+fn an_answer_from_before_the_request_out_sends_nothing() {
+    let cfg = page_cache();
+    let over = |leader, epoch| order_over(&[1, 2, 3], leader, epoch, epoch, &[1, 2, 3], 1);
+    let mut r = R::new(BrokerId(2), PartitionId(0), MemLog::default());
+    for (leader, epoch) in [(1, 1), (3, 2), (1, 3)] {
+        let effects = r.step(&cfg, Tick(0), over(leader, epoch));
+        assert!(
+            matches!(sent(&effects)[..], [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(epoch)),
+            "a fresh request to b{leader} in epoch {epoch}: {effects:?}"
+        );
+    }
+    let old = records_from_b1(1, 0, Vec::new());
+    let Input::Message { message, .. } = &old else {
+        unreachable!("an answer is a message")
+    };
+    assert!(r.ignores_forever(&cfg, message));
+    assert!(r.step(&cfg, Tick(0), old).is_empty());
+    let duplicate = r.step(&cfg, Tick(0), records_from_b1(3, 5, Vec::new()));
+    assert!(matches!(
+        sent(&duplicate)[..],
+        [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(3)
     ));
 }
 
