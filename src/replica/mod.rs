@@ -352,7 +352,8 @@ impl<L: Log> Replica<L> {
     ///   until its next term, whose orders are newer anyway (with controller fencing a term has
     ///   one leader);
     /// * a request of an epoch the replica will never lead is refused with an epoch error
-    ///   (`refuses_requests_of`);
+    ///   (`refuses_requests_of`), and so is a Fetch of a follower's incarnation older than one
+    ///   the leader counted (`refuses_incarnation_of`);
     /// * an answer from an epoch older than a follower's and than its request out can never be
     ///   used, nor taken for the answer to that request (`outlived`).
     pub fn ignores_forever(&self, cfg: &Config, message: &Message<L::Record>) -> bool {
@@ -371,11 +372,11 @@ impl<L: Log> Replica<L> {
                             && m.broker_epoch <= self.broker_epoch
                             && m.controller_epoch <= self.controller_epoch)
             }
-            Message::Fetch(FetchRequest {
-                current_leader_epoch: epoch,
-                ..
-            })
-            | Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+            Message::Fetch(req) => {
+                self.refuses_requests_of(cfg, req.current_leader_epoch)
+                    || self.refuses_incarnation_of(cfg, req)
+            }
+            Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
                 current_leader_epoch: epoch,
                 ..
             }) => self.refuses_requests_of(cfg, *epoch),
@@ -405,6 +406,21 @@ impl<L: Log> Replica<L> {
         cfg.rules.epoch_fencing
             && (epoch < self.leader_epoch
                 || cfg.rules.controller_fencing && epoch == self.leader_epoch && follows_another)
+    }
+
+    /// Whether a Fetch of this leader's epoch is from an incarnation of its follower older than
+    /// one it already counted a fetch of (KIP-903), and so refused now and for the rest of the
+    /// term: the broker epoch it records for the follower only grows within the term, and
+    /// later terms refuse the Fetch by its epoch (with epoch fencing).
+    fn refuses_incarnation_of(&self, cfg: &Config, req: &FetchRequest) -> bool {
+        let Role::Leader(l) = &self.role else {
+            return false;
+        };
+        cfg.rules.epoch_fencing
+            && req.current_leader_epoch == self.leader_epoch
+            && l.followers
+                .get(&req.replica)
+                .is_some_and(|progress| req.broker_epoch < progress.broker_epoch)
     }
 
     /// Replica-local invariants, for debug assertions in drivers: HW ≤ LEO, the epoch cache is

@@ -1037,7 +1037,15 @@ fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
     // b2 restarted with an empty log and registered again (epoch 3), and fetches from 0; then
     // a Fetch its previous incarnation (epoch 2) sent before the crash arrives.
     leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(3, 0));
-    let effects = leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(2, 2));
+    let stale = fetch_from_b2_incarnation(2, 2);
+    let Input::Message { message, .. } = &stale else {
+        unreachable!("a Fetch is a message")
+    };
+    assert!(
+        leader.ignores_forever(&cfg, message),
+        "refused for the rest of the term"
+    );
+    let effects = leader.step(&cfg, Tick(0), stale);
     assert!(
         matches!(
             sent(&effects)[..],
@@ -1051,6 +1059,11 @@ fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
     // Counting it would credit b2 with records it lost, and commit them over an ISR where only
     // the leader holds them.
     assert_eq!(leader.high_watermark(), Offset(0));
+    // The new incarnation's own fetches are not dead.
+    let Input::Message { message, .. } = fetch_from_b2_incarnation(3, 2) else {
+        unreachable!("a Fetch is a message")
+    };
+    assert!(!leader.ignores_forever(&cfg, &message));
 }
 
 /// A log on a disk that fills up: once full, it takes nothing more, as the disk log does after
