@@ -993,7 +993,7 @@ pub fn carry<M: InFlight>(
     changed: impl Fn(BrokerId) -> bool,
 ) {
     let ignored = |e: &Envelope<Record>| match e.to {
-        Node::Broker(b) => replicas[b.0 as usize].ignores_forever(cfg, &e.message),
+        Node::Broker(b) => replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message),
         Node::Controller => false,
     };
     if let Some(b) = closed {

@@ -136,18 +136,23 @@ impl<L: Log> Replica<L> {
         }
     }
 
-    /// Whether an answer sent in leader `epoch` is one this running replica will neither use nor
-    /// take for the answer to its request out, now or later: with epoch fencing, one older than
-    /// its epoch and than its request out (both only grow, and any request it sends later is
-    /// of its epoch then).
-    pub(super) fn outlived(&self, cfg: &Config, epoch: LeaderEpoch) -> bool {
-        let request_out = match &self.role {
-            Role::Follower(f) => f.request_out,
-            _ => None,
+    /// Whether an answer from `from`, sent in leader `epoch`, is one this running replica will
+    /// neither use nor take for the answer to its request out, now or later (with epoch fencing
+    /// it uses only answers of its own epoch from the leader it follows): one older than its
+    /// epoch and than its request out (both only grow, and any request it sends later is of its
+    /// epoch then); or, with controller fencing too, one of its own epoch while it leads or
+    /// follows another broker in it (an epoch has one leader, so it can follow `from` only in a
+    /// later epoch, where it starts with a request of its own). A replica that follows nobody
+    /// may have restarted, and its registration may make it follow `from` in this very epoch.
+    pub(super) fn outlived(&self, cfg: &Config, from: BrokerId, epoch: LeaderEpoch) -> bool {
+        let (request_out, follows_another) = match &self.role {
+            Role::Follower(f) => (f.request_out, f.leader.is_some_and(|l| l != from)),
+            Role::Leader(_) => (None, true),
+            Role::Offline => (None, false),
         };
         cfg.rules.epoch_fencing
-            && epoch < self.leader_epoch
-            && request_out.is_none_or(|out| epoch < out)
+            && (epoch < self.leader_epoch && request_out.is_none_or(|out| epoch < out)
+                || cfg.rules.controller_fencing && epoch == self.leader_epoch && follows_another)
     }
 
     fn set_phase(&mut self, phase: FollowerPhase) {

@@ -356,10 +356,14 @@ impl<L: Log> Replica<L> {
     ///   the leader counted (`refuses_incarnation_of`);
     /// * an answer from an epoch older than a follower's and than its request out can never be
     ///   used, nor taken for the answer to that request (`outlived`).
-    pub fn ignores_forever(&self, cfg: &Config, message: &Message<L::Record>) -> bool {
+    pub fn ignores_forever(&self, cfg: &Config, from: Node, message: &Message<L::Record>) -> bool {
         if !self.is_online() {
             return false;
         }
+        let from = match from {
+            Node::Broker(b) => Some(b),
+            Node::Controller => None,
+        };
         let deposed = |epoch| cfg.rules.controller_fencing && epoch < self.controller_epoch;
         match message {
             Message::LeaderAndIsr(m) => {
@@ -382,10 +386,11 @@ impl<L: Log> Replica<L> {
             }) => self.refuses_requests_of(cfg, *epoch),
             Message::FetchResponse(r) => match &r.result {
                 Err(e) if *e != crate::error::EpochError::OffsetOutOfRange => true,
-                _ => self.outlived(cfg, r.leader_epoch),
+                _ => from.is_some_and(|from| self.outlived(cfg, from, r.leader_epoch)),
             },
             Message::OffsetForLeaderEpochResponse(r) => {
-                r.result.is_err() || self.outlived(cfg, r.leader_epoch)
+                r.result.is_err()
+                    || from.is_some_and(|from| self.outlived(cfg, from, r.leader_epoch))
             }
             Message::AlterPartitionResponse(r) => {
                 r.request_partition_epoch < self.partition_epoch || deposed(r.controller_epoch)
@@ -397,15 +402,15 @@ impl<L: Log> Replica<L> {
     /// Whether a follower's request sent in leader `epoch` is refused with an epoch error now and
     /// in every later state of this running replica, so that its answer is an error, which the
     /// follower ignores (rule 4). With epoch fencing that holds of an epoch older than this
-    /// replica's, since its epoch only grows; and of its own epoch while it follows another
-    /// broker, since with controller fencing an epoch has one leader, so this replica can lead
-    /// only in a later epoch.
+    /// replica's, since its epoch only grows; and of its own epoch while it does not lead,
+    /// since with controller fencing a replica that does not lead an epoch never will: the
+    /// epoch has another leader, or none (the controller fenced its leader, or this replica
+    /// restarted, and its registration fences it if it led), and every election opens a new
+    /// epoch.
     fn refuses_requests_of(&self, cfg: &Config, epoch: LeaderEpoch) -> bool {
-        let follows_another =
-            matches!(&self.role, Role::Follower(f) if f.leader.is_some_and(|l| l != self.id));
         cfg.rules.epoch_fencing
             && (epoch < self.leader_epoch
-                || cfg.rules.controller_fencing && epoch == self.leader_epoch && follows_another)
+                || cfg.rules.controller_fencing && epoch == self.leader_epoch && !self.is_leader())
     }
 
     /// Whether a Fetch of this leader's epoch is from an incarnation of its follower older than

@@ -148,6 +148,14 @@ fn refusal(req: &AlterPartitionRequest, controller: u32, error: AlterPartitionEr
     }
 }
 
+/// Whether `r` would discard `input`, a message, as dead (`Replica::ignores_forever`).
+fn dead(r: &R, cfg: &Config, input: &Input<u64>) -> bool {
+    let Input::Message { from, message } = input else {
+        panic!("not a message: {input:?}")
+    };
+    r.ignores_forever(cfg, *from, message)
+}
+
 /// The driver's flush: the log made durable, then the replica told.
 fn flush(r: &mut R, cfg: &Config) -> Effects<u64> {
     r.log_mut().flush();
@@ -384,12 +392,7 @@ fn a_request_of_an_epoch_the_replica_never_leads_is_dead() {
         },
         ..Config::default()
     };
-    let dead = |r: &R, cfg: &Config, epoch: u32| {
-        let Input::Message { message, .. } = fetch_from_b2_in(epoch, 2, 0) else {
-            unreachable!("a Fetch is a message")
-        };
-        r.ignores_forever(cfg, &message)
-    };
+    let dead = |r: &R, cfg: &Config, epoch: u32| dead(r, cfg, &fetch_from_b2_in(epoch, 2, 0));
     for cfg in [Config::default(), unfenced] {
         let fenced = cfg.rules.epoch_fencing;
         let mut r = replica(&cfg, 1);
@@ -650,10 +653,7 @@ fn a_follower_takes_no_note_of_an_isr_change_in_its_term_under_controller_fencin
         let mut r = replica(&cfg, 2);
         let fenced = cfg.rules.controller_fencing;
         let shrink = order(1, 1, 2, &[1], 1);
-        let Input::Message { message, .. } = &shrink else {
-            unreachable!("an order is a message")
-        };
-        assert_eq!(r.ignores_forever(&cfg, message), fenced);
+        assert_eq!(dead(&r, &cfg, &shrink), fenced);
         let before = r.clone();
         let effects = r.step(&cfg, Tick(0), shrink);
         assert!(effects.is_empty(), "{effects:?}");
@@ -661,11 +661,8 @@ fn a_follower_takes_no_note_of_an_isr_change_in_its_term_under_controller_fencin
             assert_eq!(r, before);
         } else {
             assert_eq!(r.partition_epoch(), PartitionEpoch(2));
-            let Input::Message { message, .. } = order(1, 1, 1, &[1, 2], 1) else {
-                unreachable!("an order is a message")
-            };
             assert!(
-                r.ignores_forever(&cfg, &message),
+                dead(&r, &cfg, &order(1, 1, 1, &[1, 2], 1)),
                 "older than the one noted"
             );
         }
@@ -749,10 +746,7 @@ fn a_follower_told_of_a_new_epoch_waits_for_the_answer_to_its_request_out() {
         "its Fetch of epoch 1 is still out"
     );
     let answer = records_from_b1(1, 0, Vec::new());
-    let Input::Message { message, .. } = &answer else {
-        unreachable!("an answer is a message")
-    };
-    assert!(!r.ignores_forever(&cfg, message), "the answer it waits for");
+    assert!(!dead(&r, &cfg, &answer), "the answer it waits for");
     let effects = r.step(&cfg, Tick(0), answer);
     assert!(matches!(
         sent(&effects)[..],
@@ -777,16 +771,49 @@ fn an_answer_from_before_the_request_out_sends_nothing() {
         );
     }
     let old = records_from_b1(1, 0, Vec::new());
-    let Input::Message { message, .. } = &old else {
-        unreachable!("an answer is a message")
-    };
-    assert!(r.ignores_forever(&cfg, message));
+    assert!(dead(&r, &cfg, &old));
     assert!(r.step(&cfg, Tick(0), old).is_empty());
     let duplicate = r.step(&cfg, Tick(0), records_from_b1(3, 5, Vec::new()));
     assert!(matches!(
         sent(&duplicate)[..],
         [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(3)
     ));
+}
+
+/// An answer of a replica's own epoch from a broker it does not follow in that epoch is dead:
+/// an epoch has one leader, so it can follow that broker only in a later one. Not so for a
+/// replica that follows nobody: it may have restarted, and its registration may make it
+/// follow that broker in this very epoch. Requests of that epoch are dead for it either way:
+/// it never leads it.
+#[test]
+fn answers_from_a_broker_not_followed_in_the_epoch_are_dead_unless_restarted() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 2);
+    let entry = Entry {
+        epoch: LeaderEpoch(1),
+        record: 7,
+    };
+    r.step(&cfg, Tick(0), records_from_b1(1, 0, vec![entry]));
+    r.step(&cfg, Tick(0), Input::Stop { clean: true });
+    r.step(&cfg, Tick(0), Input::Restart);
+    assert_eq!(r.leader_epoch(), LeaderEpoch(1));
+    assert!(
+        !dead(&r, &cfg, &records_from_b1(1, 1, Vec::new())),
+        "restarted"
+    );
+    assert!(
+        dead(&r, &cfg, &fetch_from(3, 1, 3, 0)),
+        "never leads epoch 1"
+    );
+    r.step(
+        &cfg,
+        Tick(0),
+        order_over(&[1, 2, 3], 3, 2, 2, &[1, 2, 3], 1),
+    );
+    assert!(
+        dead(&r, &cfg, &records_from_b1(2, 1, Vec::new())),
+        "follows b3"
+    );
 }
 
 /// A leader that the controller elects again in a new epoch without having stepped down (its
@@ -1038,11 +1065,8 @@ fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
     // a Fetch its previous incarnation (epoch 2) sent before the crash arrives.
     leader.step(&cfg, Tick(0), fetch_from_b2_incarnation(3, 0));
     let stale = fetch_from_b2_incarnation(2, 2);
-    let Input::Message { message, .. } = &stale else {
-        unreachable!("a Fetch is a message")
-    };
     assert!(
-        leader.ignores_forever(&cfg, message),
+        dead(&leader, &cfg, &stale),
         "refused for the rest of the term"
     );
     let effects = leader.step(&cfg, Tick(0), stale);
@@ -1060,10 +1084,7 @@ fn a_fetch_from_an_earlier_incarnation_of_the_follower_is_refused() {
     // the leader holds them.
     assert_eq!(leader.high_watermark(), Offset(0));
     // The new incarnation's own fetches are not dead.
-    let Input::Message { message, .. } = fetch_from_b2_incarnation(3, 2) else {
-        unreachable!("a Fetch is a message")
-    };
-    assert!(!leader.ignores_forever(&cfg, &message));
+    assert!(!dead(&leader, &cfg, &fetch_from_b2_incarnation(3, 2)));
 }
 
 /// A log on a disk that fills up: once full, it takes nothing more, as the disk log does after
