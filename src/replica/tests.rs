@@ -6,7 +6,7 @@ use crate::error::{AlterPartitionError, EpochError, ReadError, WriteError};
 use crate::log::MemLog;
 use crate::message::{
     AlterPartitionRequest, AlterPartitionResponse, Envelope, FetchRequest, FetchResponse,
-    LeaderAndIsr, OffsetForLeaderEpochResponse, PartitionState,
+    LeaderAndIsr, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, PartitionState,
 };
 use crate::types::{Acks, LeaderEpoch};
 
@@ -129,6 +129,33 @@ fn records_from_b1(epoch: u32, fetch_offset: u64, entries: Vec<Entry<u64>>) -> I
                 entries,
                 high_watermark: Offset(0),
             }),
+        }),
+    }
+}
+
+/// b1's answer, as leader of `epoch`, to an OffsetForLeaderEpoch about `requested`: the
+/// largest epoch up to it that b1 knows, and where that epoch ends.
+fn epoch_end_from_b1(epoch: u32, requested: u32, end: Option<(LeaderEpoch, Offset)>) -> Input<u64> {
+    Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(epoch),
+            requested_epoch: LeaderEpoch(requested),
+            result: Ok(end),
+        }),
+    }
+}
+
+/// `follower`'s OffsetForLeaderEpoch in leader epoch `epoch`, about epoch `requested`.
+fn epoch_end_request_from(follower: u32, epoch: u32, requested: u32) -> Input<u64> {
+    Input::Message {
+        from: Node::Broker(BrokerId(follower)),
+        message: Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+            partition: PartitionId(0),
+            replica: BrokerId(follower),
+            current_leader_epoch: LeaderEpoch(epoch),
+            requested_epoch: LeaderEpoch(requested),
         }),
     }
 }
@@ -392,7 +419,12 @@ fn a_request_of_an_epoch_the_replica_never_leads_is_dead() {
         },
         ..Config::default()
     };
-    let dead = |r: &R, cfg: &Config, epoch: u32| dead(r, cfg, &fetch_from_b2_in(epoch, 2, 0));
+    let dead = |r: &R, cfg: &Config, epoch: u32| {
+        let fetch = dead(r, cfg, &fetch_from_b2_in(epoch, 2, 0));
+        let reconcile = dead(r, cfg, &epoch_end_request_from(2, epoch, epoch));
+        assert_eq!(fetch, reconcile, "either request of epoch {epoch}");
+        fetch
+    };
     for cfg in [Config::default(), unfenced] {
         let fenced = cfg.rules.epoch_fencing;
         let mut r = replica(&cfg, 1);
@@ -713,15 +745,7 @@ fn reconciliation_asks_at_once_and_truncates_where_the_logs_part() {
         sent(&effects)[..],
         [Message::OffsetForLeaderEpoch(_)]
     ));
-    let answer = Input::Message {
-        from: Node::Broker(BrokerId(1)),
-        message: Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {
-            partition: PartitionId(0),
-            leader_epoch: LeaderEpoch(2),
-            requested_epoch: LeaderEpoch(1),
-            result: Ok(Some((LeaderEpoch(1), Offset(1)))),
-        }),
-    };
+    let answer = epoch_end_from_b1(2, 1, Some((LeaderEpoch(1), Offset(1))));
     let effects = r.step(&cfg, Tick(0), answer);
     assert_eq!(r.log_end_offset(), Offset(1));
     assert!(effects.contains(&Effect::Truncated {
@@ -772,6 +796,8 @@ fn an_answer_from_before_the_request_out_sends_nothing() {
     }
     let old = records_from_b1(1, 0, Vec::new());
     assert!(dead(&r, &cfg, &old));
+    assert!(dead(&r, &cfg, &epoch_end_from_b1(1, 1, None)));
+    assert!(!dead(&r, &cfg, &epoch_end_from_b1(3, 1, None)));
     assert!(r.step(&cfg, Tick(0), old).is_empty());
     let duplicate = r.step(&cfg, Tick(0), records_from_b1(3, 5, Vec::new()));
     assert!(matches!(
@@ -935,15 +961,7 @@ fn reconciliation_asks_again_until_the_answer_is_about_the_epoch_asked_for() {
         sent(&effects)[..],
         [Message::OffsetForLeaderEpoch(q)] if q.requested_epoch == LeaderEpoch(3)
     ));
-    let answer = |requested: u32, result| Input::Message {
-        from: Node::Broker(BrokerId(1)),
-        message: Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {
-            partition: PartitionId(0),
-            leader_epoch: LeaderEpoch(4),
-            requested_epoch: LeaderEpoch(requested),
-            result: Ok(result),
-        }),
-    };
+    let answer = |requested: u32, result| epoch_end_from_b1(4, requested, result);
     // b1's largest epoch up to 3 is 2, ending at 1; b2's own epochs up to 2 end at 1 too.
     let effects = r.step(&cfg, Tick(0), answer(3, Some((LeaderEpoch(2), Offset(1)))));
     assert_eq!(r.log_end_offset(), Offset(1));
