@@ -13,11 +13,25 @@ use crate::types::{Acks, LeaderEpoch};
 type R = Replica<MemLog<u64>>;
 
 fn page_cache() -> Config {
+    with_rules(Rules {
+        flush: FlushPolicy::PageCache,
+        ..Rules::default()
+    })
+}
+
+/// The safe configuration, then the same with controller fencing off (rule 11).
+fn with_and_without_controller_fencing() -> [Config; 2] {
+    let unfenced = with_rules(Rules {
+        controller_fencing: false,
+        ..Rules::default()
+    });
+    [Config::default(), unfenced]
+}
+
+/// The default configuration under `rules`.
+fn with_rules(rules: Rules) -> Config {
     Config {
-        rules: Rules {
-            flush: FlushPolicy::PageCache,
-            ..Rules::default()
-        },
+        rules,
         ..Config::default()
     }
 }
@@ -173,6 +187,11 @@ fn refusal(req: &AlterPartitionRequest, controller: u32, error: AlterPartitionEr
             result: Err(error),
         }),
     }
+}
+
+/// Whether `effects` send one message, a Fetch in leader epoch `epoch`.
+fn sends_one_fetch_in(effects: &Effects<u64>, epoch: u32) -> bool {
+    matches!(sent(effects)[..], [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(epoch))
 }
 
 /// Whether `r` would discard `input`, a message, as dead (`Replica::ignores_forever`).
@@ -412,13 +431,10 @@ fn a_fetch_in_another_leader_epoch_is_refused_and_not_counted() {
 /// any without epoch fencing, when a later leader would serve it.
 #[test]
 fn a_request_of_an_epoch_the_replica_never_leads_is_dead() {
-    let unfenced = Config {
-        rules: Rules {
-            epoch_fencing: false,
-            ..Rules::default()
-        },
-        ..Config::default()
-    };
+    let unfenced = with_rules(Rules {
+        epoch_fencing: false,
+        ..Rules::default()
+    });
     let dead = |r: &R, cfg: &Config, epoch: u32| {
         let fetch = dead(r, cfg, &fetch_from_b2_in(epoch, 2, 0));
         let reconcile = dead(r, cfg, &epoch_end_request_from(2, epoch, epoch));
@@ -639,14 +655,7 @@ fn cached_isr(r: &R) -> Vec<BrokerId> {
 
 #[test]
 fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() {
-    let unfenced = Config {
-        rules: Rules {
-            controller_fencing: false,
-            ..Rules::default()
-        },
-        ..Config::default()
-    };
-    for cfg in [Config::default(), unfenced] {
+    for cfg in with_and_without_controller_fencing() {
         let mut r = replica(&cfg, 1);
         // The successor's announcement: the same state, in controller epoch 2.
         r.step(&cfg, Tick(1), order(1, 1, 1, &[1, 2], 2));
@@ -674,14 +683,7 @@ fn an_order_from_a_deposed_controller_is_ignored_once_its_successor_was_heard() 
 /// an older order of its term is then stale.
 #[test]
 fn a_follower_takes_no_note_of_an_isr_change_in_its_term_under_controller_fencing() {
-    let unfenced = Config {
-        rules: Rules {
-            controller_fencing: false,
-            ..Rules::default()
-        },
-        ..Config::default()
-    };
-    for cfg in [Config::default(), unfenced] {
+    for cfg in with_and_without_controller_fencing() {
         let mut r = replica(&cfg, 2);
         let fenced = cfg.rules.controller_fencing;
         let shrink = order(1, 1, 2, &[1], 1);
@@ -772,10 +774,7 @@ fn a_follower_told_of_a_new_epoch_waits_for_the_answer_to_its_request_out() {
     let answer = records_from_b1(1, 0, Vec::new());
     assert!(!dead(&r, &cfg, &answer), "the answer it waits for");
     let effects = r.step(&cfg, Tick(0), answer);
-    assert!(matches!(
-        sent(&effects)[..],
-        [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(2)
-    ));
+    assert!(sends_one_fetch_in(&effects, 2), "{effects:?}");
 }
 
 /// A follower that followed another broker in between and came back sent afresh: the answer to
@@ -790,7 +789,7 @@ fn an_answer_from_before_the_request_out_sends_nothing() {
     for (leader, epoch) in [(1, 1), (3, 2), (1, 3)] {
         let effects = r.step(&cfg, Tick(0), over(leader, epoch));
         assert!(
-            matches!(sent(&effects)[..], [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(epoch)),
+            sends_one_fetch_in(&effects, epoch),
             "a fresh request to b{leader} in epoch {epoch}: {effects:?}"
         );
     }
@@ -800,10 +799,27 @@ fn an_answer_from_before_the_request_out_sends_nothing() {
     assert!(!dead(&r, &cfg, &epoch_end_from_b1(3, 1, None)));
     assert!(r.step(&cfg, Tick(0), old).is_empty());
     let duplicate = r.step(&cfg, Tick(0), records_from_b1(3, 5, Vec::new()));
-    assert!(matches!(
-        sent(&duplicate)[..],
-        [Message::Fetch(f)] if f.current_leader_epoch == LeaderEpoch(3)
-    ));
+    assert!(sends_one_fetch_in(&duplicate, 3), "{duplicate:?}");
+}
+
+/// An epoch error answer is dead for a follower whatever its state: it only retries, on its
+/// timer. An OffsetOutOfRange answer from its leader is not: it restarts reconciliation.
+#[test]
+fn an_epoch_error_answer_is_dead_and_an_out_of_range_one_is_not() {
+    let cfg = page_cache();
+    let r = replica(&cfg, 2);
+    let answer = |error| Input::Message {
+        from: Node::Broker(BrokerId(1)),
+        message: Message::FetchResponse(FetchResponse {
+            partition: PartitionId(0),
+            leader_epoch: LeaderEpoch(1),
+            fetch_offset: Offset(0),
+            result: Err(error),
+        }),
+    };
+    assert!(dead(&r, &cfg, &answer(EpochError::FencedLeaderEpoch)));
+    assert!(dead(&r, &cfg, &answer(EpochError::NotLeader)));
+    assert!(!dead(&r, &cfg, &answer(EpochError::OffsetOutOfRange)));
 }
 
 /// An answer of a replica's own epoch from a broker it does not follow in that epoch is dead:
