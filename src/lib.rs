@@ -34,7 +34,8 @@ pub mod types;
 
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};
 pub use controller::{
-    BrokerState, Controller, ControllerError, Election, Input as ControllerInput,
+    BrokerState, Controller, ControllerError, Election, Input as ControllerInput, MetadataRecord,
+    Ready,
 };
 pub use epoch_cache::EpochCache;
 pub use error::{

@@ -16,8 +16,11 @@
 //! ignore orders from an epoch older than one they have seen.
 
 mod input;
+mod records;
 
 pub use input::Input;
+use records::Journal;
+pub use records::{MetadataRecord, Ready};
 
 use crate::config::Config;
 use crate::error::AlterPartitionError;
@@ -80,6 +83,9 @@ pub struct Controller {
     pub(crate) partitions: BTreeMap<PartitionId, PartitionState>,
     /// Registrations so far: the source of broker epochs, which only grow.
     pub(crate) registrations: u64,
+    /// What the step under way changed, for a driver that persists records.
+    #[serde(skip)]
+    pub(crate) journal: Journal,
 }
 
 impl Default for Controller {
@@ -89,6 +95,7 @@ impl Default for Controller {
             brokers: BTreeMap::new(),
             partitions: BTreeMap::new(),
             registrations: 0,
+            journal: Journal::default(),
         }
     }
 }
@@ -178,16 +185,33 @@ impl Controller {
         now: Tick,
     ) -> (Controller, Effects<R>) {
         let mut next = stored.clone();
-        next.epoch = epoch;
-        for b in next.brokers.values_mut().filter(|b| b.alive) {
+        let effects = next.take_office(epoch, now);
+        (next, effects)
+    }
+
+    /// [`Controller::take_over`] in place, for a driver that persists records: this controller
+    /// holds the state the store held, and takes office in `epoch`. Between
+    /// [`Controller::begin`] and [`Controller::finish`], its one record is the new epoch.
+    pub fn take_office<R>(&mut self, epoch: ControllerEpoch, now: Tick) -> Effects<R> {
+        self.note(records::Key::Epoch);
+        self.epoch = epoch;
+        for b in self.brokers.values_mut().filter(|b| b.alive) {
             b.last_heartbeat = now;
         }
-        let effects = next
-            .partitions
+        self.partitions
             .keys()
-            .flat_map(|&id| next.announce(id))
-            .collect();
-        (next, effects)
+            .flat_map(|&id| self.announce(id))
+            .collect()
+    }
+
+    /// When the controller next has something to do if nothing else happens: the first tick at
+    /// which a live broker's session will have expired. `None`: no live broker.
+    pub fn next_timeout(&self, cfg: &Config) -> Option<Tick> {
+        self.brokers
+            .values()
+            .filter(|b| b.alive)
+            .map(|b| Tick(b.last_heartbeat.0 + cfg.session_timeout.0 + 1))
+            .min()
     }
 
     pub fn partition(&self, id: PartitionId) -> Option<&PartitionState> {
@@ -240,6 +264,7 @@ impl Controller {
             min_insync_replicas,
             assigned,
         };
+        self.note_partition(id);
         self.partitions.insert(id, state);
         Ok(self.announce(id))
     }
@@ -317,6 +342,7 @@ impl Controller {
             effects.extend(self.fence_broker(cfg, broker));
         }
         self.registrations += 1;
+        self.note_broker(broker);
         self.brokers.insert(
             broker,
             BrokerState {
@@ -327,8 +353,13 @@ impl Controller {
         );
         let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
         for id in ids {
-            let state = self.partitions.get_mut(&id).expect("listed above");
-            if !clean_shutdown && cfg.rules.eligible_leader_replicas && state.elr.remove(&broker) {
+            let leaves_elr = !clean_shutdown
+                && cfg.rules.eligible_leader_replicas
+                && self.partitions[&id].elr.contains(&broker);
+            if leaves_elr {
+                self.note_partition(id);
+                let state = self.partitions.get_mut(&id).expect("listed above");
+                state.elr.remove(&broker);
                 state.partition_epoch = state.partition_epoch.next();
                 effects.extend(self.announce(id));
             }
@@ -418,32 +449,39 @@ impl Controller {
     /// ELR, the last ISR member stays in the ISR, as in Kafka before KIP-966. A partition it led
     /// is left without a leader until [`Controller::elect_leader`].
     fn fence_broker<R>(&mut self, cfg: &Config, broker: BrokerId) -> Effects<R> {
+        if self.brokers.contains_key(&broker) {
+            self.note_broker(broker);
+        }
         if let Some(b) = self.brokers.get_mut(&broker) {
             b.alive = false;
         }
-        let mut changed = Vec::new();
-        for (&id, state) in self.partitions.iter_mut() {
-            let mut touched = false;
+        let changed: Vec<PartitionId> = self
+            .partitions
+            .iter()
+            .filter(|(_, state)| {
+                let leaves_isr = state.isr.contains(&broker)
+                    && (cfg.rules.eligible_leader_replicas || state.isr.len() > 1);
+                leaves_isr || state.leader == Some(broker)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        for &id in &changed {
+            self.note_partition(id);
+            let state = self.partitions.get_mut(&id).expect("listed above");
             if state.isr.contains(&broker) {
                 if cfg.rules.eligible_leader_replicas {
                     state.isr.remove(&broker);
                     if state.isr.len() < state.min_insync_replicas {
                         state.elr.insert(broker);
                     }
-                    touched = true;
                 } else if state.isr.len() > 1 {
                     state.isr.remove(&broker);
-                    touched = true;
                 }
             }
             if state.leader == Some(broker) {
                 state.leader = None;
-                touched = true;
             }
-            if touched {
-                state.partition_epoch = state.partition_epoch.next();
-                changed.push(id);
-            }
+            state.partition_epoch = state.partition_epoch.next();
         }
         changed
             .into_iter()
@@ -548,6 +586,7 @@ impl Controller {
             .find(|&&(b, _)| b == leader)
             .map(|&(_, how)| how)
             .ok_or(ControllerError::IneligibleLeader(id, leader))?;
+        self.note_partition(id);
         let state = self.partitions.get_mut(&id).expect("checked above");
         state.leader = Some(leader);
         state.leader_epoch = state.leader_epoch.next();
@@ -609,6 +648,9 @@ impl Controller {
                 current: self.epoch,
             });
         }
+        if self.partitions.contains_key(&req.partition) {
+            self.note_partition(req.partition);
+        }
         let brokers = &self.brokers;
         let eligible = |b: &BrokerId| {
             brokers
@@ -660,6 +702,9 @@ impl Controller {
     /// no live state refers to a deleted partition, and its replicas learn from the cluster
     /// metadata that it is gone (partition ids are never reused).
     pub fn delete_partition(&mut self, id: PartitionId) -> Result<PartitionState, ControllerError> {
+        if self.partitions.contains_key(&id) {
+            self.note_partition(id);
+        }
         let state = self
             .partitions
             .remove(&id)
@@ -677,6 +722,9 @@ impl Controller {
         id: PartitionId,
         min_insync_replicas: usize,
     ) -> Result<Effects<R>, ControllerError> {
+        if self.partitions.contains_key(&id) {
+            self.note_partition(id);
+        }
         let state = self
             .partitions
             .get_mut(&id)
