@@ -9,13 +9,16 @@
 //! it was dialed as, and one that dials us the broker it says it is. Kafka clients come through
 //! the listeners, each with its security protocol.
 //!
-//! The broker keeps the cluster metadata the active controller pushes (a [`ClusterView`]): it
-//! learns its peers' addresses from it, and answers Kafka clients' Metadata from it, so current
-//! leaders stay reachable while no controller is.
+//! The broker keeps the cluster metadata the active controller pushes (a [`ClusterView`]): a
+//! whole view when its session opens, then one delta per committed change, each stamped with
+//! the metadata offset it brings the view to. It learns its peers' addresses from it, and
+//! answers Kafka clients' Metadata from it, so current leaders stay reachable while no
+//! controller is.
 
 use super::backend::BrokerBackend;
 use super::host::Command;
 use super::outbox::Outbox;
+use crate::controller::records::Record;
 use crate::security::listeners::{self, Accepted, Listener};
 use crate::security::{self, certificate_refusal, ClusterTls, Role};
 use crate::timing;
@@ -52,6 +55,10 @@ pub struct Net {
     book: Mutex<BTreeMap<BrokerId, String>>,
     /// The metadata the active controller last pushed.
     metadata: Mutex<Option<ClusterView>>,
+    /// Deltas ignored: older than the view, or after a gap (which asks for a whole view).
+    pub stale_deltas: std::sync::atomic::AtomicU64,
+    /// Set while a whole view is being asked for after a gap: one request at a time.
+    catching_up: Arc<AtomicBool>,
     dialing: Mutex<BTreeSet<BrokerId>>,
     /// Set by a controlled shutdown: from then on this broker neither heartbeats nor registers,
     /// since that would make the controller take it back before it stops.
@@ -84,6 +91,8 @@ impl Net {
             rpc: Rpc::default(),
             book: Mutex::default(),
             metadata: Mutex::default(),
+            stale_deltas: Default::default(),
+            catching_up: Arc::default(),
             dialing: Mutex::default(),
             stopping: AtomicBool::new(false),
             tls,
@@ -257,6 +266,7 @@ impl Net {
             match frame {
                 Frame::Envelope(env) if env.from == Node::Controller => self.deliver(env),
                 Frame::Metadata(view) => self.on_metadata(view),
+                Frame::MetadataDelta { offset, records } => self.on_delta(offset, &records),
                 Frame::Response { id, result } => self.rpc.complete(id, result),
                 Frame::HeartbeatAck => {}
                 // The controller lost its role: find the next one.
@@ -289,17 +299,81 @@ impl Net {
     /// Keeps `view` as this broker's metadata (and its users and ACLs for the authorizer), and
     /// has the replica thread drop the partitions it says were deleted.
     fn keep(&self, view: ClusterView) {
+        self.retire(&view);
+        self.keep_security(&view);
+        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+    }
+
+    /// Has the replica thread drop the partitions `view` says were deleted.
+    fn retire(&self, view: &ClusterView) {
         let _ = self.host.send(Command::Retire {
             next_partition: view.next_partition,
             live: view.partitions.keys().copied().collect(),
         });
-        {
-            let mut security = self.security.lock().unwrap_or_else(|p| p.into_inner());
-            if **security != *view.security {
-                *security = Arc::new((*view.security).clone());
-            }
+    }
+
+    /// Takes `view`'s users and ACLs for the authorizer, if they changed.
+    fn keep_security(&self, view: &ClusterView) {
+        let mut security = self.security.lock().unwrap_or_else(|p| p.into_inner());
+        if **security != *view.security {
+            *security = Arc::new((*view.security).clone());
         }
-        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+    }
+
+    /// A delta of the metadata: applied if it is the next one, ignored if the view already has
+    /// it; after a gap (a delta lost, or none kept yet) the whole view is asked for, and the
+    /// deltas that follow it apply. Its cost is that of the records, except where they delete a
+    /// partition, add a broker or change the users: those look at the whole view, as rarely.
+    fn on_delta(self: &Arc<Self>, offset: u64, records: &[Record]) {
+        let mut guard = self.metadata.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(view) = guard.as_mut().filter(|v| offset == v.offset + 1) else {
+            self.stale_deltas.fetch_add(1, Ordering::Relaxed);
+            let behind = guard.as_ref().is_none_or(|v| offset > v.offset);
+            drop(guard);
+            if behind && !self.catching_up.swap(true, Ordering::Relaxed) {
+                debug!(
+                    offset,
+                    "a gap in the metadata deltas: asking for the whole view"
+                );
+                let net = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = net.ask_metadata().await {
+                        warn!(error = %e, "could not catch up with the controller's metadata");
+                    }
+                    net.catching_up.store(false, Ordering::Relaxed);
+                });
+            }
+            return;
+        };
+        for record in records {
+            view.apply(record);
+        }
+        view.offset = offset;
+        let deleted = records.iter().any(|r| {
+            matches!(
+                r,
+                Record::Core(isr::MetadataRecord::Partition { state: None, .. })
+            )
+        });
+        if deleted {
+            self.retire(view);
+        }
+        if records.iter().any(|r| matches!(r, Record::Security(_))) {
+            self.keep_security(view);
+        }
+        let book = records
+            .iter()
+            .any(|r| matches!(r, Record::Address { .. }))
+            .then(|| {
+                view.brokers
+                    .iter()
+                    .map(|(&id, b)| (id, b.address.clone()))
+                    .collect()
+            });
+        drop(guard);
+        if let Some(book) = book {
+            self.on_address_book(book);
+        }
     }
 
     /// The cluster's metadata as this broker knows it: the controller's last push, or, before

@@ -1,14 +1,17 @@
 //! The active controller: the core [`isr::Controller`] driven by connections and a clock, each
 //! step committed to the store before anything it decided leaves.
 //!
-//! A step runs on a copy of the metadata. The copy is committed (written if the step changed
-//! it, else only the role confirmed), and only then does it replace the current metadata and do
-//! the step's messages go out. If the store refuses the step (the role was lost: rule 11) the
-//! controller stops acting; if the store is unreachable the step is dropped, as if it never ran,
-//! and whoever asked gets an error: a decision no later controller could know of must not leave.
+//! A step changes the metadata in place and yields its records ([`super::records::Change`]):
+//! the new values of what it changed, never the whole metadata. The records are committed
+//! (written if there are any, else only the role confirmed), and only then do the step's
+//! messages go out and the records go to every broker as a delta, stamped with this session's
+//! metadata offset. If the store refuses the step (the role was lost: rule 11) the controller
+//! stops acting; if the store is unreachable the step is undone, as if it never ran, and
+//! whoever asked gets an error: a decision no later controller could know of must not leave.
 
-use super::connections::Event;
+use super::connections::{Event, Inbox};
 use super::metadata::Metadata;
+use super::records::{Change, Record};
 use super::store::{Store, StoreError, Won};
 use crate::timing;
 use crate::trace::Tracer;
@@ -16,11 +19,9 @@ use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Respo
 use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
-use isr::{
-    BrokerId, Config, Controller, ControllerInput, Effect, Effects, Message, Node, Rules, Tick,
-};
+use isr::{BrokerId, Config, ControllerInput, Effect, Effects, Message, Node, Rules, Tick};
 use std::collections::BTreeMap;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 /// Why an active controller stopped acting.
@@ -49,8 +50,10 @@ struct Active<'a> {
     brokers: BTreeMap<BrokerId, (u64, Link)>,
     /// Every open connection, for answering requests.
     links: &'a mut BTreeMap<u64, Link>,
-    /// The view brokers were last sent.
-    pushed: Option<ClusterView>,
+    /// The metadata offset of this controller's session: how many changes it has sent brokers
+    /// since it took office. A broker's full view carries the offset it is at; each delta, the
+    /// offset it brings the broker to.
+    offset: u64,
     /// Where committed steps are recorded, when tracing.
     tracer: &'a mut Option<Tracer>,
     /// What is being committed, for the trace.
@@ -77,18 +80,16 @@ pub async fn act(
     store: &mut Store,
     won: Won,
     actor: &Actor,
-    events: &mut mpsc::UnboundedReceiver<Event>,
+    inbox: &mut Inbox,
     links: &mut BTreeMap<u64, Link>,
     stop: &mut watch::Receiver<bool>,
     tracer: &mut Option<Tracer>,
 ) -> Ended {
     let mut lost = store.lost_signal();
-    let stored = won.metadata.unwrap_or_default();
-    let (controller, announce) = Controller::take_over(&stored.controller, won.epoch, Tick(0));
-    let taken = Metadata {
-        controller,
-        ..stored.clone()
-    };
+    let mut stored = won.metadata.unwrap_or_default();
+    stored.begin();
+    let announce = stored.controller.take_office(won.epoch, Tick(0));
+    let taken = stored.finish(announce);
     let mut active = Active {
         cfg: timing::config_with(actor.rules),
         store,
@@ -101,23 +102,28 @@ pub async fn act(
         now: Tick(0),
         brokers: BTreeMap::new(),
         links,
-        pushed: None,
+        offset: 0,
         tracer,
         stepped: None,
     };
     info!(epoch = %won.epoch, topics = active.meta.topics.len(), "taking over");
     active.stepped = Some(Committing::TakeOver);
-    if let Err(e) = active.commit(taken, announce).await {
+    if let Err(e) = active.commit(taken).await {
         return active.end(e);
     }
     let mut ticks = tokio::time::interval(timing::TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Sessions first (KRaft orders its event queue the same way): a broker's heartbeat or
+        // registration is never kept waiting behind metadata work, nor a tick that would expire
+        // its session while its heartbeat waits; then time; then everything else.
         let input = tokio::select! {
+            biased;
             _ = lost.wait_for(|&lost| lost) => Input::Lost,
             _ = stop.wait_for(|&stop| stop) => Input::Stop,
+            Some(event) = inbox.sessions.recv() => Input::Event(event),
             _ = ticks.tick() => Input::Tick,
-            Some(event) = events.recv() => Input::Event(event),
+            Some(event) = inbox.others.recv() => Input::Event(event),
         };
         let step = match input {
             Input::Lost => Err(StepError::Lost),
@@ -165,35 +171,39 @@ impl Active<'_> {
         }
     }
 
-    /// Commits `next` (or confirms the role when it equals the current metadata), then makes it
-    /// current and carries out `effects`.
-    async fn commit(&mut self, next: Metadata, effects: Effects<Bytes>) -> Result<(), StepError> {
-        let changed = next != self.meta;
+    /// Commits `change`'s records (or confirms the role when it has none), then carries out its
+    /// effects and sends brokers its records. A change the store could not take is undone.
+    async fn commit(&mut self, change: Change) -> Result<(), StepError> {
         let stepped = self.stepped.take();
-        match self.store.commit(changed.then_some(&next)).await {
+        match self.store.commit(&change.records, &self.meta).await {
             Ok(()) => {}
+            // The metadata in memory is ahead of the store now; it is read again from the store
+            // if this controller ever wins the role back.
             Err(StoreError::Fenced(_)) => return Err(StepError::Lost),
             Err(e) => {
                 warn!(error = %e, "step dropped: it could not be committed");
+                self.meta.undo(change);
                 return Err(StepError::Unavailable(e.to_string()));
             }
         }
         if let Some(tracer) = self.tracer.as_mut() {
+            let core_changed = change.records.iter().any(|r| matches!(r, Record::Core(_)));
             match &stepped {
-                Some(Committing::Step(input)) => tracer.controller(self.now, input, &effects),
-                Some(Committing::TakeOver) => tracer.controller_state(&next.controller, &effects),
+                Some(Committing::Step(input)) => {
+                    tracer.controller(self.now, input, &change.effects)
+                }
+                Some(Committing::TakeOver) => {
+                    tracer.controller_state(&self.meta.controller, &change.effects)
+                }
                 // An admin operation; a step in place was recorded when taken.
-                None if next.controller != self.meta.controller => {
-                    tracer.controller_state(&next.controller, &effects)
+                None if core_changed => {
+                    tracer.controller_state(&self.meta.controller, &change.effects)
                 }
                 None => {}
             }
         }
-        if changed {
-            self.meta = next;
-        }
-        self.send(effects);
-        self.push_metadata();
+        self.send(change.effects);
+        self.push_records(change.records);
         Ok(())
     }
 
@@ -223,29 +233,46 @@ impl Active<'_> {
     }
 
     fn view(&self) -> ClusterView {
-        self.meta.view(Some(self.me.clone()))
+        let mut view = self.meta.view(Some(self.me.clone()));
+        view.offset = self.offset;
+        view
     }
 
-    /// Sends brokers the metadata if it changed since they were last sent it.
-    fn push_metadata(&mut self) {
-        let view = self.view();
-        if self.pushed.as_ref() == Some(&view) {
+    /// Sends every broker the records of a committed change that a broker's view holds: one
+    /// delta per change, whatever it touched. Committed offsets and producer ids stay here.
+    fn push_records(&mut self, records: Vec<Record>) {
+        let delta: Vec<Record> = records
+            .into_iter()
+            .filter(|r| !matches!(r, Record::GroupOffset { .. } | Record::NextProducerId(_)))
+            .collect();
+        if delta.is_empty() {
             return;
         }
+        self.offset += 1;
         for (_, link) in self.brokers.values() {
-            link.send(Frame::Metadata(view.clone()));
+            link.send(Frame::MetadataDelta {
+                offset: self.offset,
+                records: delta.clone(),
+            });
         }
-        self.pushed = Some(view);
     }
 
-    /// Steps the core controller on a copy of the metadata and commits the result.
+    /// Steps the core controller and commits what it changed.
     async fn step(&mut self, input: ControllerInput<Bytes>) -> Result<(), StepError> {
-        let mut next = self.meta.clone();
         if self.tracer.is_some() {
             self.stepped = Some(Committing::Step(input.clone()));
         }
-        let effects = next.controller.step(&self.cfg, self.now, input);
-        self.commit(next, effects).await
+        self.meta.begin();
+        let effects = self.meta.controller.step(&self.cfg, self.now, input);
+        let change = self.meta.finish(effects);
+        self.commit(change).await
+    }
+
+    /// Confirms the role, then carries out `effects`: a decision that changed nothing durable.
+    async fn confirm(&mut self, effects: Effects<Bytes>) -> Result<(), StepError> {
+        self.meta.begin();
+        let change = self.meta.finish(effects);
+        self.commit(change).await
     }
 
     /// Steps the current metadata's controller in place (a step with nothing to commit), and
@@ -263,17 +290,19 @@ impl Active<'_> {
 
     async fn on_tick(&mut self) -> Result<(), StepError> {
         self.now = Tick(self.now.0 + 1);
-        let mut next = self.meta.clone();
-        let effects = next
+        self.meta.begin();
+        let effects = self
+            .meta
             .controller
             .step(&self.cfg, self.now, ControllerInput::Tick);
-        if next == self.meta && effects.is_empty() {
+        let change = self.meta.finish(effects);
+        if change.records.is_empty() && change.effects.is_empty() {
             return Ok(());
         }
         if self.tracer.is_some() {
             self.stepped = Some(Committing::Step(ControllerInput::Tick));
         }
-        self.commit(next, effects).await
+        self.commit(change).await
     }
 
     async fn on_event(&mut self, event: Event) -> Result<(), StepError> {
@@ -304,9 +333,13 @@ impl Active<'_> {
         link: Link,
     ) -> Result<(), StepError> {
         debug!(broker = %id, %address, conn, "broker connected");
-        let mut next = self.meta.clone();
-        next.addresses.insert(id, address);
-        self.commit(next, Vec::new()).await?;
+        self.meta.begin();
+        self.meta.set(Record::Address {
+            broker: id,
+            address: Some(address),
+        });
+        let change = self.meta.finish(Vec::new());
+        self.commit(change).await?;
         self.brokers.insert(id, (conn, link.clone()));
         link.send(Frame::Welcome(self.me.clone()));
         link.send(Frame::Metadata(self.view()));
@@ -373,7 +406,7 @@ impl Active<'_> {
                     return Ok(());
                 }
                 // Asking a broker to register again is a decision: the role is confirmed first.
-                self.commit(self.meta.clone(), effects).await
+                self.confirm(effects).await
             }
             Message::AlterPartition(req) if self.speaks_for(conn, from, req.leader) => {
                 self.step(ControllerInput::Message { from, message }).await
@@ -385,8 +418,9 @@ impl Active<'_> {
         }
     }
 
+    /// Answers a request. One that changes the metadata is one change: committed whole, or,
+    /// refused, undone whole.
     async fn on_request(&mut self, conn: u64, request: Request) -> Result<Response, RequestError> {
-        let mut next = self.meta.clone();
         match request {
             Request::ControlledShutdown { broker } => {
                 if !self.speaks_for(conn, Node::Broker(broker), broker) {
@@ -400,45 +434,6 @@ impl Active<'_> {
                 Ok(Response::Done)
             }
             Request::Metadata => Ok(Response::Metadata(self.view())),
-            Request::CreateTopic(spec) => {
-                let effects = next.create_topic(&self.cfg, &spec)?;
-                self.commit(next, effects).await?;
-                info!(topic = %spec.name, partitions = spec.partitions, "topic created");
-                Ok(Response::Done)
-            }
-            Request::DeleteTopic(topic) => {
-                next.delete_topic(&topic)?;
-                self.commit(next, Vec::new()).await?;
-                info!(%topic, "topic deleted");
-                Ok(Response::Done)
-            }
-            Request::CreatePartitions { topic, total } => {
-                let effects = next.create_partitions(&topic, total)?;
-                self.commit(next, effects).await?;
-                info!(%topic, total, "partitions added");
-                Ok(Response::Done)
-            }
-            Request::AlterConfigs {
-                resource,
-                ops,
-                replace,
-            } => {
-                let effects = next.alter_configs(&self.cfg, &resource, &ops, replace)?;
-                self.commit(next, effects).await?;
-                info!(?resource, ?ops, replace, "configs changed");
-                Ok(Response::Done)
-            }
-            Request::CommitOffset {
-                group,
-                topic,
-                partition,
-                offset,
-                metadata,
-            } => {
-                next.commit_offset(&group, &topic, partition, offset, metadata)?;
-                self.commit(next, Vec::new()).await?;
-                Ok(Response::Done)
-            }
             Request::FetchOffset {
                 group,
                 topic,
@@ -452,24 +447,84 @@ impl Active<'_> {
             Request::OffsetGroups => Ok(Response::Groups(
                 self.meta.offset_groups().into_iter().collect(),
             )),
+            Request::Replicas => Err(AdminError::Unsupported("Replicas".into()).into()),
+            change => {
+                self.meta.begin();
+                match self.change(change) {
+                    Ok((response, effects)) => {
+                        let change = self.meta.finish(effects);
+                        self.commit(change).await?;
+                        Ok(response)
+                    }
+                    Err(e) => {
+                        let change = self.meta.finish(Vec::new());
+                        self.meta.undo(change);
+                        Err(e.into())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes the change a request asks for, in the metadata (a change is under way): the answer
+    /// and the effects to carry out once it is committed.
+    fn change(&mut self, request: Request) -> Result<(Response, Effects<Bytes>), AdminError> {
+        let done = |effects| Ok((Response::Done, effects));
+        match request {
+            Request::CreateTopic(spec) => {
+                let effects = self.meta.create_topic(&self.cfg, &spec)?;
+                info!(topic = %spec.name, partitions = spec.partitions, "topic created");
+                done(effects)
+            }
+            Request::DeleteTopic(topic) => {
+                self.meta.delete_topic(&topic)?;
+                info!(%topic, "topic deleted");
+                done(Vec::new())
+            }
+            Request::CreatePartitions { topic, total } => {
+                let effects = self.meta.create_partitions(&topic, total)?;
+                info!(%topic, total, "partitions added");
+                done(effects)
+            }
+            Request::AlterConfigs {
+                resource,
+                ops,
+                replace,
+            } => {
+                let effects = self
+                    .meta
+                    .alter_configs(&self.cfg, &resource, &ops, replace)?;
+                info!(?resource, ?ops, replace, "configs changed");
+                done(effects)
+            }
+            Request::CommitOffset {
+                group,
+                topic,
+                partition,
+                offset,
+                metadata,
+            } => {
+                self.meta
+                    .commit_offset(&group, &topic, partition, offset, metadata)?;
+                done(Vec::new())
+            }
             Request::DeleteOffsets { group, partitions } => {
-                next.delete_offsets(&group, partitions.as_deref());
-                self.commit(next, Vec::new()).await?;
-                Ok(Response::Done)
+                self.meta.delete_offsets(&group, partitions.as_deref());
+                done(Vec::new())
             }
             Request::AllocateProducerId => {
-                let id = next.next_producer_id;
-                next.next_producer_id += 1;
-                self.commit(next, Vec::new()).await?;
-                Ok(Response::ProducerId(id))
+                let id = self.meta.next_producer_id;
+                self.meta.set(Record::NextProducerId(id + 1));
+                Ok((Response::ProducerId(id), Vec::new()))
             }
-            Request::Replicas => Err(AdminError::Unsupported("Replicas".into()).into()),
             Request::Security(change) => {
-                let answer = next.security.apply(change);
-                self.commit(next, Vec::new()).await?;
+                let mut security = self.meta.security.clone();
+                let answer = security.apply(change);
+                self.meta.set(Record::Security(security));
                 info!("users or ACLs changed");
-                Ok(Response::Security(answer))
+                Ok((Response::Security(answer), Vec::new()))
             }
+            other => Err(AdminError::Unsupported(format!("{other:?}"))),
         }
     }
 }

@@ -1,6 +1,11 @@
 //! The controller's connections: one accept loop, one reader task per connection, all feeding
-//! one event channel, so that every transition runs alone and in arrival order — whether this
-//! process is active or standing by.
+//! one inbox, so that every transition runs alone — whether this process is active or standing
+//! by. The inbox has two lanes: brokers' sessions (a connection's opening, heartbeats and
+//! registrations) and everything else. The active controller serves sessions first, so a
+//! controller busy with a large change never lets a healthy broker's session expire (a broker
+//! fenced for want of an answer would re-register, adding work: a metastable collapse). Within a
+//! lane events keep their arrival order; a connection's opening is in the sessions lane, so it
+//! is always served before that connection's frames.
 //!
 //! With a cluster certificate every connection is mutual TLS, and its Hello must match the
 //! certificate ([`crate::security::admits`]): only a CA-signed broker registers, heartbeats,
@@ -12,6 +17,7 @@ use crate::timing;
 use crate::wire::admin::Response;
 use crate::wire::link::{self, Link, Opening};
 use crate::wire::{codec, Frame, Peer};
+use isr::Message;
 use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -24,12 +30,68 @@ pub enum Event {
     Closed { conn: u64 },
 }
 
+/// Where the connections' events wait: brokers' sessions, and the rest.
+pub struct Inbox {
+    pub sessions: mpsc::UnboundedReceiver<Event>,
+    pub others: mpsc::UnboundedReceiver<Event>,
+}
+
+impl Inbox {
+    /// The next event, sessions first.
+    pub async fn recv(&mut self) -> Option<Event> {
+        tokio::select! {
+            biased;
+            Some(event) = self.sessions.recv() => Some(event),
+            Some(event) = self.others.recv() => Some(event),
+            else => None,
+        }
+    }
+}
+
+/// The sending side of an [`Inbox`]: each connection's reader task holds a copy.
+#[derive(Clone)]
+pub struct Outlet {
+    sessions: mpsc::UnboundedSender<Event>,
+    others: mpsc::UnboundedSender<Event>,
+}
+
+impl Outlet {
+    fn send(&self, event: Event) {
+        let session = match &event {
+            Event::Connected { .. } => true,
+            Event::Frame {
+                frame: Frame::Envelope(envelope),
+                ..
+            } => matches!(
+                envelope.message,
+                Message::BrokerHeartbeat { .. } | Message::BrokerRegistration { .. }
+            ),
+            _ => false,
+        };
+        let lane = if session {
+            &self.sessions
+        } else {
+            &self.others
+        };
+        let _ = lane.send(event);
+    }
+}
+
+/// A new inbox and its outlet.
+pub fn inbox() -> (Outlet, Inbox) {
+    let (sessions, sessions_rx) = mpsc::unbounded_channel();
+    let (others, others_rx) = mpsc::unbounded_channel();
+    (
+        Outlet { sessions, others },
+        Inbox {
+            sessions: sessions_rx,
+            others: others_rx,
+        },
+    )
+}
+
 /// Accepts connections; with `tls`, each must complete mutual TLS first.
-pub async fn accept_loop(
-    listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    events: mpsc::UnboundedSender<Event>,
-) {
+pub async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, events: Outlet) {
     let mut next_conn = 0u64;
     loop {
         match listener.accept().await {
@@ -52,7 +114,7 @@ async fn serve(
     from: SocketAddr,
     tls: Option<TlsAcceptor>,
     conn: u64,
-    events: mpsc::UnboundedSender<Event>,
+    events: Outlet,
 ) {
     let secured = tls.is_some();
     let Accepted {
@@ -94,10 +156,10 @@ async fn serve(
                     Peer::Client => link.clone().mapped(for_admin_client),
                     Peer::Broker { .. } => link.clone(),
                 };
-                let _ = events.send(Event::Connected { conn, peer, link });
+                events.send(Event::Connected { conn, peer, link });
             }
             Ok(Some(frame)) if introduced => {
-                let _ = events.send(Event::Frame { conn, frame });
+                events.send(Event::Frame { conn, frame });
             }
             Ok(Some(_)) => {
                 warn!(conn, "protocol error: the first frame must be Hello");
@@ -110,7 +172,7 @@ async fn serve(
             }
         }
     }
-    let _ = events.send(Event::Closed { conn });
+    events.send(Event::Closed { conn });
 }
 
 /// What an admin client is told: the cluster view without users' credentials (salted and

@@ -1,9 +1,10 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
 //! names, broker addresses, producer ids, configs, consumer groups' committed offsets, users and
-//! ACLs): none of it is replication protocol, so none of it is in the core. The
-//! controller commits it to its store ([`super::store`]) after every step that changes it,
-//! before the step's messages leave.
+//! ACLs): none of it is replication protocol, so none of it is in the core. Every change is made
+//! as records ([`super::records`]), which the controller commits to its store
+//! ([`super::store`]) before the change's messages leave.
 
+use super::records::{Journal, Record};
 use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
 use crate::wire::BrokerAddress;
 use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId};
@@ -37,6 +38,9 @@ pub struct Metadata {
     /// The users' SCRAM credentials (salted and iterated; never a password) and the ACLs,
     /// changed with `SecurityState::apply`.
     pub security: SecurityState,
+    /// The change under way, if one is ([`Metadata::begin`]).
+    #[serde(skip)]
+    pub(super) journal: Option<Journal>,
 }
 
 impl Metadata {
@@ -65,6 +69,7 @@ impl Metadata {
             broker_configs: self.broker_configs.clone(),
             next_partition: self.next_partition,
             security: Box::new(self.security.clone()),
+            offset: 0,
         }
     }
 
@@ -107,10 +112,15 @@ impl Metadata {
             None => cfg.min_insync_replicas.min(factor),
         };
         let (ids, effects) = self.add_partitions(spec.partitions, factor, min_isr)?;
-        self.topics.insert(spec.name.clone(), ids);
+        self.set(Record::Topic {
+            name: spec.name.clone(),
+            partitions: Some(ids),
+        });
         if !spec.configs.is_empty() {
-            self.topic_configs
-                .insert(spec.name.clone(), spec.configs.clone());
+            self.set(Record::TopicConfigs {
+                name: spec.name.clone(),
+                overrides: Some(spec.configs.clone()),
+            });
         }
         Ok(effects)
     }
@@ -141,9 +151,9 @@ impl Metadata {
         }
         let mut ids = Vec::new();
         let mut effects = Vec::new();
-        for _ in 0..count {
-            let id = PartitionId(self.next_partition);
-            let start = (self.next_partition as usize) % alive.len();
+        for next in self.next_partition..self.next_partition + count {
+            let id = PartitionId(next);
+            let start = (next as usize) % alive.len();
             let assigned = (0..factor)
                 .map(|k| alive[(start + k) % alive.len()])
                 .collect();
@@ -152,9 +162,9 @@ impl Metadata {
                 .create_partition(id, assigned, min_isr)
                 .map_err(|e| AdminError::InvalidReplicationFactor(e.to_string()))?;
             effects.extend(created);
-            self.next_partition += 1;
             ids.push(id);
         }
+        self.set(Record::NextPartition(self.next_partition + count));
         Ok((ids, effects))
     }
 
@@ -179,10 +189,13 @@ impl Metadata {
             .and_then(|id| self.controller.partition(*id))
             .ok_or(AdminError::UnknownTopicOrPartition)?;
         let (factor, min_isr) = (first.assigned.len(), first.min_insync_replicas);
+        let mut ids = ids.clone();
         let (added, effects) = self.add_partitions(total - have, factor, min_isr)?;
-        if let Some(ids) = self.topics.get_mut(topic) {
-            ids.extend(added);
-        }
+        ids.extend(added);
+        self.set(Record::Topic {
+            name: topic.to_owned(),
+            partitions: Some(ids),
+        });
         Ok(effects)
     }
 
@@ -191,14 +204,35 @@ impl Metadata {
     pub fn delete_topic(&mut self, topic: &str) -> Result<(), AdminError> {
         let ids = self
             .topics
-            .remove(topic)
+            .get(topic)
+            .cloned()
             .ok_or(AdminError::UnknownTopicOrPartition)?;
+        self.set(Record::Topic {
+            name: topic.to_owned(),
+            partitions: None,
+        });
         for id in &ids {
             // A partition the core does not know is as deleted as can be.
             let _ = self.controller.delete_partition(*id);
         }
-        self.topic_configs.remove(topic);
-        self.group_offsets.retain(|(_, p), _| !ids.contains(p));
+        self.set(Record::TopicConfigs {
+            name: topic.to_owned(),
+            overrides: None,
+        });
+        let ids: BTreeSet<PartitionId> = ids.into_iter().collect();
+        let offsets: Vec<(String, PartitionId)> = self
+            .group_offsets
+            .keys()
+            .filter(|(_, p)| ids.contains(p))
+            .cloned()
+            .collect();
+        for (group, partition) in offsets {
+            self.set(Record::GroupOffset {
+                group,
+                partition,
+                committed: None,
+            });
+        }
         Ok(())
     }
 
@@ -218,9 +252,12 @@ impl Metadata {
         })?;
         let topic = match resource {
             ConfigResource::Broker(name) => {
-                let overrides = self.broker_configs.entry(name.clone()).or_default();
-                configs::apply(overrides, ops, replace);
-                self.broker_configs.retain(|_, o| !o.is_empty());
+                let mut overrides = self.broker_configs.get(name).cloned().unwrap_or_default();
+                configs::apply(&mut overrides, ops, replace);
+                self.set(Record::BrokerConfigs {
+                    name: name.clone(),
+                    overrides: Some(overrides).filter(|o| !o.is_empty()),
+                });
                 return Ok(Vec::new());
             }
             ConfigResource::Topic(topic) => topic,
@@ -256,11 +293,10 @@ impl Metadata {
                 .map_err(|e| AdminError::InvalidConfig(e.to_string()))?;
             effects.extend(changed);
         }
-        if overrides.is_empty() {
-            self.topic_configs.remove(topic);
-        } else {
-            self.topic_configs.insert(topic.clone(), overrides);
-        }
+        self.set(Record::TopicConfigs {
+            name: topic.clone(),
+            overrides: Some(overrides).filter(|o| !o.is_empty()),
+        });
         Ok(effects)
     }
 
@@ -274,8 +310,11 @@ impl Metadata {
         metadata: String,
     ) -> Result<(), AdminError> {
         let id = self.partition_id(topic, index)?;
-        self.group_offsets
-            .insert((group.to_owned(), id), (offset, metadata));
+        self.set(Record::GroupOffset {
+            group: group.to_owned(),
+            partition: id,
+            committed: Some((offset, metadata)),
+        });
         Ok(())
     }
 
@@ -326,7 +365,11 @@ impl Metadata {
             None => self.offsets_of(group).map(|(id, _)| id).collect(),
         };
         for id in ids {
-            self.group_offsets.remove(&(group.to_owned(), id));
+            self.set(Record::GroupOffset {
+                group: group.to_owned(),
+                partition: id,
+                committed: None,
+            });
         }
     }
 }

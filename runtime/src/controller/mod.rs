@@ -10,6 +10,7 @@
 mod active;
 mod connections;
 pub(crate) mod metadata;
+pub(crate) mod records;
 mod standby;
 pub(crate) mod store;
 
@@ -22,7 +23,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 use store::{Candidate, Store, StoreError, StoreSpec};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 #[derive(clap::Args, Debug)]
@@ -125,7 +126,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         address,
         rules,
     };
-    let (events, mut inbox) = mpsc::unbounded_channel();
+    let (events, mut inbox) = connections::inbox();
     let acceptor = tls
         .as_ref()
         .map(|t| tokio_rustls::TlsAcceptor::from(t.required.clone()));

@@ -2,14 +2,14 @@
 //! whoever connects where the active controller is, so that brokers and clients given a list of
 //! controllers find the active one.
 
-use super::connections::Event;
+use super::connections::{Event, Inbox};
 use super::store::{Store, StoreError, Won};
 use crate::wire::admin::{AdminError, ControllerInfo};
 use crate::wire::link::Link;
 use crate::wire::Frame;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tracing::info;
 
 /// How often a standby asks the store who is active.
@@ -18,7 +18,7 @@ const LOOKUP_EVERY: Duration = Duration::from_millis(500);
 /// Campaigns until this controller holds the role, answering connections as a standby.
 pub async fn stand_by(
     store: &mut Store,
-    events: &mut mpsc::UnboundedReceiver<Event>,
+    events: &mut Inbox,
     links: &mut BTreeMap<u64, Link>,
 ) -> Result<Won, StoreError> {
     let (tell, known) = watch::channel(None);

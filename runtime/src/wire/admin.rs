@@ -1,6 +1,8 @@
 //! Admin requests: what a broker asks the controller on behalf of Kafka clients, and what
 //! `isr status` asks of everyone. The replication protocol itself never travels here.
 
+use crate::controller::records::Record;
+use isr::MetadataRecord;
 use isr::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionId, PartitionState};
 use isr_kafka::auth::{SecurityAnswer, SecurityChange, SecurityProtocol, SecurityState};
 use isr_kafka::configs::{ConfigOp, ConfigResource};
@@ -160,6 +162,9 @@ pub struct ClusterView {
     /// admin clients are answered without them ([`ClusterView::without_credentials`]). Boxed,
     /// so that a frame carrying the view stays small.
     pub security: Box<SecurityState>,
+    /// The metadata offset of the view in its controller's session: how many deltas the
+    /// controller had sent when it made it. The next delta a broker applies is `offset + 1`.
+    pub offset: u64,
 }
 
 impl ClusterView {
@@ -172,6 +177,48 @@ impl ClusterView {
     /// The core partition behind a topic's partition index.
     pub fn partition_id(&self, topic: &str, index: u32) -> Option<PartitionId> {
         self.topics.get(topic)?.get(index as usize).copied()
+    }
+
+    /// Applies a record of the controller's metadata, as a delta brings it: what the view
+    /// shows changes as the controller's metadata did. Committed offsets and producer ids are
+    /// no part of a view.
+    pub fn apply(&mut self, record: &Record) {
+        fn put<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, value: Option<V>) {
+            match value {
+                Some(v) => map.insert(key, v),
+                None => map.remove(&key),
+            };
+        }
+        match record.clone() {
+            Record::Core(MetadataRecord::Broker { id, state }) => {
+                if let Some(b) = self.brokers.get_mut(&id) {
+                    b.alive = state.is_some_and(|s| s.alive);
+                }
+            }
+            Record::Core(MetadataRecord::Partition { id, state }) => {
+                put(&mut self.partitions, id, state)
+            }
+            Record::Core(MetadataRecord::ControllerEpoch(_)) => {}
+            Record::Topic { name, partitions } => put(&mut self.topics, name, partitions),
+            Record::TopicConfigs { name, overrides } => {
+                put(&mut self.topic_configs, name, overrides)
+            }
+            Record::BrokerConfigs { name, overrides } => {
+                put(&mut self.broker_configs, name, overrides)
+            }
+            Record::Address { broker, address } => {
+                let alive = self.brokers.get(&broker).is_some_and(|b| b.alive);
+                let view = address.map(|a| BrokerView {
+                    address: a.internal,
+                    listeners: a.listeners,
+                    alive,
+                });
+                put(&mut self.brokers, broker, view)
+            }
+            Record::NextPartition(n) => self.next_partition = n,
+            Record::Security(state) => *self.security = state,
+            Record::NextProducerId(_) | Record::GroupOffset { .. } => {}
+        }
     }
 }
 

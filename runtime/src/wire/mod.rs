@@ -78,6 +78,13 @@ pub enum Frame {
     /// The cluster's metadata, pushed by the active controller to every broker when it changes:
     /// where each broker listens, the topics, each partition's state.
     Metadata(ClusterView),
+    /// What one committed change of the metadata changed, sent by the active controller to
+    /// every broker: the records that bring a broker's view from metadata offset `offset - 1`
+    /// to `offset` ([`ClusterView::apply`]). A broker that sees a gap asks for a whole view.
+    MetadataDelta {
+        offset: u64,
+        records: Vec<crate::controller::records::Record>,
+    },
     /// The controller fenced the broker (its session expired) while it still runs: the broker
     /// must register again to be part of the cluster.
     Reregister,

@@ -8,22 +8,33 @@
 //!   value is `ID ADDRESS`;
 //! - `epoch`: the controller epoch, bumped by each new leader in a transaction that checks it
 //!   still leads;
-//! - `metadata`: the controller's state ([`super::format`]).
+//! - `meta/...`: the controller's metadata, one key per entity ([`entity_key`]): a partition,
+//!   a broker, a topic, a config, an address, a committed offset, the users and ACLs. Each
+//!   value is the entity's latest [`Record`] in postcard; a removed entity has no key.
 //!
-//! Every write is one transaction that first compares the creation revision of this
+//! A change writes only the keys of what it changed, so its cost is that of the change and no
+//! cluster is too large for etcd's request limit. A change of up to [`TXN_OPS`] entities (every
+//! change but a broker's fencing, registration or a topic of many partitions) is one
+//! transaction; a larger one is written in pieces, each a consistent state on its own, brokers'
+//! records last ([`Record::goes_last`]). Its messages leave only once every piece is written.
+//!
+//! Every write is a transaction that first compares the creation revision of this
 //! controller's leader key: once its lease is gone (it expired, or the process was paused past
 //! it), that key is deleted and every write fails — KAFKA-6082's fencing, by etcd. A task keeps
 //! the lease alive and says the role is lost as soon as the lease may have expired, so an active
 //! controller stops acting at once, before any write of its is refused.
 
-use super::format::{self, FORMAT};
 use super::{Candidate, StoreError, Won};
 use crate::controller::metadata::Metadata;
+use crate::controller::records::Record;
 use crate::wire::admin::ControllerInfo;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, LeaderKey, PutOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, LeaderKey, PutOptions, Txn, TxnOp,
+    TxnOpResponse,
 };
 use isr::ControllerEpoch;
+use isr::MetadataRecord;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -31,6 +42,21 @@ use tracing::{info, warn};
 /// How long one request to etcd may take before the store is declared unavailable. Without a
 /// quorum etcd answers nothing: metadata changes must then fail with a clear error, not hang.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The layout of the cluster's keys this isr writes and reads: 5 is one key per entity of the
+/// metadata (4 and before kept the whole metadata in one key, which is no longer read).
+pub const LAYOUT: u16 = 5;
+
+/// The most entities one transaction writes: etcd refuses more than 128 operations in one
+/// transaction by default (`--max-txn-ops`).
+pub const TXN_OPS: usize = 100;
+
+/// The most bytes of values one transaction writes, well under etcd's default request limit
+/// (1.5 MiB, `--max-request-bytes`).
+const TXN_BYTES: usize = 512 * 1024;
+
+/// How many keys one read of the metadata asks for.
+const PAGE: i64 = 1000;
 
 /// A connection to the cluster's keys in etcd: what a standby needs to find the active
 /// controller, and what the store is built on. Cheap to clone.
@@ -128,7 +154,7 @@ impl EtcdStore {
         let mut kv = self.client.kv_client();
         let txn = Txn::new()
             .when([Compare::version(key.clone(), CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key.clone(), FORMAT.to_string(), None)])
+            .and_then([TxnOp::put(key.clone(), LAYOUT.to_string(), None)])
             .or_else([TxnOp::get(key.clone(), None)]);
         let answer = self.ask("recording the format", kv.txn(txn)).await?;
         if answer.succeeded() {
@@ -143,11 +169,20 @@ impl EtcdStore {
                 place: place.clone(),
                 reason: format!("format `{}`", String::from_utf8_lossy(&found)),
             })?;
-        if found > FORMAT {
+        if found > LAYOUT {
             return Err(StoreError::NewerFormat {
                 place,
                 found,
-                supported: FORMAT,
+                supported: LAYOUT,
+            });
+        }
+        if found < LAYOUT {
+            return Err(StoreError::Corrupt {
+                place,
+                reason: format!(
+                    "format {found}, written by an older isr, is no longer read (this isr \
+                     reads {LAYOUT}): start the cluster under a new prefix"
+                ),
             });
         }
         Ok(())
@@ -224,15 +259,7 @@ impl EtcdStore {
             .ok_or_else(|| StoreError::Unavailable("a campaign won without a leader key".into()))?;
         self.leader = Some(leader);
         self.epoch = self.bump_epoch().await?;
-        let key = self.key("metadata");
-        let mut kv = self.client.kv_client();
-        let stored = self
-            .ask("reading the metadata", kv.get(key.clone(), None))
-            .await?;
-        let metadata = match stored.kvs().first() {
-            Some(kv) => Some(format::decode(kv.value(), &format!("etcd key {key}"))?),
-            None => None,
-        };
+        let metadata = self.load().await?;
         info!(epoch = %self.epoch, "won the controller role");
         Ok(Won {
             epoch: self.epoch,
@@ -305,23 +332,83 @@ impl EtcdStore {
             .succeeded())
     }
 
-    pub async fn commit(&mut self, metadata: Option<&Metadata>) -> Result<(), StoreError> {
-        let writes = match metadata {
-            Some(m) => vec![TxnOp::put(self.key("metadata"), format::encode(m), None)],
-            None => Vec::new(),
-        };
-        let txn = Txn::new().when([self.holds_role()?]).and_then(writes);
-        let mut kv = self.client.kv_client();
-        if self
-            .ask("writing the metadata", kv.txn(txn))
-            .await?
-            .succeeded()
-        {
-            Ok(())
-        } else {
-            self.leader = None;
-            Err(StoreError::Fenced(self.epoch))
+    /// The metadata the `meta/` keys hold, read a page at a time; `None` if there are none.
+    async fn load(&self) -> Result<Option<Metadata>, StoreError> {
+        let prefix = self.key("meta/");
+        let end = self.key("meta0");
+        let mut from = prefix.clone().into_bytes();
+        let mut metadata: Option<Metadata> = None;
+        loop {
+            let mut kv = self.client.kv_client();
+            let options = GetOptions::new().with_range(end.clone()).with_limit(PAGE);
+            let page = self
+                .ask("reading the metadata", kv.get(from.clone(), Some(options)))
+                .await?;
+            for kv in page.kvs() {
+                let record: Record =
+                    postcard::from_bytes(kv.value()).map_err(|e| StoreError::Corrupt {
+                        place: format!("etcd key {}", String::from_utf8_lossy(kv.key())),
+                        reason: format!("a record this isr cannot read: {e}"),
+                    })?;
+                metadata
+                    .get_or_insert_with(Metadata::default)
+                    .apply(&record);
+            }
+            match page.kvs().last() {
+                Some(last) if page.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(metadata),
+            }
         }
+    }
+
+    /// Writes one change's records (the key of each entity it changed), or with none only
+    /// confirms the role, provided this controller still holds it.
+    pub async fn commit(&mut self, records: &[Record]) -> Result<(), StoreError> {
+        // The last record of each entity; brokers' last of all.
+        let mut latest: BTreeMap<String, &Record> = BTreeMap::new();
+        for record in records {
+            latest.insert(self.key(&entity_key(record)), record);
+        }
+        let (last, first): (Vec<_>, Vec<_>) = latest.into_iter().partition(|(_, r)| r.goes_last());
+        let mut pieces: Vec<Vec<TxnOp>> = vec![Vec::new()];
+        let mut bytes = 0;
+        for (key, record) in first.into_iter().chain(last) {
+            let op = if record.removes() {
+                TxnOp::delete(key, None)
+            } else {
+                let value = postcard::to_allocvec(record).map_err(|e| {
+                    StoreError::Unavailable(format!("a record postcard cannot encode: {e}"))
+                })?;
+                bytes += value.len();
+                TxnOp::put(key, value, None)
+            };
+            let full = pieces
+                .last()
+                .is_some_and(|p| p.len() >= TXN_OPS || (bytes > TXN_BYTES && !p.is_empty()));
+            if full {
+                pieces.push(Vec::new());
+                bytes = 0;
+            }
+            if let Some(piece) = pieces.last_mut() {
+                piece.push(op);
+            }
+        }
+        for writes in pieces {
+            let txn = Txn::new().when([self.holds_role()?]).and_then(writes);
+            let mut kv = self.client.kv_client();
+            if !self
+                .ask("writing the metadata", kv.txn(txn))
+                .await?
+                .succeeded()
+            {
+                self.leader = None;
+                return Err(StoreError::Fenced(self.epoch));
+            }
+        }
+        Ok(())
     }
 
     pub async fn resign(&mut self) {
@@ -387,6 +474,29 @@ impl Keys {
             address: address.to_string(),
             epoch: ControllerEpoch(epoch),
         })
+    }
+}
+
+/// The key, under the cluster's prefix, of the entity a record sets: one per partition,
+/// broker, topic, config, address, committed offset; one for the users and ACLs.
+pub fn entity_key(record: &Record) -> String {
+    match record {
+        Record::Core(MetadataRecord::ControllerEpoch(_)) => "meta/controller-epoch".into(),
+        Record::Core(MetadataRecord::Broker { id, .. }) => format!("meta/broker/{}", id.0),
+        Record::Core(MetadataRecord::Partition { id, .. }) => {
+            format!("meta/partition/{:010}", id.0)
+        }
+        Record::Topic { name, .. } => format!("meta/topic/{name}"),
+        Record::TopicConfigs { name, .. } => format!("meta/topic-configs/{name}"),
+        Record::BrokerConfigs { name, .. } => format!("meta/broker-configs/{name}"),
+        Record::Address { broker, .. } => format!("meta/address/{}", broker.0),
+        Record::NextPartition(_) => "meta/next-partition".into(),
+        Record::NextProducerId(_) => "meta/next-producer-id".into(),
+        // The group last: its name may hold any character, '/' among them.
+        Record::GroupOffset {
+            group, partition, ..
+        } => format!("meta/offset/{:010}/{group}", partition.0),
+        Record::Security(_) => "meta/security".into(),
     }
 }
 
@@ -485,7 +595,9 @@ mod tests {
         let won = a.campaign().await.expect("a wins");
         assert_eq!(won.epoch, ControllerEpoch(1));
         assert!(won.metadata.is_none());
-        a.commit(Some(&metadata(1))).await.expect("a writes");
+        a.commit(&[Record::NextPartition(1)])
+            .await
+            .expect("a writes");
 
         let mut b = EtcdStore::open(&endpoints, "t", candidate(2))
             .await
@@ -504,15 +616,21 @@ mod tests {
         let won = won.expect("b wins");
         assert_eq!(won.epoch, ControllerEpoch(2));
         assert_eq!(won.metadata, Some(metadata(1)));
-        b.commit(Some(&metadata(2))).await.expect("b writes");
+        b.commit(&[Record::NextPartition(2)])
+            .await
+            .expect("b writes");
 
         assert!(matches!(
-            a.commit(Some(&metadata(3))).await,
+            a.commit(&[Record::NextPartition(3)]).await,
             Err(StoreError::Fenced(ControllerEpoch(1)))
         ));
-        assert!(matches!(a.commit(None).await, Err(StoreError::Fenced(_))));
-        let stored = raw.get("t/metadata", None).await.expect("get");
-        let stored = format::decode(stored.kvs()[0].value(), "t/metadata").expect("decode");
-        assert_eq!(stored, metadata(2), "the zombie's write did not land");
+        assert!(matches!(a.commit(&[]).await, Err(StoreError::Fenced(_))));
+        let stored = raw.get("t/meta/next-partition", None).await.expect("get");
+        let stored: Record = postcard::from_bytes(stored.kvs()[0].value()).expect("decode");
+        assert_eq!(
+            stored,
+            Record::NextPartition(2),
+            "the zombie's write did not land"
+        );
     }
 }

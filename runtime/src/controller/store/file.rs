@@ -1,14 +1,22 @@
-//! The file store: the controller's metadata in one file of a directory, for one machine.
+//! The file store: the controller's metadata in a directory, for one machine.
 //!
 //! A lock on the directory is the controller role: the process that holds it is the only
 //! controller, and the kernel releases it when the process dies, however it dies. So a second
 //! controller on the same directory is refused at start, every write is the holder's, and the
 //! role is never lost while the process runs. Each start is an election: the controller epoch
 //! goes up by one, so brokers can tell a restarted controller from the one before.
+//!
+//! The metadata is kept as KRaft keeps `__cluster_metadata`: a snapshot (`metadata.bin`,
+//! [`super::format`]) and an append-only log of the changes made since (`metadata.log`,
+//! [`super::log`]), one batch of records per committed change, made durable before the
+//! change's messages leave. A change costs the bytes of its records. Once the log outgrows the
+//! snapshot, a new snapshot replaces both; a crash between the two leaves a log that replays
+//! onto the new snapshot to the same state, since a record sets a value.
 
-use super::format;
-use super::{Candidate, StoreError, Won};
+use super::log::MetadataLog;
+use super::{format, Candidate, StoreError, Won};
 use crate::controller::metadata::Metadata;
+use crate::controller::records::Record;
 use crate::storage::checkpoint;
 use crate::wire::admin::ControllerInfo;
 use isr::ControllerEpoch;
@@ -17,8 +25,12 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use tokio::sync::watch;
 
-const METADATA: &str = "metadata.bin";
+const SNAPSHOT: &str = "metadata.bin";
+const LOG: &str = "metadata.log";
 const LOCK: &str = "controller.lock";
+
+/// The log is folded into a new snapshot once it is larger than the snapshot and this.
+const SNAPSHOT_AFTER: u64 = 1 << 20;
 
 pub struct FileStore {
     dir: PathBuf,
@@ -28,6 +40,10 @@ pub struct FileStore {
     epoch: ControllerEpoch,
     /// The role is never lost while the process runs: this never says otherwise.
     lost: watch::Sender<bool>,
+    /// Open once the role is won.
+    log: Option<MetadataLog>,
+    /// The size of the last snapshot written or read.
+    snapshot_bytes: u64,
 }
 
 impl FileStore {
@@ -52,25 +68,44 @@ impl FileStore {
             _lock: lock,
             epoch: ControllerEpoch(0),
             lost: watch::channel(false).0,
+            log: None,
+            snapshot_bytes: 0,
         })
     }
 
-    fn path(&self) -> PathBuf {
-        self.dir.join(METADATA)
+    fn snapshot_path(&self) -> PathBuf {
+        self.dir.join(SNAPSHOT)
     }
 
-    fn load(&self) -> Result<Option<Metadata>, StoreError> {
-        let path = self.path();
+    /// The snapshot, if there is one.
+    fn load_snapshot(&mut self) -> Result<Option<Metadata>, StoreError> {
+        let path = self.snapshot_path();
         match std::fs::read(&path) {
-            Ok(bytes) => format::decode(&bytes, &path.display().to_string()).map(Some),
+            Ok(bytes) => {
+                self.snapshot_bytes = bytes.len() as u64;
+                format::decode(&bytes, &path.display().to_string()).map(Some)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(source) => Err(StoreError::Io { path, source }),
         }
     }
 
-    /// The lock is already held: the role is won. The new epoch is the stored one plus one.
+    /// The lock is already held: the role is won. The metadata is the snapshot with the log's
+    /// changes applied (a torn tail cut off); the new epoch is the stored one plus one.
     pub fn campaign(&mut self) -> Result<Won, StoreError> {
-        let metadata = self.load()?;
+        let snapshot = self.load_snapshot()?;
+        let (log, batches) = MetadataLog::open(&self.dir.join(LOG))?;
+        let metadata = match (snapshot, batches.is_empty()) {
+            (None, true) => None,
+            (snapshot, _) => {
+                let mut metadata = snapshot.unwrap_or_default();
+                for record in batches.iter().flatten() {
+                    metadata.apply(record);
+                }
+                Some(metadata)
+            }
+        };
+        self.log = Some(log);
         self.epoch = metadata
             .as_ref()
             .map_or(ControllerEpoch(1), |m| m.controller.epoch().next());
@@ -80,14 +115,28 @@ impl FileStore {
         })
     }
 
-    pub fn commit(&mut self, metadata: Option<&Metadata>) -> Result<(), StoreError> {
-        let Some(metadata) = metadata else {
+    /// Appends one change's records to the log, durably; then, if the log has outgrown the
+    /// snapshot, writes `current` (the metadata with the change made) as the new snapshot and
+    /// empties the log.
+    pub fn commit(&mut self, records: &[Record], current: &Metadata) -> Result<(), StoreError> {
+        if records.is_empty() {
             return Ok(());
-        };
-        checkpoint::write_bytes(&self.path(), &format::encode(metadata)).map_err(|e| match e {
-            checkpoint::CheckpointError::Io { path, source } => StoreError::Io { path, source },
-            other => StoreError::Unavailable(other.to_string()),
-        })
+        }
+        let log = self
+            .log
+            .as_mut()
+            .ok_or_else(|| StoreError::Unavailable("the file store has no open log".into()))?;
+        log.append(records)?;
+        if log.bytes() > SNAPSHOT_AFTER.max(self.snapshot_bytes) {
+            let bytes = format::encode(current);
+            checkpoint::write_bytes(&self.dir.join(SNAPSHOT), &bytes).map_err(|e| match e {
+                checkpoint::CheckpointError::Io { path, source } => StoreError::Io { path, source },
+                other => StoreError::Unavailable(other.to_string()),
+            })?;
+            self.snapshot_bytes = bytes.len() as u64;
+            log.clear()?;
+        }
+        Ok(())
     }
 
     pub fn lost_signal(&self) -> watch::Receiver<bool> {
@@ -127,13 +176,13 @@ mod tests {
         let won = store.campaign().expect("won");
         assert_eq!(won.epoch, ControllerEpoch(1));
         assert!(won.metadata.is_none(), "a new cluster");
-        let (controller, _) =
-            isr::Controller::take_over::<()>(&isr::Controller::new(), won.epoch, isr::Tick(0));
-        let metadata = Metadata {
-            controller,
-            ..Metadata::default()
-        };
-        store.commit(Some(&metadata)).expect("written");
+        let mut metadata = Metadata::default();
+        metadata.begin();
+        let _: isr::Effects<bytes::Bytes> =
+            metadata.controller.take_office(won.epoch, isr::Tick(0));
+        metadata.set(Record::NextPartition(1));
+        let change = metadata.finish(Vec::new());
+        store.commit(&change.records, &metadata).expect("written");
         drop(store);
 
         let mut again = FileStore::open(dir.path(), me(1)).expect("the lock went with it");
@@ -143,5 +192,59 @@ mod tests {
             won.metadata.map(|m| m.controller.epoch()),
             Some(ControllerEpoch(1))
         );
+    }
+
+    /// Changes go to the log until it outgrows the snapshot; then a snapshot takes them and the
+    /// log starts again. Either way a restart finds the metadata as it was, and a torn last
+    /// change is cut off.
+    #[test]
+    fn the_log_folds_into_a_snapshot_and_a_restart_finds_every_change() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = FileStore::open(dir.path(), me(1)).expect("open");
+        store.campaign().expect("won");
+        let mut metadata = Metadata::default();
+        let ids: Vec<isr::PartitionId> = (1000..1100).map(isr::PartitionId).collect();
+        let mut snapshots = 0;
+        for t in 0..8000 {
+            metadata.begin();
+            metadata.set(Record::Topic {
+                name: format!("topic-{t}"),
+                partitions: Some(ids.clone()),
+            });
+            let change = metadata.finish(Vec::new());
+            let logged = store.log.as_ref().map_or(0, MetadataLog::bytes);
+            store.commit(&change.records, &metadata).expect("commit");
+            if store.log.as_ref().map_or(0, MetadataLog::bytes) < logged {
+                snapshots += 1;
+            }
+        }
+        assert!(snapshots >= 1, "the log was folded");
+        let log_path = dir.path().join(LOG);
+        let logged = std::fs::metadata(&log_path).expect("log").len();
+        assert!(logged <= SNAPSHOT_AFTER.max(store.snapshot_bytes) + 1024);
+        drop(store);
+        let mut again = FileStore::open(dir.path(), me(1)).expect("open");
+        assert_eq!(
+            again.campaign().expect("won").metadata,
+            Some(metadata.clone())
+        );
+        drop(again);
+        // A change torn in the writing: the rest of the metadata is all there.
+        let mut torn = FileStore::open(dir.path(), me(1)).expect("open");
+        torn.campaign().expect("won");
+        let before = metadata.clone();
+        metadata.begin();
+        metadata.set(Record::NextPartition(7));
+        let change = metadata.finish(Vec::new());
+        torn.commit(&change.records, &metadata).expect("commit");
+        drop(torn);
+        let length = std::fs::metadata(&log_path).expect("log").len();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&log_path)
+            .expect("open");
+        file.set_len(length - 1).expect("tear");
+        let mut again = FileStore::open(dir.path(), me(1)).expect("open");
+        assert_eq!(again.campaign().expect("won").metadata, Some(before));
     }
 }
