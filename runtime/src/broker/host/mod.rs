@@ -104,6 +104,11 @@ pub struct Host {
     check_invariants: bool,
     /// Where every step is recorded, when tracing.
     tracer: Option<Tracer>,
+    /// When each replica next has a timer due ([`isr::Replica::next_timeout`]), in deadline
+    /// order: a tick steps only the replicas due by then, so an idle partition costs nothing.
+    deadlines: BTreeSet<(Tick, PartitionId)>,
+    /// Each scheduled replica's entry in `deadlines`.
+    wakes: BTreeMap<PartitionId, Tick>,
 }
 
 /// Debug builds assert the core's per-replica invariants after every step; so does a release
@@ -130,7 +135,7 @@ impl Host {
                 hw = %hosted.replica.high_watermark(), "recovered");
             partitions.insert(id, hosted);
         }
-        Ok(Host {
+        let mut host = Host {
             me,
             cfg,
             dir,
@@ -144,7 +149,14 @@ impl Host {
             flush_due: BTreeSet::new(),
             check_invariants: checks_invariants(),
             tracer,
-        })
+            deadlines: BTreeSet::new(),
+            wakes: BTreeMap::new(),
+        };
+        let recovered: Vec<PartitionId> = host.partitions.keys().copied().collect();
+        for partition in recovered {
+            host.schedule(partition);
+        }
+        Ok(host)
     }
 
     /// Runs commands until shutdown or until every sender is gone. Fails when a replica's
@@ -236,6 +248,7 @@ impl Host {
                 }
             }
             self.flush_due.remove(&partition);
+            self.schedule(partition);
         }
     }
 
@@ -270,15 +283,39 @@ impl Host {
         };
         self.execute(partition, effects);
         self.check(partition);
+        self.schedule(partition);
+    }
+
+    /// Puts a replica in the deadline queue at its next timeout, or out of it if it has none
+    /// (or is gone, or failed).
+    fn schedule(&mut self, partition: PartitionId) {
+        if let Some(at) = self.wakes.remove(&partition) {
+            self.deadlines.remove(&(at, partition));
+        }
+        let next = self
+            .partitions
+            .get(&partition)
+            .filter(|h| h.failed.is_none())
+            .and_then(|h| h.replica.next_timeout(&self.cfg));
+        if let Some(at) = next {
+            self.deadlines.insert((at, partition));
+            self.wakes.insert(partition, at);
+        }
     }
 
     /// A tick of the clock: every replica's timers that are due fire (the follower's request
     /// and the leader's AlterPartition sent again, held fetches answered, lagging followers
-    /// proposed out of the ISR, the high watermark checkpointed).
+    /// proposed out of the ISR, the high watermark checkpointed). Only the replicas due are
+    /// stepped: a replica's tick does nothing but fire its due timers, and every step
+    /// reschedules its replica, so skipping the others changes nothing.
     fn on_tick(&mut self) {
         self.now = Tick(self.now.0 + 1);
-        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
-        for partition in ids {
+        while let Some(&(at, partition)) = self.deadlines.first() {
+            if at > self.now {
+                break;
+            }
+            self.deadlines.pop_first();
+            self.wakes.remove(&partition);
             self.step(partition, ReplicaInput::Tick);
         }
     }
