@@ -42,7 +42,7 @@ fn switched_on(control: &Path, word: &str) -> bool {
 
 /// Before `bytes` are appended to a segment: a full disk refuses them; a crash mid-write writes
 /// half of them and kills the process.
-pub fn before_write(file: &mut File, bytes: &[u8]) -> io::Result<()> {
+pub fn before_write(mut file: &File, bytes: &[u8]) -> io::Result<()> {
     let Some(control) = control() else {
         return Ok(());
     };

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod checkpoint;
 mod disk_log;
 pub mod faults;
+mod handles;
 mod partition_dir;
 mod producers;
 pub(crate) mod segment;

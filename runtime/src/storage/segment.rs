@@ -3,11 +3,12 @@
 
 use super::batch::{self, ProducerStamp};
 use super::faults;
+use super::handles::Handle;
 use isr::LeaderEpoch;
-use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub const SUFFIX: &str = ".log";
 
@@ -79,7 +80,8 @@ pub struct Scan {
 pub struct Segment {
     pub base: u64,
     pub path: PathBuf,
-    file: File,
+    /// Its file, open only while used ([`super::handles`]).
+    file: Arc<Handle>,
     size: u64,
     /// Appended to (or created) since the last fsync.
     dirty: bool,
@@ -99,13 +101,8 @@ pub fn parse_name(name: &str) -> Option<u64> {
 impl Segment {
     pub fn create(dir: &Path, base: u64) -> io::Result<Segment> {
         let path = dir.join(file_name(base));
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        let size = file.metadata()?.len();
+        let file = Handle::create(&path)?;
+        let size = file.file()?.metadata()?.len();
         if size == 0 {
             faults::synced(&path, 0);
         }
@@ -122,7 +119,7 @@ impl Segment {
     /// Opens an existing segment and scans it from the start: see [`scan`].
     pub fn open_and_scan(dir: &Path, base: u64) -> io::Result<(Segment, Scan)> {
         let mut segment = Segment::create(dir, base)?;
-        let reader = BufReader::with_capacity(1 << 20, segment.file.try_clone()?);
+        let reader = BufReader::with_capacity(1 << 20, segment.file.file()?.try_clone()?);
         let mut scan = scan(reader, segment.size, base);
         segment.times = std::mem::take(&mut scan.times);
         Ok((segment, scan))
@@ -134,9 +131,10 @@ impl Segment {
 
     /// Appends one stamped batch, returning where it lies.
     pub fn append(&mut self, bytes: &[u8]) -> io::Result<u64> {
-        faults::before_write(&mut self.file, bytes)?;
+        let file = self.file.file()?;
+        faults::before_write(&file, bytes)?;
         let position = self.size;
-        self.file.write_all(bytes)?;
+        (&*file).write_all(bytes)?;
         self.size += bytes.len() as u64;
         self.dirty = true;
         Ok(position)
@@ -144,13 +142,13 @@ impl Segment {
 
     pub fn read(&self, position: u64, len: u32) -> io::Result<Vec<u8>> {
         let mut buf = vec![0; len as usize];
-        self.file.read_exact_at(&mut buf, position)?;
+        self.file.file()?.read_exact_at(&mut buf, position)?;
         Ok(buf)
     }
 
     /// Cuts the file at `len` bytes (the caller cuts the time index).
     pub fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)?;
+        self.file.file()?.set_len(len)?;
         self.size = len;
         self.dirty = true;
         Ok(())
@@ -159,7 +157,7 @@ impl Segment {
     pub fn sync(&mut self) -> io::Result<()> {
         if self.dirty {
             faults::before_sync()?;
-            self.file.sync_data()?;
+            self.file.file()?.sync_data()?;
             self.dirty = false;
             faults::synced(&self.path, self.size);
         }
