@@ -380,11 +380,12 @@ fn parse_min_isr(value: &str) -> Result<usize, AdminError> {
     })
 }
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use isr::Tick;
 
-    fn three_brokers() -> (Config, Metadata) {
+    /// Three registered brokers, as a controller has them.
+    pub(in crate::controller) fn three_brokers() -> (Config, Metadata) {
         let cfg = Config::default();
         let mut meta = Metadata::default();
         for b in 1..=3 {

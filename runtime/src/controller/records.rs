@@ -280,26 +280,17 @@ impl Metadata {
 mod tests {
     use super::*;
     use crate::wire::admin::TopicSpec;
-    use isr::{Config, ControllerInput, Node, Tick};
+    use isr::{Config, ControllerInput, Tick};
     use isr_kafka::configs::{ConfigOp, ConfigResource};
 
     /// Three registered brokers with addresses, as a controller has them.
     fn three_brokers() -> (Config, Metadata) {
-        let cfg = Config::default();
-        let mut meta = Metadata::default();
+        let (cfg, mut meta) = crate::controller::metadata::tests::three_brokers();
         for b in 1..=3 {
             meta.set(Record::Address {
                 broker: BrokerId(b),
                 address: Some(BrokerAddress::plaintext(format!("127.0.0.1:{b}"))),
             });
-            let registration = ControllerInput::Message {
-                from: Node::Broker(BrokerId(b)),
-                message: isr::Message::BrokerRegistration {
-                    broker: BrokerId(b),
-                    clean_shutdown: true,
-                },
-            };
-            let _: Effects<Bytes> = meta.controller.step(&cfg, Tick(0), registration);
         }
         (cfg, meta)
     }
