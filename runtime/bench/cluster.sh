@@ -2,6 +2,7 @@
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
 #   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|all]
+#   runtime/bench/cluster.sh scale [PARTITIONS] [file|etcd]
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
 #   3 partitions at replication factor 1 and 3 (min ISR 2), acks=all, 100-byte records in
@@ -23,7 +24,16 @@
 #   ISR 2), acks=all, 100-byte records in batches of 100, 3 producers, then a consumer; once
 #   each with isr cluster --security plaintext, ssl (TLS listeners and mutual TLS between the
 #   brokers, client certificate) and sasl-ssl (TLS, and a SCRAM-SHA-512 login per connection).
-# Environment: RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
+# scale [PARTITIONS] [STORE]: three brokers (page cache) and the file store (STORE=file, the
+#   default) or three controllers on etcd (STORE=etcd); PARTITIONS (default 100000) partitions
+#   as topics of 100 (RF 3, min ISR 2), created through confluent-kafka's admin client, 10
+#   topics per CreateTopics. Prints one line per figure: the seconds from the first create to
+#   every partition led with a full ISR (as a client's Metadata sees it); the whole cluster's
+#   idle CPU over 10 s and each process's RSS; the partitions still with a full ISR after it,
+#   and 100 acks=all writes to the last topic (one per partition); SIGKILL of broker 3: the seconds until every
+#   partition it led has a new leader; with etcd, SIGKILL of the active controller: the seconds
+#   until a topic creation succeeds; and the brokers' controller sessions lost throughout.
+# Environment: KEEP_LOG (a file to keep the cluster's output in), RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
 #   controller and the load generator share its cores.
 set -euo pipefail
@@ -39,9 +49,15 @@ WORK=$(mktemp -d)
 CLUSTER=
 stop() {
   if [ -n "$CLUSTER" ]; then kill -TERM "$CLUSTER" 2>/dev/null || true; wait "$CLUSTER" 2>/dev/null || true; fi
+  # KEEP_LOG=FILE: every process's log is kept there (the last cluster's, with several).
+  if [ -n "${KEEP_LOG:-}" ] && [ -d "$WORK/data" ]; then cluster_logs >"$KEEP_LOG"; fi
   CLUSTER=
 }
 trap 'stop; rm -rf "$WORK"' EXIT
+
+cluster_logs() { # every controller's and broker's log (isr cluster gives each its own)
+  find "$WORK/data" -name log.txt -exec cat {} + 2>/dev/null
+}
 
 start() { # start FLUSH [MORE isr cluster ARGUMENTS]
   rm -rf "$WORK/data"
@@ -213,6 +229,127 @@ tls() {
   done
 }
 
+scale_client() { # scale_client PHASE ARGS...: the Kafka-client side of `scale`, in Python
+  python3 - "$BOOT" "$@" <<'PY'
+import sys, time
+from confluent_kafka.admin import AdminClient, NewTopic
+boot, phase, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+admin = AdminClient({"bootstrap.servers": boot})
+
+def partitions():
+    md = admin.list_topics(timeout=30)
+    return [(t.topic, p.id, p.leader, len(p.isrs)) for t in md.topics.values()
+            if t.topic.startswith("s") for p in t.partitions.values()]
+
+if phase == "create":
+    total = int(args[0])
+    started = time.monotonic()
+    names = [f"s{i}" for i in range(total // 100)]
+    for i in range(0, len(names), 10):
+        topics = [NewTopic(n, 100, 3, config={"min.insync.replicas": "2"}) for n in names[i:i + 10]]
+        for name, f in admin.create_topics(topics, request_timeout=120).items():
+            f.result()
+    created = time.monotonic() - started
+    while True:
+        rows = partitions()
+        stable = sum(1 for (_, _, leader, isr) in rows if leader >= 0 and isr == 3)
+        if stable >= total:
+            break
+        if time.monotonic() - started > 900:
+            print(f"not stable after 900 s: {stable} of {total} partitions led with a full ISR")
+            sys.exit(1)
+        time.sleep(1)
+    print(f"partitions={total}: created in {created:.1f} s; every partition led with a full ISR "
+          f"{time.monotonic() - started:.1f} s after the first create")
+elif phase == "check":
+    total = int(args[0])
+    full = sum(1 for (_, _, leader, isr) in partitions() if leader >= 0 and isr == 3)
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": boot, "acks": "all"})
+    acked = []
+    last = f"s{total // 100 - 1}"
+    started = time.monotonic()
+    for p in range(100):
+        producer.produce(last, b"x", partition=p,
+                         on_delivery=lambda err, msg: acked.append(err is None))
+    producer.flush(60)
+    print(f"after the idle window: {full} of {total} partitions with a full ISR; "
+          f"{sum(acked)} of 100 acks=all writes to {last} acknowledged in "
+          f"{time.monotonic() - started:.2f} s")
+elif phase == "led-by":
+    print(" ".join(f"{t}/{p}" for (t, p, leader, _) in partitions() if leader == int(args[0])))
+elif phase == "moved":
+    victim, led = int(args[0]), set(args[1:])
+    started = time.monotonic()
+    while True:
+        rows = {f"{t}/{p}": leader for (t, p, leader, _) in partitions()}
+        left = [k for k in led if rows.get(k, -1) in (-1, victim)]
+        if not left:
+            break
+        if time.monotonic() - started > 300:
+            print(f"after 300 s, {len(left)} of {len(led)} partitions still without a new leader")
+            sys.exit(1)
+        time.sleep(0.05)
+    print(f"SIGKILL of broker {victim}: all {len(led)} partitions it led had a new leader "
+          f"after {time.monotonic() - started:.2f} s")
+elif phase == "create-one":
+    started = time.monotonic()
+    while True:
+        f = admin.create_topics([NewTopic(args[0], 1, 3)], request_timeout=5)[args[0]]
+        try:
+            f.result()
+            break
+        except Exception:
+            if time.monotonic() - started > 120:
+                print("no topic creation succeeded within 120 s")
+                sys.exit(1)
+            time.sleep(0.05)
+    print(f"a topic creation succeeded {time.monotonic() - started:.2f} s after the kill")
+PY
+}
+
+cpu_ticks() { # the user+system clock ticks of every process of the cluster (its children) so far
+  local total=0 pid
+  for pid in $(pgrep -P "$CLUSTER"); do
+    total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat") ))
+  done
+  echo "$total"
+}
+
+scale() {
+  local total=${1:-100000} store=${2:-file}
+  if [ "$store" = etcd ]; then start page-cache --controllers 3 --etcd; else start page-cache; fi
+  echo "store=$store"
+  scale_client create "$total"
+  local before after hz
+  hz=$(getconf CLK_TCK)
+  sleep 5
+  before=$(cpu_ticks)
+  sleep 10
+  after=$(cpu_ticks)
+  echo "idle CPU of the whole cluster over 10 s: $(( (after - before) * 100 / hz / 10 ))% of one core"
+  local pid
+  for pid in $(pgrep -P "$CLUSTER"); do
+    echo "RSS $(awk '/VmRSS/ {print $2, $3}' "/proc/$pid/status"): $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-40)"
+  done
+  scale_client check "$total"
+  local led
+  led=$(scale_client led-by 3)
+  kill -9 "$(pgrep -f "isr broker --id 3 .*$WORK/data")"
+  # shellcheck disable=SC2086
+  scale_client moved 3 $led
+  if [ "$store" = etcd ]; then
+    local active
+    active=$("$ISR" status s0 --bootstrap "$BOOT" --json 2>/dev/null |
+      python3 -c "import json,sys; print(json.load(sys.stdin)['controller']['id'])")
+    kill -9 "$(pgrep -f "isr controller --id $active .*--listen 127.0.0.1:$((PORT + active - 1))")"
+    scale_client create-one after-failover
+  fi
+  echo "controller sessions lost by brokers: $(cluster_logs | grep -cE 'lost the session with the controller|the controller answers no heartbeat' || true)" \
+    "(fenced while running: $(cluster_logs | grep -c 'heartbeat from a fenced broker' || true))"
+  stop
+}
+
 case "${1:-all}" in
   throughput) throughput ;;
   failover) failover ;;
@@ -220,6 +357,7 @@ case "${1:-all}" in
   metadata) metadata ;;
   large) large ;;
   tls) tls ;;
+  scale) scale "${2:-100000}" "${3:-file}" ;;
   all) throughput; failover; controller_failover; metadata; large; tls ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
 esac
