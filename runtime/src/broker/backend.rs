@@ -91,7 +91,7 @@ impl BrokerBackend {
         &self,
         topic: &str,
         index: u32,
-    ) -> Result<(PartitionId, ClusterView), BackendError> {
+    ) -> Result<(PartitionId, Arc<ClusterView>), BackendError> {
         let cached = self.net.cluster_view().await.map_err(admin_error)?;
         if let Some(id) = cached.partition_id(topic, index) {
             return Ok((id, cached));

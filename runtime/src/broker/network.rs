@@ -53,8 +53,9 @@ pub struct Net {
     /// Requests to the controller (metadata, topics, group offsets).
     pub rpc: Rpc,
     book: Mutex<BTreeMap<BrokerId, String>>,
-    /// The metadata the active controller last pushed.
-    metadata: Mutex<Option<ClusterView>>,
+    /// The metadata the active controller last pushed. Shared, not copied: a request reads it
+    /// at no cost, and a delta changes it in place unless a request still holds it.
+    metadata: Mutex<Option<Arc<ClusterView>>>,
     /// Deltas ignored: older than the view, or after a gap (which asks for a whole view).
     pub stale_deltas: std::sync::atomic::AtomicU64,
     /// Set while a whole view is being asked for after a gap: one request at a time.
@@ -298,10 +299,12 @@ impl Net {
 
     /// Keeps `view` as this broker's metadata (and its users and ACLs for the authorizer), and
     /// has the replica thread drop the partitions it says were deleted.
-    fn keep(&self, view: ClusterView) {
+    fn keep(&self, view: ClusterView) -> Arc<ClusterView> {
         self.retire(&view);
         self.keep_security(&view);
-        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view);
+        let view = Arc::new(view);
+        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view.clone());
+        view
     }
 
     /// Has the replica thread drop the partitions `view` says were deleted.
@@ -345,6 +348,7 @@ impl Net {
             }
             return;
         };
+        let view = Arc::make_mut(view);
         for record in records {
             view.apply(record);
         }
@@ -378,7 +382,7 @@ impl Net {
 
     /// The cluster's metadata as this broker knows it: the controller's last push, or, before
     /// the first one, asked of the controller.
-    pub async fn cluster_view(&self) -> Result<ClusterView, AdminError> {
+    pub async fn cluster_view(&self) -> Result<Arc<ClusterView>, AdminError> {
         let cached = self
             .metadata
             .lock()
@@ -392,12 +396,9 @@ impl Net {
 
     /// The controller's current metadata, asked over this broker's session (fresher than the
     /// last push when a topic was just created); it replaces the cached copy.
-    pub async fn ask_metadata(&self) -> Result<ClusterView, AdminError> {
+    pub async fn ask_metadata(&self) -> Result<Arc<ClusterView>, AdminError> {
         match self.controller_metadata().await? {
-            Response::Metadata(view) => {
-                self.keep(view.clone());
-                Ok(view)
-            }
+            Response::Metadata(view) => Ok(self.keep(view)),
             other => Err(AdminError::Unavailable(format!(
                 "unexpected answer from the controller: {other:?}"
             ))),
@@ -605,7 +606,7 @@ impl Net {
                         Request::Metadata => self
                             .cluster_view()
                             .await
-                            .map(|view| Response::Metadata(view.without_credentials())),
+                            .map(|view| Response::Metadata((*view).clone().without_credentials())),
                         other => Err(AdminError::Unsupported(format!("{other:?}"))),
                     };
                     link.send(Frame::Response { id, result });
