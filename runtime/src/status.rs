@@ -83,6 +83,10 @@ struct BrokerRow {
     id: BrokerId,
     address: String,
     alive: bool,
+    /// How many of the active controller's metadata deltas the broker has applied, and how
+    /// many it is behind; `null` if it did not answer.
+    metadata_offset: Option<u64>,
+    metadata_lag: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -195,12 +199,34 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
         }
     }
     let mut hosted: BTreeMap<(BrokerId, PartitionId), ReplicaView> = BTreeMap::new();
+    let mut offsets: BTreeMap<BrokerId, u64> = BTreeMap::new();
     for (&broker, info) in view.brokers.iter().filter(|(_, b)| b.alive) {
         let asked = ask(&info.address, Request::Replicas, tls.as_ref()).await;
-        if let Ok(Response::Replicas(replicas)) = asked {
-            hosted.extend(replicas.into_iter().map(|r| ((broker, r.partition), r)));
+        let Ok(Response::Replicas(replicas)) = asked else {
+            // Paused or gone: one timeout is enough; it would not answer the next either.
+            continue;
+        };
+        hosted.extend(replicas.into_iter().map(|r| ((broker, r.partition), r)));
+        let asked = ask(&info.address, Request::MetadataOffset, tls.as_ref()).await;
+        if let Ok(Response::MetadataOffset(offset)) = asked {
+            offsets.insert(broker, offset);
         }
     }
+    // The controller's own offset, asked of it (a broker's view carries the broker's).
+    let controller_offset = match &view.controller {
+        Some(c) => match ask(&c.address, Request::MetadataOffset, tls.as_ref()).await {
+            Ok(Response::MetadataOffset(offset)) => Some(offset),
+            _ => None,
+        },
+        None => None,
+    };
+    let metadata = |id: &BrokerId| {
+        let offset = offsets.get(id).copied();
+        let lag = controller_offset
+            .zip(offset)
+            .map(|(c, b)| c.saturating_sub(b));
+        (offset, lag)
+    };
     let rows = rows(&view, &hosted, args.topic.as_deref());
     if args.json {
         let status = Status {
@@ -212,10 +238,15 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
             brokers: view
                 .brokers
                 .iter()
-                .map(|(&id, b)| BrokerRow {
-                    id,
-                    address: b.address.clone(),
-                    alive: b.alive,
+                .map(|(&id, b)| {
+                    let (metadata_offset, metadata_lag) = metadata(&id);
+                    BrokerRow {
+                        id,
+                        address: b.address.clone(),
+                        alive: b.alive,
+                        metadata_offset,
+                        metadata_lag,
+                    }
                 })
                 .collect(),
             partitions: rows,
@@ -225,7 +256,7 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
             Err(e) => eprintln!("isr: cannot encode status: {e}"),
         }
     } else {
-        print_table(&view, &rows);
+        print_table(&view, &rows, metadata);
     }
     Ok(())
 }
@@ -294,14 +325,25 @@ fn opt(v: Option<u64>) -> String {
     v.map_or("-".to_string(), |v| v.to_string())
 }
 
-fn print_table(view: &ClusterView, rows: &[PartitionRow]) {
+fn print_table(
+    view: &ClusterView,
+    rows: &[PartitionRow],
+    metadata: impl Fn(&BrokerId) -> (Option<u64>, Option<u64>),
+) {
     match &view.controller {
         Some(c) => println!("controller {} epoch {} at {}", c.id, c.epoch.0, c.address),
         None => println!("controller unknown"),
     }
     for (id, b) in &view.brokers {
         let state = if b.alive { "alive" } else { "fenced" };
-        println!("broker {} {} {state}", id.0, b.address);
+        let (offset, lag) = metadata(id);
+        println!(
+            "broker {} {} {state}, metadata offset {} (lag {})",
+            id.0,
+            b.address,
+            opt(offset),
+            opt(lag)
+        );
     }
     for row in rows {
         let leader = row.leader.map_or("none".to_string(), |l| l.0.to_string());

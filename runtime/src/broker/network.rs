@@ -603,6 +603,15 @@ impl Net {
                                 AdminError::Unsupported("status while stopping".into())
                             })
                         }
+                        Request::MetadataOffset => self
+                            .metadata
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .as_ref()
+                            .map(|view| Response::MetadataOffset(view.offset))
+                            .ok_or_else(|| {
+                                AdminError::Unavailable("no metadata from a controller yet".into())
+                            }),
                         Request::Metadata => self
                             .cluster_view()
                             .await

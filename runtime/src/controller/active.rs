@@ -448,6 +448,7 @@ impl Active<'_> {
                 self.meta.offset_groups().into_iter().collect(),
             )),
             Request::Replicas => Err(AdminError::Unsupported("Replicas".into()).into()),
+            Request::MetadataOffset => Ok(Response::MetadataOffset(self.offset)),
             change => {
                 self.meta.begin();
                 match self.change(change) {

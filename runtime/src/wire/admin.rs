@@ -64,6 +64,9 @@ pub enum Request {
     /// Changes the cluster's users or ACLs (checked by the broker that forwards it, or asked
     /// by an admin client holding a cluster certificate).
     Security(SecurityChange),
+    /// The metadata offset of the asked one's view: the active controller's is how many deltas
+    /// it has sent this session, a broker's how many it has applied ([`ClusterView::offset`]).
+    MetadataOffset,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +81,7 @@ pub enum Response {
     ProducerId(i64),
     Replicas(Vec<ReplicaView>),
     Security(SecurityAnswer),
+    MetadataOffset(u64),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -438,7 +438,14 @@ pub fn status_of(controllers: &str) -> Value {
     let mut brokers = serde_json::Map::new();
     for b in status["brokers"].as_array().into_iter().flatten() {
         if let Some(id) = b["id"].as_u64() {
-            brokers.insert(id.to_string(), serde_json::json!({"alive": b["alive"]}));
+            brokers.insert(
+                id.to_string(),
+                serde_json::json!({
+                    "alive": b["alive"],
+                    "metadata_offset": b["metadata_offset"],
+                    "metadata_lag": b["metadata_lag"],
+                }),
+            );
         }
     }
     serde_json::json!({
