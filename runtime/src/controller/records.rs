@@ -87,6 +87,14 @@ impl Record {
     }
 }
 
+/// Sets `key` to `value` in `map`, or removes it for `None`: how a record sets an entity.
+pub fn put<K: Ord, V>(map: &mut std::collections::BTreeMap<K, V>, key: K, value: Option<V>) {
+    match value {
+        Some(v) => map.insert(key, v),
+        None => map.remove(&key),
+    };
+}
+
 /// A change under way: the records of the runtime's own entities so far, and the values they
 /// replaced (for undo). No part of the metadata: two metadata that differ only in it are equal.
 #[derive(Clone, Debug, Default)]
@@ -166,12 +174,6 @@ impl Metadata {
 
     /// Applies a durable record: recovery from a store, replay of a log.
     pub fn apply(&mut self, record: &Record) {
-        fn put<K: Ord, V>(map: &mut std::collections::BTreeMap<K, V>, key: K, value: Option<V>) {
-            match value {
-                Some(v) => map.insert(key, v),
-                None => map.remove(&key),
-            };
-        }
         match record.clone() {
             Record::Core(r) => self.controller.apply(&r),
             Record::Topic { name, partitions } => put(&mut self.topics, name, partitions),

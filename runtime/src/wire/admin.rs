@@ -1,7 +1,7 @@
 //! Admin requests: what a broker asks the controller on behalf of Kafka clients, and what
 //! `isr status` asks of everyone. The replication protocol itself never travels here.
 
-use crate::controller::records::Record;
+use crate::controller::records::{put, Record};
 use isr::MetadataRecord;
 use isr::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionId, PartitionState};
 use isr_kafka::auth::{SecurityAnswer, SecurityChange, SecurityProtocol, SecurityState};
@@ -187,12 +187,6 @@ impl ClusterView {
     /// shows changes as the controller's metadata did. Committed offsets and producer ids are
     /// no part of a view.
     pub fn apply(&mut self, record: &Record) {
-        fn put<K: Ord, V>(map: &mut BTreeMap<K, V>, key: K, value: Option<V>) {
-            match value {
-                Some(v) => map.insert(key, v),
-                None => map.remove(&key),
-            };
-        }
         match record.clone() {
             Record::Core(MetadataRecord::Broker { id, state }) => {
                 if let Some(b) = self.brokers.get_mut(&id) {
