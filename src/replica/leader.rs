@@ -259,9 +259,7 @@ impl<L: Log> Replica<L> {
         }
         progress.log_end_offset = Some(req.fetch_offset);
         progress.broker_epoch = req.broker_epoch;
-        if req.fetch_offset >= leo {
-            progress.last_caught_up = now;
-        }
+        progress.count_catch_up(req.fetch_offset, leo, now);
         Ok(())
     }
 

@@ -68,8 +68,13 @@ pub struct FollowerProgress {
     pub log_end_offset: Option<Offset>,
     /// The incarnation that sent that fetch (KIP-903).
     pub broker_epoch: BrokerEpoch,
-    /// The last time the follower's fetch reached the leader's LEO.
+    /// The last time the follower was caught up (Kafka's `lastCaughtUpTimeMs`): when one of its
+    /// fetches reached the leader's LEO of that moment, or its previous fetch's time when a fetch
+    /// reached the LEO the leader had at that previous fetch.
     pub last_caught_up: Tick,
+    /// The follower's previous fetch: when it was counted and the leader's LEO then. Kafka's
+    /// `lastFetchTimeMs` and `lastFetchLeaderLogEndOffset`, which its caught-up rule needs.
+    pub previous_fetch: Option<(Tick, Offset)>,
 }
 
 /// An acks=all write waiting for the high watermark to pass it (rule 9).
@@ -112,6 +117,26 @@ pub struct LeaderState {
     /// by follower, since the order they came in decides nothing (they are answered together),
     /// so states that differ only in that order are one value.
     pub parked: BTreeMap<BrokerId, ParkedFetch>,
+}
+
+impl FollowerProgress {
+    /// Kafka's caught-up rule (`Replica.updateFetchState`), for a fetch at `fetch_offset`
+    /// counted at `now` by a leader whose LEO is `leo`. A fetch that reaches the LEO proves the
+    /// follower caught up now. Under steady writes that almost never happens: the LEO moves on
+    /// while the fetch travels. So a fetch that reaches the LEO the leader had at the follower's
+    /// previous fetch proves it caught up as of that previous fetch, one round trip ago. Without
+    /// that second case a healthy follower one round behind leaves the ISR once
+    /// `replica_lag_max` passes without a lucky fetch (spec/protocol.md §3.3).
+    pub(crate) fn count_catch_up(&mut self, fetch_offset: Offset, leo: Offset, now: Tick) {
+        if fetch_offset >= leo {
+            self.last_caught_up = now;
+        } else if let Some((at, previous_leo)) = self.previous_fetch {
+            if fetch_offset >= previous_leo {
+                self.last_caught_up = self.last_caught_up.max(at);
+            }
+        }
+        self.previous_fetch = Some((now, leo));
+    }
 }
 
 impl LeaderState {

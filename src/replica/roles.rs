@@ -94,6 +94,7 @@ impl<L: Log> Replica<L> {
                     log_end_offset: None,
                     broker_epoch: BrokerEpoch(0),
                     last_caught_up: self.now,
+                    previous_fetch: None,
                 };
                 (b, progress)
             })

@@ -547,8 +547,34 @@ fn a_lagging_follower_is_proposed_out_and_an_unanswered_proposal_is_sent_again()
     assert!(matches!(sent(&effects)[..], [Message::AlterPartition(again)] if *again == first));
 }
 
-/// The lag timer runs from the last Fetch that reached the leader's log end: a follower that
-/// fetches but stays behind lags all the same, one that caught up starts a new interval.
+/// Kafka's caught-up rule under steady writes: the LEO moves on every tick, so no fetch ever
+/// reaches the LEO of its moment. A follower whose every fetch reaches the LEO of its previous
+/// fetch (one round trip behind) stays in the ISR; one that falls two rounds behind lags out
+/// after `replica_lag_max` as before.
+#[test]
+fn steady_writes_never_shrink_the_isr_of_a_follower_fetching_every_round() {
+    let cfg = page_cache();
+    for (rounds_behind, shrinks_at) in [(1, None), (2, Some(31))] {
+        let mut leader = replica(&cfg, 1);
+        let mut shrunk = None;
+        for t in 1..=100u64 {
+            write(&mut leader, &cfg, t, vec![t], Acks::Leader);
+            let fetch_offset = t.saturating_sub(rounds_behind);
+            leader.step(&cfg, Tick(t), fetch_from_b2(fetch_offset));
+            let effects = leader.step(&cfg, Tick(t), Input::Tick);
+            if shrunk.is_none()
+                && matches!(&sent(&effects)[..], [Message::AlterPartition(a)] if a.new_isr == [BrokerId(1)].into())
+            {
+                shrunk = Some(t);
+            }
+        }
+        assert_eq!(shrunk, shrinks_at, "{rounds_behind} rounds behind");
+    }
+}
+
+/// The lag timer runs from the last Fetch that reached the leader's log end (or, by Kafka's
+/// rule, the log end of the follower's previous fetch): a follower that fetches but stays behind
+/// lags all the same, one that caught up starts a new interval.
 #[test]
 fn only_a_fetch_at_the_log_end_restarts_the_lag_timer() {
     let cfg = page_cache();
