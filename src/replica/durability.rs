@@ -87,14 +87,14 @@ impl<L: Log> Replica<L> {
         }
     }
 
-    /// How far this replica's own log counts as replicated (rule 10): under `flush=always`
-    /// only what is durable, under `flush=page-cache` everything appended.
+    /// [`Replica::replicated_offset`] under the configured flush policy.
     pub(super) fn own_progress(&self, cfg: &Config) -> Offset {
         self.replicated_offset(cfg.rules.flush)
     }
 
-    /// [`Self::own_progress`] under `flush`: what a leader counts of its own log towards the
-    /// high watermark (the progress properties ask it too).
+    /// How far this replica's own log counts as replicated under `flush` (rule 10): only what is
+    /// durable under `flush=always`, everything appended under `flush=page-cache`. What a leader
+    /// counts of its own log towards the high watermark (the progress properties ask it too).
     pub fn replicated_offset(&self, flush: FlushPolicy) -> Offset {
         match flush {
             FlushPolicy::Always => self.log.flushed_offset(),

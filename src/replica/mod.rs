@@ -198,7 +198,13 @@ impl<L: Log> Replica<L> {
         Self::recover(id, partition, log, Offset(0))
     }
 
-    /// A replica over a log recovered from disk, with its last high watermark checkpoint.
+    /// A replica over a log recovered from disk, with its last high watermark checkpoint: how a
+    /// restarted broker process starts each of its replicas. It keeps the log as far as it was
+    /// flushed and the offset of the last [`Effect::CheckpointHighWatermark`] it carried out
+    /// (zero if none), then registers with the controller, saying whether its last stop was
+    /// clean; the controller's LeaderAndIsr gives the replica its role. A driver that keeps the
+    /// replica object across a crash uses [`Input::Stop`] and [`Input::Restart`] instead, which
+    /// come to the same (spec/protocol.md §6, `examples/three_replicas.rs`).
     pub fn recover(id: BrokerId, partition: PartitionId, log: L, hw_checkpoint: Offset) -> Self {
         let mut replica = Replica {
             id,
