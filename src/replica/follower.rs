@@ -81,13 +81,13 @@ impl<L: Log> Replica<L> {
 
     /// After an error answer from the leader (it may not have heard of the epoch yet: in any
     /// epoch, errors are acted on by retrying only), the request timer fires `retry_backoff`
-    /// from now rather than a whole `request_timeout` after the request.
+    /// from now rather than a whole request wait after the request.
     fn retry_soon(&mut self, cfg: &Config, from: BrokerId) {
         let early = Tick(
             self.now
                 .0
                 .saturating_add(cfg.retry_backoff.0)
-                .saturating_sub(cfg.request_timeout.0),
+                .saturating_sub(self.request_wait(cfg).0),
         );
         if let Role::Follower(f) = &mut self.role {
             if f.leader == Some(from) {

@@ -217,6 +217,14 @@ impl<L: Log> Replica<L> {
             return;
         };
         let parked = std::mem::take(&mut l.parked);
+        // Each was caught up until now: it reached the LEO, and the LEO moved at most in this
+        // step (an append answers them at once).
+        let now = self.now;
+        for follower in parked.keys() {
+            if let Some(progress) = l.followers.get_mut(follower) {
+                progress.last_caught_up = now;
+            }
+        }
         let counted: Vec<_> = parked
             .into_values()
             .map(|p| {

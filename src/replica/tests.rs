@@ -484,6 +484,54 @@ fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough(
     ));
 }
 
+/// A follower whose Fetch the leader holds is caught up for as long as it is held, however
+/// much longer than `replica_lag_max` that is, and still caught up when data ends the wait:
+/// a leader may hold idle followers' fetches long (an idle partition then costs nothing) without
+/// dropping them from the ISR. Once the fetch is answered, the lag timer runs again.
+#[test]
+fn a_follower_whose_fetch_is_held_never_lags_out() {
+    let cfg = Config {
+        fetch_max_wait: Tick(100),
+        ..page_cache()
+    };
+    let shrinks = |effects: &Effects<u64>| matches!(&sent(effects)[..], [Message::AlterPartition(a)] if a.new_isr == [BrokerId(1)].into());
+    let mut leader = replica(&cfg, 1);
+    assert!(sent(&leader.step(&cfg, Tick(1), fetch_from_b2(0))).is_empty());
+    // Held: only the wait's end is due, long after replica_lag_max (30).
+    assert_eq!(leader.next_timeout(&cfg), Some(Tick(101)));
+    assert!(!shrinks(&leader.step(&cfg, Tick(80), Input::Tick)));
+    // Data at 80 answers it; the follower counts as caught up until then.
+    let effects = write(&mut leader, &cfg, 1, vec![7], Acks::Leader);
+    assert!(matches!(sent(&effects)[..], [Message::FetchResponse(_)]));
+    assert!(!shrinks(&leader.step(&cfg, Tick(110), Input::Tick)));
+    // It never fetches again: it leaves replica_lag_max after it was last caught up.
+    assert!(shrinks(&leader.step(&cfg, Tick(111), Input::Tick)));
+}
+
+/// A follower waits for its Fetch's answer `fetch_max_wait` longer than for an
+/// OffsetForLeaderEpoch's, since the leader may hold a Fetch that long.
+#[test]
+fn a_follower_waits_longer_for_a_fetch_the_leader_may_hold() {
+    let cfg = Config {
+        fetch_max_wait: Tick(50),
+        ..page_cache()
+    };
+    let mut follower = replica(&cfg, 2);
+    assert_eq!(follower.next_timeout(&cfg), Some(Tick(60)));
+    // A follower with a log of its own asks where the leader's epoch ends first.
+    let mut log = MemLog::default();
+    log.append(&[Entry {
+        epoch: LeaderEpoch(1),
+        record: 7,
+    }]);
+    let mut reconciling = Replica::new(BrokerId(2), PartitionId(0), log);
+    reconciling.step(&cfg, Tick(0), order(1, 2, 1, &[1, 2], 1));
+    assert!(
+        matches!(reconciling.role(), Role::Follower(f) if matches!(f.phase, FollowerPhase::Reconciling { .. }))
+    );
+    assert_eq!(reconciling.next_timeout(&cfg), Some(Tick(10)));
+}
+
 /// Followers whose held fetches are answered together join the ISR in one proposal: answered
 /// one by one, whichever came first would be proposed, and broker names would decide which.
 #[test]

@@ -4,11 +4,14 @@
 //! any of them at any moment instead ([`super::Input::Timeout`]), and a driver can ask when to
 //! wake the replica next ([`Replica::next_timeout`]).
 
-use super::{Replica, Role, Timer};
+use super::{FollowerPhase, Replica, Role, Timer};
 use crate::config::Config;
 use crate::log::Log;
 use crate::message::Effects;
 use crate::types::Tick;
+
+/// The deadline of a running timer that time alone never fires.
+pub const NEVER: Tick = Tick(u64::MAX);
 
 impl<L: Log> Replica<L> {
     /// Time passed: fire every timer due by now.
@@ -21,12 +24,18 @@ impl<L: Log> Replica<L> {
     }
 
     /// The earliest deadline among the running timers: the driver should tick the replica then
-    /// at the latest. `None` while no timer runs.
+    /// at the latest. `None` while no timer runs, or none has a deadline (an idle partition:
+    /// its followers' fetches held at its leader, everything checkpointed).
     pub fn next_timeout(&self, cfg: &Config) -> Option<Tick> {
-        self.timers(cfg).into_iter().map(|(_, at)| at).min()
+        self.timers(cfg)
+            .into_iter()
+            .map(|(_, at)| at)
+            .filter(|&at| at != NEVER)
+            .min()
     }
 
-    /// Every running timer with its deadline.
+    /// Every running timer with its deadline ([`NEVER`] for one that time alone does not fire:
+    /// a model checker, which fires any running timer at any moment, still fires it).
     pub fn timers(&self, cfg: &Config) -> Vec<(Timer, Tick)> {
         let after = |from: Tick, wait: Tick| Tick(from.0.saturating_add(wait.0));
         let mut timers = Vec::new();
@@ -34,7 +43,10 @@ impl<L: Log> Replica<L> {
             Role::Offline => return timers,
             Role::Follower(f) => {
                 if f.leader.is_some() {
-                    timers.push((Timer::Request, after(f.last_request, cfg.request_timeout)));
+                    timers.push((
+                        Timer::Request,
+                        after(f.last_request, self.request_wait(cfg)),
+                    ));
                 }
             }
             Role::Leader(l) => {
@@ -46,9 +58,15 @@ impl<L: Log> Replica<L> {
                     // `replica_lag_max` is the most a follower may lag: it leaves once it lags
                     // longer, on the tick after.
                     let lag = Tick(cfg.replica_lag_max.0.saturating_add(1));
+                    // A follower whose Fetch the leader holds is caught up for as long as it
+                    // is held: it reached the LEO, and data arriving answers it.
                     for follower in l.isr.iter().filter(|&&f| f != self.id) {
                         if let Some(p) = l.followers.get(follower) {
-                            timers.push((Timer::Lag(*follower), after(p.last_caught_up, lag)));
+                            let at = match l.parked.contains_key(follower) {
+                                true => NEVER,
+                                false => after(p.last_caught_up, lag),
+                            };
+                            timers.push((Timer::Lag(*follower), at));
                         }
                     }
                 }
@@ -64,6 +82,18 @@ impl<L: Log> Replica<L> {
             ));
         }
         timers
+    }
+
+    /// How long a follower waits for the answer to its request before asking again: a Fetch
+    /// may be held by the leader for `fetch_max_wait` before its answer sets out, so it gets
+    /// that long more than an OffsetForLeaderEpoch. A driver whose connections tell it of a
+    /// lost request need not wait: it fires [`Timer::Request`] at once ([`super::Input::Timeout`]).
+    pub(super) fn request_wait(&self, cfg: &Config) -> Tick {
+        let held = match &self.role {
+            Role::Follower(f) if f.phase == FollowerPhase::Fetching => cfg.fetch_max_wait.0,
+            _ => 0,
+        };
+        Tick(cfg.request_timeout.0.saturating_add(held))
     }
 
     /// Fires one timer: whatever its deadline, as after enough time passed.
