@@ -28,7 +28,8 @@
 #   default) or three controllers on etcd (STORE=etcd); PARTITIONS (default 100000) partitions
 #   as topics of 100 (RF 3, min ISR 2), created through confluent-kafka's admin client, 10
 #   topics per CreateTopics. Prints one line per figure: the seconds from the first create to
-#   every partition led with a full ISR (as a client's Metadata sees it); the whole cluster's
+#   every partition led with a full ISR (as a client's Metadata sees it), and to every partition
+#   replicated (its leader counted a Fetch of each follower, as `isr status` shows); the whole cluster's
 #   idle CPU over 10 s and each process's RSS; the partitions still with a full ISR after it,
 #   and 100 acks=all writes to the last topic (one per partition); SIGKILL of broker 3: the seconds until every
 #   partition it led has a new leader; with etcd, SIGKILL of the active controller: the seconds
@@ -316,11 +317,40 @@ cpu_ticks() { # the user+system clock ticks of every process of the cluster (its
   echo "$total"
 }
 
+scale_replicating() { # scale_replicating TOTAL: waits until the brokers replicate every partition
+  # The controller's metadata shows a full ISR at once (a new partition's ISR is its replicas,
+  # as in Kafka); the brokers open each replica's files after. Ready: every partition's leader
+  # leads it and has counted a Fetch of each follower, as `isr status` shows.
+  "$ISR" status --json --bootstrap "$BOOT" 2>/dev/null | python3 -c '
+import json, sys
+total = int(sys.argv[1])
+status = json.load(sys.stdin)
+ready = 0
+for p in status["partitions"]:
+    if not p["topic"].startswith("s"):
+        continue
+    leader = [r for r in p["replicas"] if r["role"] == "leader"]
+    followers = [r for r in p["replicas"] if r["role"].startswith("follower of")]
+    if len(leader) == 1 and len(followers) == 2 and all(r["leader_view"] is not None for r in followers):
+        ready += 1
+sys.exit(0 if ready >= total else 1)
+' "$1"
+}
+
 scale() {
   local total=${1:-100000} store=${2:-file}
   if [ "$store" = etcd ]; then start page-cache --controllers 3 --etcd; else start page-cache; fi
   echo "store=$store"
+  local created_at waited
+  created_at=$(date +%s.%N)
   scale_client create "$total"
+  waited=0
+  until scale_replicating "$total"; do
+    sleep 2
+    waited=$((waited + 2))
+    if [ "$waited" -gt 600 ]; then echo "the brokers did not replicate every partition within 600 s"; break; fi
+  done
+  echo "every partition replicated (a leader that counted both followers' fetches) $(python3 -c "import time; print(f'{time.time() - $created_at:.1f}')") s after the first create"
   local before after hz
   hz=$(getconf CLK_TCK)
   sleep 5

@@ -458,6 +458,7 @@ impl Net {
     /// they come from that peer and are meant for us.
     async fn serve_peer(&self, peer: BrokerId, mut reader: Reader, link: Link) {
         self.outbox.add_peer(peer, link.clone());
+        let _ = self.host.send(Command::PeerLink(peer));
         loop {
             match codec::read(&mut reader).await {
                 Ok(Some(Frame::Envelope(env)))
@@ -474,6 +475,7 @@ impl Net {
             }
         }
         self.outbox.remove_peer(peer, &link);
+        let _ = self.host.send(Command::PeerLink(peer));
     }
 
     /// Accepts connections on one listener, each served by its own task.
@@ -715,8 +717,17 @@ impl Net {
         // After a stall (a paused process, an overloaded machine) send one heartbeat, not a
         // burst.
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last = Instant::now();
         loop {
             interval.tick().await;
+            let late = last.elapsed().saturating_sub(timing::HEARTBEAT_INTERVAL);
+            if late >= timing::SESSION / 2 {
+                warn!(
+                    late_ms = late.as_millis() as u64,
+                    "heartbeat late: this process was not scheduled in time (overloaded?)"
+                );
+            }
+            last = Instant::now();
             // A session that ended (the controller lost its role, or a newer session replaced
             // it) gets no more heartbeats; its connection closes with the last handle.
             let current = self.outbox.controller().is_some_and(|l| l.same(&link));

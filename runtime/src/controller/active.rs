@@ -19,9 +19,11 @@ use crate::wire::admin::{AdminError, ClusterView, ControllerInfo, Request, Respo
 use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
-use isr::{BrokerId, Config, ControllerInput, Effect, Effects, Message, Node, Rules, Tick};
+use isr::{
+    BrokerId, Config, ControllerInput, Effect, Effects, Message, MetadataRecord, Node, Rules, Tick,
+};
 use std::collections::BTreeMap;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 /// Why an active controller stopped acting.
@@ -66,7 +68,13 @@ enum Committing {
     Step(ControllerInput<Bytes>),
     /// The state on taking office.
     TakeOver,
+    /// Several steps committed together, each with its input and its effects.
+    Steps(Vec<(ControllerInput<Bytes>, Effects<Bytes>)>),
 }
+
+/// At most this many AlterPartition requests are decided in one change (one store write, one
+/// delta per broker).
+const MAX_BATCH: usize = 1000;
 
 /// Who acts: this controller's id, the address brokers are told, and the rules it runs.
 pub struct Actor {
@@ -113,6 +121,8 @@ pub async fn act(
     }
     let mut ticks = tokio::time::interval(timing::TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // An event taken from the queue while gathering a batch, which ends the batch.
+    let mut pending: Option<Event> = None;
     loop {
         // Sessions first (KRaft orders its event queue the same way): a broker's heartbeat or
         // registration is never kept waiting behind metadata work, nor a tick that would expire
@@ -123,9 +133,26 @@ pub async fn act(
             _ = stop.wait_for(|&stop| stop) => Input::Stop,
             Some(event) = inbox.sessions.recv() => Input::Event(event),
             _ = ticks.tick() => Input::Tick,
-            Some(event) = inbox.others.recv() => Input::Event(event),
+            Some(event) = next(&mut pending, &mut inbox.others) => Input::Event(event),
         };
         let step = match input {
+            // AlterPartition requests queue up when many leaders change their ISR at once (a
+            // broker slow to start, or gone): decided together, they are one store write and
+            // one delta per broker instead of one each.
+            Input::Event(event) if alter_partition(&event).is_some() => {
+                let mut batch = vec![event];
+                while batch.len() < MAX_BATCH {
+                    match inbox.others.try_recv() {
+                        Ok(event) if alter_partition(&event).is_some() => batch.push(event),
+                        Ok(event) => {
+                            pending = Some(event);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                active.on_alter_partitions(batch).await
+            }
             Input::Lost => Err(StepError::Lost),
             Input::Stop => {
                 active.store.resign().await;
@@ -138,6 +165,30 @@ pub async fn act(
         if let Err(StepError::Lost) = step {
             return active.end(StepError::Lost);
         }
+    }
+}
+
+/// The event a batch left over, or else the next one queued.
+async fn next(
+    pending: &mut Option<Event>,
+    others: &mut mpsc::UnboundedReceiver<Event>,
+) -> Option<Event> {
+    match pending.take() {
+        Some(event) => Some(event),
+        None => others.recv().await,
+    }
+}
+
+/// The connection, sender and message of an event that is an AlterPartition request.
+fn alter_partition(event: &Event) -> Option<(u64, Node, &Message<Bytes>)> {
+    match event {
+        Event::Frame {
+            conn,
+            frame: Frame::Envelope(envelope),
+        } if matches!(envelope.message, Message::AlterPartition(_)) => {
+            Some((*conn, envelope.from, &envelope.message))
+        }
+        _ => None,
     }
 }
 
@@ -194,6 +245,11 @@ impl Active<'_> {
                 }
                 Some(Committing::TakeOver) => {
                     tracer.controller_state(&self.meta.controller, &change.effects)
+                }
+                Some(Committing::Steps(steps)) => {
+                    for (input, effects) in steps {
+                        tracer.controller(self.now, input, effects);
+                    }
                 }
                 // An admin operation; a step in place was recorded when taken.
                 None if core_changed => {
@@ -298,6 +354,19 @@ impl Active<'_> {
         let change = self.meta.finish(effects);
         if change.records.is_empty() && change.effects.is_empty() {
             return Ok(());
+        }
+        // A tick changes a broker only to fence it: its session expired.
+        for record in &change.records {
+            if let Record::Core(MetadataRecord::Broker {
+                id,
+                state: Some(state),
+            }) = record
+            {
+                if !state.alive {
+                    warn!(broker = %id, last_heartbeat = %state.last_heartbeat, now = %self.now,
+                        "session expired: broker fenced");
+                }
+            }
         }
         if self.tracer.is_some() {
             self.stepped = Some(Committing::Step(ControllerInput::Tick));
@@ -416,6 +485,41 @@ impl Active<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Decides AlterPartition requests in one change, each as its own step (from a leader that
+    /// speaks for itself), and commits them together.
+    async fn on_alter_partitions(&mut self, batch: Vec<Event>) -> Result<(), StepError> {
+        self.meta.begin();
+        let mut effects = Vec::new();
+        let mut traced = self.tracer.is_some().then(Vec::new);
+        for event in &batch {
+            let Some((conn, from, message)) = alter_partition(event) else {
+                continue;
+            };
+            let Message::AlterPartition(req) = message else {
+                continue;
+            };
+            if !self.speaks_for(conn, from, req.leader) {
+                debug!(conn, %from, "ignoring an AlterPartition not from its leader");
+                continue;
+            }
+            let input = ControllerInput::Message {
+                from,
+                message: message.clone(),
+            };
+            let stepped = self
+                .meta
+                .controller
+                .step(&self.cfg, self.now, input.clone());
+            if let Some(traced) = traced.as_mut() {
+                traced.push((input, stepped.clone()));
+            }
+            effects.extend(stepped);
+        }
+        let change = self.meta.finish(effects);
+        self.stepped = traced.map(Committing::Steps);
+        self.commit(change).await
     }
 
     /// Answers a request. One that changes the metadata is one change: committed whole, or,

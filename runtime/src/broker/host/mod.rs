@@ -20,7 +20,7 @@ use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
     Acks, BrokerId, Config, Effect, Effects, Envelope, Log, Message, Offset, PartitionId,
-    ProduceId, ReadError, ReadId, ReplicaInput, Tick, WriteError,
+    ProduceId, ReadError, ReadId, ReplicaInput, Tick, Timer, WriteError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -80,6 +80,11 @@ pub enum Command {
         live: BTreeSet<PartitionId>,
     },
     Status(oneshot::Sender<Vec<ReplicaView>>),
+    /// A connection with this peer opened or closed: what went to it may be lost (a request
+    /// sent while there was none is dropped). The followers of its partitions ask again now
+    /// rather than when their request timers run out, which a leader holding idle fetches for
+    /// long makes long.
+    PeerLink(BrokerId),
     Tick,
     /// Clean shutdown: flush and checkpoint everything, then stop.
     Shutdown,
@@ -217,6 +222,7 @@ impl Host {
             Command::Status(reply) => {
                 let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
             }
+            Command::PeerLink(peer) => self.on_peer_link(peer),
             Command::Tick => self.on_tick(),
             Command::Shutdown => {
                 self.shutdown();
@@ -317,6 +323,21 @@ impl Host {
             self.deadlines.pop_first();
             self.wakes.remove(&partition);
             self.step(partition, ReplicaInput::Tick);
+        }
+    }
+
+    /// A connection with `peer` opened or closed: each replica following it fires its request
+    /// timer (the core's answer to a lost request: ask again). One pass over the hosted
+    /// partitions per connection event, which is rare.
+    fn on_peer_link(&mut self, peer: BrokerId) {
+        let following: Vec<PartitionId> = self
+            .partitions
+            .iter()
+            .filter(|(_, h)| !h.replica.is_leader() && h.replica.leader() == Some(peer))
+            .map(|(&p, _)| p)
+            .collect();
+        for partition in following {
+            self.step(partition, ReplicaInput::Timeout(Timer::Request));
         }
     }
 
