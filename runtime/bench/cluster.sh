@@ -32,7 +32,7 @@
 #   replicated (its leader counted a Fetch of each follower, as `isr status` shows); the whole cluster's
 #   idle CPU over 10 s and each process's RSS; the partitions still with a full ISR after it,
 #   and 100 acks=all writes to the last topic (one per partition); SIGKILL of broker 3: the seconds until every
-#   partition it led has a new leader; with etcd, SIGKILL of the active controller: the seconds
+#   partition it led has a new leader, then its restart: the seconds until it is back in every ISR; with etcd, SIGKILL of the active controller: the seconds
 #   until a topic creation succeeds; and the brokers' controller sessions lost throughout.
 # Environment: KEEP_LOG (a file to keep the cluster's output in), RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
@@ -48,7 +48,10 @@ PORT=${PORT:-39090}
 BOOT=
 WORK=$(mktemp -d)
 CLUSTER=
+RESTARTED=
 stop() {
+  if [ -n "$RESTARTED" ]; then kill -TERM "$RESTARTED" 2>/dev/null || true; wait "$RESTARTED" 2>/dev/null || true; fi
+  RESTARTED=
   if [ -n "$CLUSTER" ]; then kill -TERM "$CLUSTER" 2>/dev/null || true; wait "$CLUSTER" 2>/dev/null || true; fi
   # KEEP_LOG=FILE: every process's log is kept there (the last cluster's, with several).
   if [ -n "${KEEP_LOG:-}" ] && [ -d "$WORK/data" ]; then cluster_logs >"$KEEP_LOG"; fi
@@ -293,6 +296,18 @@ elif phase == "moved":
         time.sleep(0.05)
     print(f"SIGKILL of broker {victim}: all {len(led)} partitions it led had a new leader "
           f"after {time.monotonic() - started:.2f} s")
+elif phase == "rejoined":
+    total, victim = int(args[0]), int(args[1])
+    started = time.monotonic()
+    while True:
+        full = sum(1 for (_, _, leader, isr) in partitions() if leader >= 0 and isr == 3)
+        if full >= total:
+            break
+        if time.monotonic() - started > 300:
+            print(f"after 300 s, {total - full} of {total} partitions still without broker {victim} in the ISR")
+            sys.exit(1)
+        time.sleep(0.5)
+    print(f"restart of broker {victim}: back in every ISR after {time.monotonic() - started:.1f} s")
 elif phase == "create-one":
     started = time.monotonic()
     while True:
@@ -363,11 +378,18 @@ scale() {
     echo "RSS $(awk '/VmRSS/ {print $2, $3}' "/proc/$pid/status"): $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-40)"
   done
   scale_client check "$total"
-  local led
+  local led victim
   led=$(scale_client led-by 3)
-  kill -9 "$(pgrep -f "isr broker --id 3 .*$WORK/data")"
+  victim=$(pgrep -f "isr broker --id 3 .*$WORK/data")
+  local -a again
+  mapfile -d '' again <"/proc/$victim/cmdline"
+  kill -9 "$victim"
   # shellcheck disable=SC2086
   scale_client moved 3 $led
+  # The same command line again, as an operator restarting it would.
+  "${again[@]}" >>"$WORK/data/broker-3/log.txt" 2>&1 &
+  RESTARTED=$!
+  scale_client rejoined "$total" 3
   if [ "$store" = etcd ]; then
     local active
     active=$("$ISR" status s0 --bootstrap "$BOOT" --json 2>/dev/null |

@@ -2,6 +2,8 @@
 //! from the controller's metadata, and each replica's LEO, HW and lag from the brokers that
 //! host it.
 
+mod kafka;
+
 use crate::security::{certificate_refusal, ClusterTls, SecurityError, TlsArgs};
 use crate::timing;
 use crate::wire::admin::{AdminError, ClusterView, ReplicaView, Request, Response};
@@ -10,6 +12,7 @@ use crate::wire::link::{self, Reader};
 use crate::wire::rpc::{Rpc, RpcError};
 use crate::wire::{codec, Frame, Peer};
 use isr::{BrokerId, PartitionId};
+use isr_kafka::auth::SecurityProtocol;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -46,6 +49,8 @@ pub enum StatusError {
     UnknownTopic(String),
     #[error(transparent)]
     Security(#[from] SecurityError),
+    #[error(transparent)]
+    Kafka(#[from] isr_kafka::client::ClientError),
 }
 
 #[derive(Serialize)]
@@ -93,7 +98,9 @@ struct BrokerRow {
 struct PartitionRow {
     topic: String,
     partition: u32,
-    id: PartitionId,
+    /// The core's partition id; unknown (left out) when read over the Kafka protocol.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<PartitionId>,
     leader: Option<BrokerId>,
     leader_epoch: u32,
     assigned: Vec<BrokerId>,
@@ -191,6 +198,12 @@ pub async fn ask_active(
 }
 
 pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
+    // A Kafka client's credentials and no cluster certificate: what the Kafka protocol tells.
+    let kafka_client =
+        isr_kafka::client::security::current().protocol != SecurityProtocol::Plaintext;
+    if let (Some(bootstrap), true, None) = (&args.bootstrap, kafka_client, &args.tls.tls_cert) {
+        return over_kafka(bootstrap, &args).await;
+    }
     let tls = args.tls.load(None)?;
     let view = view_from(&args, tls.as_ref()).await?;
     if let Some(topic) = &args.topic {
@@ -261,6 +274,45 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
     Ok(())
 }
 
+/// `isr status` over the Kafka protocol ([`kafka`]).
+async fn over_kafka(bootstrap: &str, args: &StatusArgs) -> Result<(), StatusError> {
+    let view = kafka::view(bootstrap, args.topic.as_deref()).await?;
+    let brokers: Vec<_> = view
+        .brokers
+        .iter()
+        .map(|(id, address)| {
+            serde_json::json!({"id": id, "address": address, "alive": true,
+            "metadata_offset": null, "metadata_lag": null})
+        })
+        .collect();
+    if args.json {
+        let status = serde_json::json!({
+            "source": "kafka",
+            "controller": view.controller.map(|id| serde_json::json!({"id": id})),
+            "brokers": brokers,
+            "partitions": view.rows,
+        });
+        match serde_json::to_string_pretty(&status) {
+            Ok(json) => println!("{json}"),
+            Err(e) => eprintln!("isr: cannot encode status: {e}"),
+        }
+        return Ok(());
+    }
+    let controller = view
+        .controller
+        .map_or("unknown".to_string(), |c| c.to_string());
+    println!(
+        "controller {controller} (read over the Kafka protocol: the controller's epoch, the ELR, \
+         followers' LEO and HW and metadata offsets need the cluster certificate: --tls-cert, \
+         --tls-key, --tls-ca)"
+    );
+    for (id, address) in &view.brokers {
+        println!("broker {id} {address} alive");
+    }
+    print_partitions(&view.rows);
+    Ok(())
+}
+
 fn rows(
     view: &ClusterView,
     hosted: &BTreeMap<(BrokerId, PartitionId), ReplicaView>,
@@ -302,7 +354,7 @@ fn rows(
             rows.push(PartitionRow {
                 topic: topic.clone(),
                 partition: index as u32,
-                id: *id,
+                id: Some(*id),
                 leader: state.leader,
                 leader_epoch: state.leader_epoch.0,
                 assigned: state.assigned.clone(),
@@ -345,13 +397,17 @@ fn print_table(
             opt(lag)
         );
     }
+    print_partitions(rows);
+}
+
+fn print_partitions(rows: &[PartitionRow]) {
     for row in rows {
         let leader = row.leader.map_or("none".to_string(), |l| l.0.to_string());
+        let id = row.id.map_or(String::new(), |id| format!(" ({id})"));
         println!(
-            "{}/{} ({}) leader {leader} epoch {} AR {} ISR {} OSR {} ELR {}",
+            "{}/{}{id} leader {leader} epoch {} AR {} ISR {} OSR {} ELR {}",
             row.topic,
             row.partition,
-            row.id,
             row.leader_epoch,
             list(&row.assigned),
             list(&row.isr),

@@ -516,7 +516,7 @@ fn a_follower_waits_longer_for_a_fetch_the_leader_may_hold() {
         fetch_max_wait: Tick(50),
         ..page_cache()
     };
-    let mut follower = replica(&cfg, 2);
+    let follower = replica(&cfg, 2);
     assert_eq!(follower.next_timeout(&cfg), Some(Tick(60)));
     // A follower with a log of its own asks where the leader's epoch ends first.
     let mut log = MemLog::default();

@@ -182,6 +182,19 @@ impl Cluster {
         })
     }
 
+    /// The controller's id, as the last metadata answer named it.
+    pub fn controller(&self) -> Option<i32> {
+        self.controller
+    }
+
+    /// The brokers the last metadata answer named (live ones), by id, with their addresses.
+    pub fn brokers(&self) -> std::collections::BTreeMap<i32, String> {
+        self.brokers
+            .iter()
+            .map(|(&id, a)| (id, a.clone()))
+            .collect()
+    }
+
     /// The ids of the brokers, in order.
     pub fn broker_ids(&self) -> Vec<i32> {
         let mut ids: Vec<i32> = self.brokers.keys().copied().collect();
