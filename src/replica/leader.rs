@@ -430,6 +430,14 @@ impl<L: Log> Replica<L> {
                 l.proposal_sent = None;
                 return;
             }
+            Err(AlterPartitionError::IneligibleReplica(_)) => {
+                // A joining follower has re-registered since the fetch that proved it caught
+                // up. Only a fetch of its new incarnation can prove it now: the held fetches
+                // are answered (as when their wait ends), so that the next one is sent, rather
+                // than after `fetch_max_wait` with nothing else to prompt it.
+                l.clear_proposal();
+                self.answer_parked(cfg, effects);
+            }
             Err(_) => l.clear_proposal(),
         }
         self.maybe_advance_high_watermark(cfg, effects);

@@ -508,6 +508,39 @@ fn a_follower_whose_fetch_is_held_never_lags_out() {
     assert!(shrinks(&leader.step(&cfg, Tick(111), Input::Tick)));
 }
 
+/// An expansion refused because the joining follower re-registered since its fetch: the held
+/// fetches are answered at once, so that the follower's next fetch, as its new incarnation, can
+/// prove it caught up without waiting out `fetch_max_wait`.
+#[test]
+fn a_refused_rejoin_answers_the_held_fetch_so_the_new_incarnation_fetches_again() {
+    let cfg = Config {
+        fetch_max_wait: Tick(100),
+        ..page_cache()
+    };
+    let mut leader = Replica::new(BrokerId(1), PartitionId(0), MemLog::default());
+    leader.step(&cfg, Tick(0), order(1, 1, 1, &[1], 1));
+    let effects = leader.step(&cfg, Tick(1), fetch_from_b2(0));
+    let [Message::AlterPartition(join)] = sent(&effects)[..] else {
+        panic!("a proposal to add b2, its fetch held: {effects:?}");
+    };
+    let join = join.clone();
+    let effects = leader.step(
+        &cfg,
+        Tick(2),
+        refusal(
+            &join,
+            1,
+            AlterPartitionError::IneligibleReplica(BrokerId(2)),
+        ),
+    );
+    assert!(
+        sent(&effects)
+            .iter()
+            .any(|m| matches!(m, Message::FetchResponse(r) if r.result.is_ok())),
+        "the held fetch answered: {effects:?}"
+    );
+}
+
 /// A follower waits for its Fetch's answer `fetch_max_wait` longer than for an
 /// OffsetForLeaderEpoch's, since the leader may hold a Fetch that long.
 #[test]

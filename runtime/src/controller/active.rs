@@ -135,6 +135,8 @@ pub async fn act(
             _ = ticks.tick() => Input::Tick,
             Some(event) = next(&mut pending, &mut inbox.others) => Input::Event(event),
         };
+        let started = std::time::Instant::now();
+        let what = input.describe();
         let step = match input {
             // AlterPartition requests queue up when many leaders change their ISR at once (a
             // broker slow to start, or gone): decided together, they are one store write and
@@ -162,6 +164,12 @@ pub async fn act(
             Input::Tick => active.on_tick().await,
             Input::Event(event) => active.on_event(event).await,
         };
+        // Nothing else is answered meanwhile, heartbeats included: a step this long is what
+        // brokers see as a controller that answers no heartbeat.
+        let took = started.elapsed();
+        if took >= timing::SESSION / 4 {
+            warn!(took_ms = took.as_millis() as u64, step = %what, "a slow controller step");
+        }
         if let Err(StepError::Lost) = step {
             return active.end(StepError::Lost);
         }
@@ -198,6 +206,24 @@ enum Input {
     Stop,
     Tick,
     Event(Event),
+}
+
+impl Input {
+    /// What it is, for a log line.
+    fn describe(&self) -> &'static str {
+        match self {
+            Input::Lost => "role lost",
+            Input::Stop => "stop",
+            Input::Tick => "tick",
+            Input::Event(Event::Connected { .. }) => "connection opened",
+            Input::Event(Event::Closed { .. }) => "connection closed",
+            Input::Event(Event::Frame { frame, .. }) => match frame {
+                Frame::Envelope(e) => e.message.kind(),
+                Frame::Request { .. } => "admin request",
+                _ => "frame",
+            },
+        }
+    }
 }
 
 impl Active<'_> {
@@ -464,14 +490,11 @@ impl Active<'_> {
                 self.step(ControllerInput::Message { from, message }).await
             }
             Message::BrokerHeartbeat { broker } if self.speaks_for(conn, from, *broker) => {
-                let broker = *broker;
                 // A live broker's heartbeat only refreshes its session, which is not worth a
                 // store write: a new controller gives every live broker a fresh session anyway.
+                // (Its connection has answered it already: `connections::serve`.)
                 let effects = self.step_in_place(ControllerInput::Message { from, message });
                 if effects.is_empty() {
-                    if let Some((_, link)) = self.brokers.get(&broker) {
-                        link.send(Frame::HeartbeatAck);
-                    }
                     return Ok(());
                 }
                 // Asking a broker to register again is a decision: the role is confirmed first.

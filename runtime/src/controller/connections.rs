@@ -17,7 +17,7 @@ use crate::timing;
 use crate::wire::admin::Response;
 use crate::wire::link::{self, Link, Opening};
 use crate::wire::{codec, Frame, Peer};
-use isr::Message;
+use isr::{Envelope, Message};
 use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -159,6 +159,19 @@ async fn serve(
                 events.send(Event::Connected { conn, peer, link });
             }
             Ok(Some(frame)) if introduced => {
+                // A heartbeat is answered here, by the connection, so that a broker hears its
+                // controller even while the event loop works through a long step (fencing a
+                // broker that led 60,000 partitions takes seconds): the broker gives up a
+                // controller that says nothing for a session. Whether the heartbeat keeps the
+                // broker's session is the loop's decision, on the sessions lane; one it refuses
+                // is answered with Reregister.
+                if let Frame::Envelope(Envelope {
+                    message: Message::BrokerHeartbeat { .. },
+                    ..
+                }) = &frame
+                {
+                    link.send(Frame::HeartbeatAck);
+                }
                 events.send(Event::Frame { conn, frame });
             }
             Ok(Some(_)) => {

@@ -10,8 +10,11 @@
 //! [`super::format`]) and an append-only log of the changes made since (`metadata.log`,
 //! [`super::log`]), one batch of records per committed change, made durable before the
 //! change's messages leave. A change costs the bytes of its records. Once the log outgrows the
-//! snapshot, a new snapshot replaces both; a crash between the two leaves a log that replays
-//! onto the new snapshot to the same state, since a record sets a value.
+//! snapshot, a new snapshot is written by a thread of its own (at 100,000 partitions it is
+//! megabytes, and its fsync would stall the controller past brokers' session timeouts), while
+//! changes go on to the log; once it is durable, the log's batches from before it are dropped.
+//! A crash at any point leaves a log that replays onto the snapshot there is to the same state,
+//! since a record sets a value.
 
 use super::log::MetadataLog;
 use super::{format, Candidate, StoreError, Won};
@@ -23,7 +26,9 @@ use isr::ControllerEpoch;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use tokio::sync::watch;
+use tracing::warn;
 
 const SNAPSHOT: &str = "metadata.bin";
 const LOG: &str = "metadata.log";
@@ -44,6 +49,9 @@ pub struct FileStore {
     log: Option<MetadataLog>,
     /// The size of the last snapshot written or read.
     snapshot_bytes: u64,
+    /// A snapshot being written: the log's length when its state was taken, and the writer's
+    /// answer (the snapshot's size, or why it failed).
+    folding: Option<(u64, mpsc::Receiver<Result<u64, StoreError>>)>,
 }
 
 impl FileStore {
@@ -70,6 +78,7 @@ impl FileStore {
             lost: watch::channel(false).0,
             log: None,
             snapshot_bytes: 0,
+            folding: None,
         })
     }
 
@@ -115,9 +124,10 @@ impl FileStore {
         })
     }
 
-    /// Appends one change's records to the log, durably; then, if the log has outgrown the
-    /// snapshot, writes `current` (the metadata with the change made) as the new snapshot and
-    /// empties the log.
+    /// Appends one change's records to the log, durably. Then: a snapshot written since drops
+    /// the batches it holds from the log; and if the log has outgrown the snapshot, `current`
+    /// (the metadata with the change made) is encoded and handed to a thread that writes it as
+    /// the new snapshot.
     pub fn commit(&mut self, records: &[Record], current: &Metadata) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());
@@ -127,14 +137,58 @@ impl FileStore {
             .as_mut()
             .ok_or_else(|| StoreError::Unavailable("the file store has no open log".into()))?;
         log.append(records)?;
-        if log.bytes() > SNAPSHOT_AFTER.max(self.snapshot_bytes) {
+        self.fold(false)?;
+        let Some(log) = self.log.as_ref() else {
+            return Ok(());
+        };
+        if self.folding.is_none() && log.bytes() > SNAPSHOT_AFTER.max(self.snapshot_bytes) {
             let bytes = format::encode(current);
-            checkpoint::write_bytes(&self.dir.join(SNAPSHOT), &bytes).map_err(|e| match e {
-                checkpoint::CheckpointError::Io { path, source } => StoreError::Io { path, source },
-                other => StoreError::Unavailable(other.to_string()),
-            })?;
-            self.snapshot_bytes = bytes.len() as u64;
-            log.clear()?;
+            let path = self.dir.join(SNAPSHOT);
+            let (done, answer) = mpsc::channel();
+            std::thread::spawn(move || {
+                let written = checkpoint::write_bytes(&path, &bytes)
+                    .map(|()| bytes.len() as u64)
+                    .map_err(|e| match e {
+                        checkpoint::CheckpointError::Io { path, source } => {
+                            StoreError::Io { path, source }
+                        }
+                        other => StoreError::Unavailable(other.to_string()),
+                    });
+                let _ = done.send(written);
+            });
+            self.folding = Some((log.bytes(), answer));
+        }
+        Ok(())
+    }
+
+    /// Finishes a snapshot written in the background, if it is done (or, with `wait`, once it
+    /// is): the log drops the batches it holds. One that failed is left: the log still holds
+    /// every change, and the next commit tries again.
+    fn fold(&mut self, wait: bool) -> Result<(), StoreError> {
+        let Some((point, answer)) = &self.folding else {
+            return Ok(());
+        };
+        let written = match wait {
+            true => answer.recv().ok(),
+            false => answer.try_recv().ok(),
+        };
+        let point = *point;
+        let written = match written {
+            Some(written) => written,
+            None if wait => Err(StoreError::Unavailable("the snapshot writer died".into())),
+            None => return Ok(()),
+        };
+        self.folding = None;
+        match written {
+            Ok(bytes) => {
+                self.snapshot_bytes = bytes;
+                if let Some(log) = self.log.as_mut() {
+                    log.drop_prefix(point)?;
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "could not write a metadata snapshot; the log keeps every change")
+            }
         }
         Ok(())
     }
@@ -194,6 +248,52 @@ mod tests {
         );
     }
 
+    /// A snapshot is durable but the log still holds the batches it took (the controller
+    /// stopped before dropping them, or while changes went on during the writing): a restart
+    /// replays the whole log onto the snapshot and finds the metadata as it was.
+    #[test]
+    fn a_snapshot_over_a_log_that_still_holds_its_batches_restarts_to_the_same_metadata() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = FileStore::open(dir.path(), me(1)).expect("open");
+        store.campaign().expect("won");
+        let mut metadata = Metadata::default();
+        let ids: Vec<isr::PartitionId> = (0..100).map(isr::PartitionId).collect();
+        let mut t = 0;
+        while store.folding.is_none() {
+            metadata.begin();
+            metadata.set(Record::Topic {
+                name: format!("topic-{t}"),
+                partitions: Some(ids.clone()),
+            });
+            let change = metadata.finish(Vec::new());
+            store.commit(&change.records, &metadata).expect("commit");
+            t += 1;
+        }
+        // The snapshot is written; changes made meanwhile, one of them over an older value.
+        let (_, answer) = store.folding.take().expect("folding");
+        answer.recv().expect("an answer").expect("snapshot written");
+        for change in [
+            Record::NextPartition(3),
+            Record::Topic {
+                name: "topic-0".into(),
+                partitions: None,
+            },
+        ] {
+            metadata.begin();
+            metadata.set(change);
+            let change = metadata.finish(Vec::new());
+            store.commit(&change.records, &metadata).expect("commit");
+        }
+        let logged = std::fs::metadata(dir.path().join(LOG)).expect("log").len();
+        assert!(
+            logged > SNAPSHOT_AFTER,
+            "the log kept the snapshot's batches"
+        );
+        drop(store);
+        let mut again = FileStore::open(dir.path(), me(1)).expect("open");
+        assert_eq!(again.campaign().expect("won").metadata, Some(metadata));
+    }
+
     /// Changes go to the log until it outgrows the snapshot; then a snapshot takes them and the
     /// log starts again. Either way a restart finds the metadata as it was, and a torn last
     /// change is cut off.
@@ -214,6 +314,8 @@ mod tests {
             let change = metadata.finish(Vec::new());
             let logged = store.log.as_ref().map_or(0, MetadataLog::bytes);
             store.commit(&change.records, &metadata).expect("commit");
+            // The snapshot's writer is waited for here, to count the folds.
+            store.fold(true).expect("fold");
             if store.log.as_ref().map_or(0, MetadataLog::bytes) < logged {
                 snapshots += 1;
             }

@@ -104,7 +104,7 @@ impl MetadataLog {
         Ok(())
     }
 
-    /// Empties the log (its changes are in a new snapshot), durably.
+    /// Empties the log, durably: a new log, or one torn before its header was whole.
     pub fn clear(&mut self) -> Result<(), StoreError> {
         let io = |source| StoreError::Io {
             path: self.path.clone(),
@@ -116,6 +116,38 @@ impl MetadataLog {
         self.bytes = 0;
         self.write_at_end(&header)?;
         self.bytes = HEADER;
+        Ok(())
+    }
+
+    /// Drops the batches before byte `upto` (a durable snapshot holds them), durably: the ones
+    /// after it go to a new file that replaces the log. A crash before the replacement leaves
+    /// the whole log, which replays onto the snapshot to the same state (a record sets a value).
+    pub fn drop_prefix(&mut self, upto: u64) -> Result<(), StoreError> {
+        let io = |source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let upto = upto.clamp(HEADER, self.bytes);
+        let mut rest = vec![0; (self.bytes - upto) as usize];
+        self.file.seek(SeekFrom::Start(upto)).map_err(io)?;
+        self.file.read_exact(&mut rest).map_err(io)?;
+        let mut bytes = MAGIC.to_vec();
+        bytes.extend_from_slice(&LOG_FORMAT.to_be_bytes());
+        bytes.extend_from_slice(&rest);
+        let tmp = self.path.with_extension("log.tmp");
+        let mut file = File::create(&tmp).map_err(io)?;
+        file.write_all(&bytes).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        if let Some(dir) = self.path.parent() {
+            File::open(dir).and_then(|d| d.sync_all()).map_err(io)?;
+        }
+        self.file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+            .map_err(io)?;
+        self.bytes = bytes.len() as u64;
         Ok(())
     }
 
