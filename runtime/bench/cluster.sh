@@ -245,6 +245,21 @@ def partitions():
     return [(t.topic, p.id, p.leader, len(p.isrs)) for t in md.topics.values()
             if t.topic.startswith("s") for p in t.partitions.values()]
 
+def full_isr():
+    return sum(1 for (_, _, leader, isr) in partitions() if leader >= 0 and isr == 3)
+
+def wait_full(total, limit, pause):
+    """Waits until every partition is led with a full ISR: (True, total), or (False, how many
+    are) after `limit` seconds."""
+    started = time.monotonic()
+    while True:
+        full = full_isr()
+        if full >= total:
+            return True, full
+        if time.monotonic() - started > limit:
+            return False, full
+        time.sleep(pause)
+
 if phase == "create":
     total = int(args[0])
     started = time.monotonic()
@@ -254,20 +269,15 @@ if phase == "create":
         for name, f in admin.create_topics(topics, request_timeout=120).items():
             f.result()
     created = time.monotonic() - started
-    while True:
-        rows = partitions()
-        stable = sum(1 for (_, _, leader, isr) in rows if leader >= 0 and isr == 3)
-        if stable >= total:
-            break
-        if time.monotonic() - started > 900:
-            print(f"not stable after 900 s: {stable} of {total} partitions led with a full ISR")
-            sys.exit(1)
-        time.sleep(1)
+    done, stable = wait_full(total, 900, 1)
+    if not done:
+        print(f"not stable after 900 s: {stable} of {total} partitions led with a full ISR")
+        sys.exit(1)
     print(f"partitions={total}: created in {created:.1f} s; every partition led with a full ISR "
           f"{time.monotonic() - started:.1f} s after the first create")
 elif phase == "check":
     total = int(args[0])
-    full = sum(1 for (_, _, leader, isr) in partitions() if leader >= 0 and isr == 3)
+    full = full_isr()
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": boot, "acks": "all"})
     acked = []
@@ -299,14 +309,10 @@ elif phase == "moved":
 elif phase == "rejoined":
     total, victim = int(args[0]), int(args[1])
     started = time.monotonic()
-    while True:
-        full = sum(1 for (_, _, leader, isr) in partitions() if leader >= 0 and isr == 3)
-        if full >= total:
-            break
-        if time.monotonic() - started > 300:
-            print(f"after 300 s, {total - full} of {total} partitions still without broker {victim} in the ISR")
-            sys.exit(1)
-        time.sleep(0.5)
+    done, full = wait_full(total, 300, 0.5)
+    if not done:
+        print(f"after 300 s, {total - full} of {total} partitions still without broker {victim} in the ISR")
+        sys.exit(1)
     print(f"restart of broker {victim}: back in every ISR after {time.monotonic() - started:.1f} s")
 elif phase == "create-one":
     started = time.monotonic()
