@@ -11,7 +11,7 @@ use crate::message::Effects;
 use crate::types::Tick;
 
 /// The deadline of a running timer that time alone never fires.
-pub const NEVER: Tick = Tick(u64::MAX);
+const NEVER: Tick = Tick(u64::MAX);
 
 impl<L: Log> Replica<L> {
     /// Time passed: fire every timer due by now.
@@ -34,8 +34,8 @@ impl<L: Log> Replica<L> {
             .min()
     }
 
-    /// Every running timer with its deadline ([`NEVER`] for one that time alone does not fire:
-    /// a model checker, which fires any running timer at any moment, still fires it).
+    /// Every running timer with its deadline (`Tick(u64::MAX)` for one that time alone does not
+    /// fire: a model checker, which fires any running timer at any moment, still fires it).
     pub fn timers(&self, cfg: &Config) -> Vec<(Timer, Tick)> {
         let after = |from: Tick, wait: Tick| Tick(from.0.saturating_add(wait.0));
         let mut timers = Vec::new();
