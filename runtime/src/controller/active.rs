@@ -500,9 +500,7 @@ impl Active<'_> {
                 // Asking a broker to register again is a decision: the role is confirmed first.
                 self.confirm(effects).await
             }
-            Message::AlterPartition(req) if self.speaks_for(conn, from, req.leader) => {
-                self.step(ControllerInput::Message { from, message }).await
-            }
+            // AlterPartition requests are decided in batches: `on_alter_partitions`.
             other => {
                 debug!(conn, %from, kind = other.kind(), "ignoring message");
                 Ok(())
@@ -531,14 +529,15 @@ impl Active<'_> {
                 from,
                 message: message.clone(),
             };
-            let stepped = self
-                .meta
-                .controller
-                .step(&self.cfg, self.now, input.clone());
-            if let Some(traced) = traced.as_mut() {
-                traced.push((input, stepped.clone()));
+            let (cfg, now) = (&self.cfg, self.now);
+            match traced.as_mut() {
+                Some(traced) => {
+                    let stepped = self.meta.controller.step(cfg, now, input.clone());
+                    effects.extend(stepped.iter().cloned());
+                    traced.push((input, stepped));
+                }
+                None => effects.extend(self.meta.controller.step(cfg, now, input)),
             }
-            effects.extend(stepped);
         }
         let change = self.meta.finish(effects);
         self.stepped = traced.map(Committing::Steps);
