@@ -35,7 +35,7 @@ pub(super) async fn view(bootstrap: &str, only: Option<&str>) -> Result<KafkaVie
         .filter(|t| only.is_none_or(|o| o == t.name))
         .cloned()
         .collect();
-    let high_watermarks = high_watermarks(&mut cluster, &topics).await?;
+    let high_watermarks = high_watermarks(&mut cluster, &topics).await;
     let rows = topics
         .iter()
         .flat_map(|t| {
@@ -92,7 +92,7 @@ pub(super) async fn view(bootstrap: &str, only: Option<&str>) -> Result<KafkaVie
 async fn high_watermarks(
     cluster: &mut Cluster,
     topics: &[TopicView],
-) -> Result<BTreeMap<(String, u32), u64>, ClientError> {
+) -> BTreeMap<(String, u32), u64> {
     let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<u32>>> = BTreeMap::new();
     for t in topics {
         for p in t.partitions.iter().filter(|p| p.leader >= 0) {
@@ -146,5 +146,5 @@ async fn high_watermarks(
             }
         }
     }
-    Ok(found)
+    found
 }

@@ -333,7 +333,7 @@ impl Host {
         let following: Vec<PartitionId> = self
             .partitions
             .iter()
-            .filter(|(_, h)| !h.replica.is_leader() && h.replica.leader() == Some(peer))
+            .filter(|(_, h)| h.replica.leader() == Some(peer))
             .map(|(&p, _)| p)
             .collect();
         for partition in following {

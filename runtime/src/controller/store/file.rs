@@ -248,25 +248,41 @@ mod tests {
         );
     }
 
+    /// A store on `dir` that won the role.
+    fn won(dir: &Path) -> FileStore {
+        let mut store = FileStore::open(dir, me(1)).expect("open");
+        store.campaign().expect("won");
+        store
+    }
+
+    /// Makes `record` in `metadata` and commits it to `store`.
+    fn commit_one(store: &mut FileStore, metadata: &mut Metadata, record: Record) {
+        metadata.begin();
+        metadata.set(record);
+        let change = metadata.finish(Vec::new());
+        store.commit(&change.records, metadata).expect("commit");
+    }
+
+    /// Topic `topic-{t}` over `ids`.
+    fn topic(t: usize, ids: &[isr::PartitionId]) -> Record {
+        Record::Topic {
+            name: format!("topic-{t}"),
+            partitions: Some(ids.to_vec()),
+        }
+    }
+
     /// A snapshot is durable but the log still holds the batches it took (the controller
     /// stopped before dropping them, or while changes went on during the writing): a restart
     /// replays the whole log onto the snapshot and finds the metadata as it was.
     #[test]
     fn a_snapshot_over_a_log_that_still_holds_its_batches_restarts_to_the_same_metadata() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut store = FileStore::open(dir.path(), me(1)).expect("open");
-        store.campaign().expect("won");
+        let mut store = won(dir.path());
         let mut metadata = Metadata::default();
         let ids: Vec<isr::PartitionId> = (0..100).map(isr::PartitionId).collect();
         let mut t = 0;
         while store.folding.is_none() {
-            metadata.begin();
-            metadata.set(Record::Topic {
-                name: format!("topic-{t}"),
-                partitions: Some(ids.clone()),
-            });
-            let change = metadata.finish(Vec::new());
-            store.commit(&change.records, &metadata).expect("commit");
+            commit_one(&mut store, &mut metadata, topic(t, &ids));
             t += 1;
         }
         // The snapshot is written; changes made meanwhile, one of them over an older value.
@@ -279,10 +295,7 @@ mod tests {
                 partitions: None,
             },
         ] {
-            metadata.begin();
-            metadata.set(change);
-            let change = metadata.finish(Vec::new());
-            store.commit(&change.records, &metadata).expect("commit");
+            commit_one(&mut store, &mut metadata, change);
         }
         let logged = std::fs::metadata(dir.path().join(LOG)).expect("log").len();
         assert!(
@@ -300,20 +313,13 @@ mod tests {
     #[test]
     fn the_log_folds_into_a_snapshot_and_a_restart_finds_every_change() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut store = FileStore::open(dir.path(), me(1)).expect("open");
-        store.campaign().expect("won");
+        let mut store = won(dir.path());
         let mut metadata = Metadata::default();
         let ids: Vec<isr::PartitionId> = (1000..1100).map(isr::PartitionId).collect();
         let mut snapshots = 0;
         for t in 0..8000 {
-            metadata.begin();
-            metadata.set(Record::Topic {
-                name: format!("topic-{t}"),
-                partitions: Some(ids.clone()),
-            });
-            let change = metadata.finish(Vec::new());
             let logged = store.log.as_ref().map_or(0, MetadataLog::bytes);
-            store.commit(&change.records, &metadata).expect("commit");
+            commit_one(&mut store, &mut metadata, topic(t, &ids));
             // The snapshot's writer is waited for here, to count the folds.
             store.fold(true).expect("fold");
             if store.log.as_ref().map_or(0, MetadataLog::bytes) < logged {
@@ -332,13 +338,9 @@ mod tests {
         );
         drop(again);
         // A change torn in the writing: the rest of the metadata is all there.
-        let mut torn = FileStore::open(dir.path(), me(1)).expect("open");
-        torn.campaign().expect("won");
+        let mut torn = won(dir.path());
         let before = metadata.clone();
-        metadata.begin();
-        metadata.set(Record::NextPartition(7));
-        let change = metadata.finish(Vec::new());
-        torn.commit(&change.records, &metadata).expect("commit");
+        commit_one(&mut torn, &mut metadata, Record::NextPartition(7));
         drop(torn);
         let length = std::fs::metadata(&log_path).expect("log").len();
         let file = std::fs::OpenOptions::new()
