@@ -5,7 +5,9 @@
 //! each process writes `<role>-<id>-<pid>.jsonl` (so a test traces every process it starts,
 //! restarts included). Each line is written with one `write` before the step's effects are
 //! carried out, so a process killed at any moment leaves every message it sent in its trace;
-//! the cost is one system call per step, paid only when tracing. The log is written during the
+//! the cost is one system call per step, paid only when tracing (a kill can still cut that
+//! write short at a page boundary; the reader drops such a last line, whose step's effects
+//! never left the process). The log is written during the
 //! step, so a kill between a step and its line leaves that step's appends on disk and not in
 //! the trace; the replay accepts them as the step of a killed process they can only be.
 
@@ -201,6 +203,44 @@ mod tests {
             );
         }
         out
+    }
+
+    /// A process killed in the middle of writing a line leaves that line without its
+    /// newline: the reader drops it (its step's effects never left the process), while a
+    /// line that does not parse anywhere else is still an error, with its number.
+    #[test]
+    fn a_line_cut_short_by_a_kill_is_dropped_and_any_other_bad_line_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("broker-1-1.jsonl");
+        let mut tracer = Tracer::start(
+            Some(&path),
+            Node::Broker(isr::BrokerId(1)),
+            Config::default(),
+        )
+        .expect("start")
+        .expect("tracing on");
+        let step = Event::Controller {
+            now: Tick(3),
+            input: ControllerInput::Tick,
+            effects: Vec::new(),
+        };
+        tracer.write(&step);
+        let whole = std::fs::read_to_string(&path).expect("read");
+        let line = serde_json::to_string(&step).expect("encode");
+        std::fs::write(&path, format!("{whole}{}", &line[..line.len() / 2])).expect("cut");
+        let traces = read_dir(dir.path()).expect("a cut last line is no error");
+        assert_eq!(
+            traces[0].events.len(),
+            2,
+            "the process line and the whole step"
+        );
+
+        std::fs::write(&path, format!("{}\n{whole}", &line[..line.len() / 2])).expect("cut");
+        let error = read_dir(dir.path()).expect_err("a bad first line");
+        assert!(
+            error.starts_with("broker-1-1.jsonl line 1: not a trace event"),
+            "{error}"
+        );
     }
 
     /// The replay's log answers every `Log` question as the disk log does, over batches of

@@ -37,7 +37,9 @@ use std::fmt::Write as _;
 /// One process's trace: a name to cite it by (its file) and its events, in order.
 #[derive(Clone, Debug)]
 pub struct Trace {
+    /// What to cite it by in a divergence: its file name, usually.
     pub name: String,
+    /// Its events, one per line, the [`Event::Process`] line first.
     pub events: Vec<Event>,
 }
 
@@ -45,14 +47,24 @@ impl Trace {
     /// A trace from its text, one event per line (blank lines skipped), each parsed by `parse`
     /// (`serde_json::from_str` for the JSON lines the runtime writes; the core parses nothing
     /// itself). The first line that does not parse is the error, with its number.
+    ///
+    /// Every line is written whole, newline included, before the step's effects are carried
+    /// out; but a kill can still cut that write short (Linux stops a write to a file between
+    /// pages when the process is killed). So a last line without its newline is a step whose
+    /// effects never left the process, the same as a step killed before its line: it is
+    /// dropped, not an error.
     pub fn parse<E: std::fmt::Display>(
         name: impl Into<String>,
         text: &str,
         parse: impl Fn(&str) -> Result<Event, E>,
     ) -> Result<Trace, String> {
         let name = name.into();
+        let whole = match text.rfind('\n') {
+            Some(end) => &text[..=end],
+            None => "",
+        };
         let mut events = Vec::new();
-        for (i, line) in text.lines().enumerate() {
+        for (i, line) in whole.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
@@ -67,7 +79,9 @@ impl Trace {
 /// A replay that went through: how many steps, over how many traces.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Accepted {
+    /// The steps replayed: every event of every trace but their `Process` lines.
     pub steps: usize,
+    /// The traces merged: one per process of the run.
     pub traces: usize,
 }
 
@@ -78,14 +92,18 @@ pub struct Divergence {
     pub at: Option<(usize, usize)>,
     /// Steps accepted before it.
     pub steps: usize,
+    /// What went wrong, citing the trace's name and line where one is to blame.
     pub why: String,
 }
 
 /// A step taken: which trace and event, and the partition it was about.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {
+    /// The trace's index in the slice given to [`Replayer::new`].
     pub trace: usize,
+    /// The event's index in that trace (0-based; event 0 is its `Process` line).
     pub event: usize,
+    /// The partition a replica step or recovery was about; `None` for a controller's events.
     pub partition: Option<PartitionId>,
 }
 
