@@ -16,15 +16,19 @@
 //!   log cut where a power cut would cut a file);
 //! - its last high watermark checkpoint: the offset of the latest
 //!   `Effect::CheckpointHighWatermark` it carried out (zero if none);
-//! - whether its last stop was clean (KIP-966), which it tells the controller when it registers.
+//! - whether its last stop was clean (KIP-966), which its session tells the controller when it
+//!   registers.
 //!
-//! It starts with `Replica::recover(id, partition, log, checkpoint)` and registers; the
-//! controller's LeaderAndIsr makes it a follower, which reconciles its log with the leader's
-//! (truncating what the leader does not hold) and fetches the rest.
+//! It starts with `Replica::recover(id, partition, log, checkpoint)` and a new
+//! `BrokerSession`, which registers; the controller's LeaderAndIsr makes it a follower, which
+//! reconciles its log with the leader's (truncating what the leader does not hold) and fetches
+//! the rest. The session heartbeats, and registers again if the controller fenced the broker:
+//! the driver only carries its messages and tells it what the controller answered.
 
+use isr::broker::{Effect as SessionEffect, Input as SessionInput};
 use isr::{
-    Acks, BrokerId, Config, Controller, ControllerInput, Effect, Effects, Envelope, Log, MemLog,
-    Message, Node, Offset, PartitionId, Replica, ReplicaInput, Tick, WriteError,
+    Acks, BrokerId, BrokerSession, Config, Controller, ControllerInput, Effect, Effects, Envelope,
+    Log, MemLog, Message, Node, Offset, PartitionId, Replica, ReplicaInput, Tick, WriteError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -42,8 +46,8 @@ enum Event {
     Message(Envelope<String>),
     /// A producer's write, to the leader; the acknowledgement (or refusal) goes to the sender.
     Write(u64, String, Producer),
-    /// The controller found this broker fenced: register again.
-    MustRegister,
+    /// The controller's answer to a broker's registration or heartbeat, for its session.
+    Session(SessionInput),
     /// Asks a broker for its log's records.
     Log(Sender<Vec<String>>),
     /// Asks the controller for the partition's ISR.
@@ -135,25 +139,11 @@ fn broker(
 ) -> Receiver<Event> {
     let start = Instant::now();
     let now = || clock(start);
-    let to_controller = |message| {
-        send(
-            &routes,
-            Envelope {
-                from: Node::Broker(id),
-                to: Node::Controller,
-                message,
-            },
-        )
-    };
-    let register = |clean_shutdown| Message::BrokerRegistration {
-        broker: id,
-        clean_shutdown,
-    };
+    // A restarted process's last run was killed: its registration says unclean (KIP-966). A
+    // first start has no last run to have lost anything.
+    let mut session = BrokerSession::new(id, restarted.is_none());
     let replica = match restarted {
-        Some(disk) => {
-            to_controller(register(false));
-            Replica::recover(id, PARTITION, disk.log, disk.hw_checkpoint)
-        }
+        Some(disk) => Replica::recover(id, PARTITION, disk.log, disk.hw_checkpoint),
         None => Replica::new(id, PARTITION, MemLog::default()),
     };
     let mut node = Broker {
@@ -161,6 +151,24 @@ fn broker(
         replica,
         acks: BTreeMap::new(),
     };
+    // The session's effects: messages to the controller; a session lost (no answers for a
+    // session's length) is opened again, since the controller here is always the same one.
+    let session_step = |session: &mut BrokerSession, input| {
+        let mut effects: Vec<SessionEffect<String>> = session.step(&cfg, now(), input);
+        while !effects.is_empty() {
+            let mut reopened = Vec::new();
+            for effect in effects {
+                match effect {
+                    SessionEffect::Send(envelope) => send(&routes, envelope),
+                    SessionEffect::SessionLost => {
+                        reopened = session.step(&cfg, now(), SessionInput::SessionOpened)
+                    }
+                }
+            }
+            effects = reopened;
+        }
+    };
+    session_step(&mut session, SessionInput::SessionOpened);
     let mut ticked = Tick(0);
     loop {
         let input = match inbox.recv_timeout(TICK) {
@@ -176,9 +184,8 @@ fn broker(
                     acks: Acks::All,
                 })
             }
-            // Fenced while running: the log is intact, so the registration says clean.
-            Ok(Event::MustRegister) => {
-                to_controller(register(true));
+            Ok(Event::Session(input)) => {
+                session_step(&mut session, input);
                 None
             }
             Ok(Event::Log(reply)) => {
@@ -198,44 +205,43 @@ fn broker(
         if let Some(input) = input {
             node.step(&cfg, t, input, &routes);
         }
-        // Once per tick: the core's timers, and a heartbeat (sessions are the driver's business).
+        // Once per tick: the core's timers; and the session's when they are due.
         if t > ticked {
             ticked = t;
             node.step(&cfg, t, ReplicaInput::Tick, &routes);
-            to_controller(Message::BrokerHeartbeat { broker: id });
+        }
+        if session.next_timeout(&cfg).is_some_and(|due| due <= t) {
+            session_step(&mut session, SessionInput::Tick);
         }
     }
 }
 
-/// The controller: registers the brokers, creates the partition, then answers AlterPartition
-/// and registrations, and fences brokers whose heartbeats stop.
+/// The controller: answers the brokers' registrations and heartbeats, creates the partition
+/// once every broker registered, then answers AlterPartition and fences brokers whose
+/// heartbeats stop.
 fn controller(cfg: Config, inbox: Receiver<Event>, routes: Routes, brokers: Vec<BrokerId>) {
     let start = Instant::now();
     let now = || clock(start);
     let mut c = Controller::new();
+    let to_session = |broker, input| {
+        let _ = routes[&Node::Broker(broker)].send(Event::Session(input));
+    };
+    // Carries out a step's effects; whether it asked `broker` to register again.
     let carry_out = |effects: Effects<String>| {
+        let mut must_register = BTreeSet::new();
         for effect in effects {
             match effect {
                 Effect::Send(envelope) => send(&routes, envelope),
                 Effect::MustRegister { broker } => {
-                    let _ = routes[&Node::Broker(broker)].send(Event::MustRegister);
+                    must_register.insert(broker);
+                    to_session(broker, SessionInput::MustRegister);
                 }
                 _ => {}
             }
         }
+        must_register
     };
-    for &broker in &brokers {
-        let register = ControllerInput::Register {
-            broker,
-            clean_shutdown: true,
-            elects: None,
-        };
-        carry_out(c.step(&cfg, now(), register));
-    }
-    carry_out(
-        c.create_partition(PARTITION, brokers, cfg.min_insync_replicas)
-            .expect("every broker is registered"),
-    );
+    let mut created = false;
     let mut ticked = Tick(0);
     loop {
         let input = match inbox.recv_timeout(TICK) {
@@ -258,7 +264,32 @@ fn controller(cfg: Config, inbox: Receiver<Event>, routes: Routes, brokers: Vec<
         let tick = (t > ticked).then_some(ControllerInput::Tick);
         ticked = ticked.max(t);
         for input in input.into_iter().chain(tick) {
-            carry_out(c.step(&cfg, t, input));
+            // A registration or a heartbeat is answered once stepped (a real controller would
+            // answer once the step is durable), so the broker's session knows where it stands.
+            let answer = match &input {
+                ControllerInput::Message {
+                    message: Message::BrokerRegistration { broker, .. },
+                    ..
+                } => Some((*broker, SessionInput::RegistrationAnswered)),
+                ControllerInput::Message {
+                    message: Message::BrokerHeartbeat { broker },
+                    ..
+                } => Some((*broker, SessionInput::HeartbeatAnswered)),
+                _ => None,
+            };
+            let must_register = carry_out(c.step(&cfg, t, input));
+            if let Some((broker, answer)) = answer {
+                if !must_register.contains(&broker) {
+                    to_session(broker, answer);
+                }
+            }
+        }
+        if !created && brokers.iter().all(|&b| c.is_alive(b)) {
+            created = true;
+            carry_out(
+                c.create_partition(PARTITION, brokers.clone(), cfg.min_insync_replicas)
+                    .expect("every broker is registered"),
+            );
         }
     }
 }
@@ -300,6 +331,11 @@ fn main() {
         fetch_max_wait: Tick(5),
         ..Config::default()
     };
+    // Checked once, before the first step: the core does not check it on every step.
+    if let Err(e) = cfg.validate() {
+        eprintln!("invalid configuration: {e}");
+        std::process::exit(2);
+    }
     let brokers: Vec<BrokerId> = (1..=3).map(BrokerId).collect();
     let mut routes = Routes::new();
     let mut inboxes = BTreeMap::new();

@@ -4,7 +4,7 @@
 //! and [`Rules::default`] is the safe protocol. Turning one switch back to its historical value
 //! lets the model checker show the bug that the rule fixed.
 
-use crate::error::ParseError;
+use crate::error::{ConfigError, ParseError};
 use crate::types::Tick;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -96,10 +96,16 @@ impl Default for Rules {
 /// One row of [`Rules::describe`]: a switch's name, current value, safe value and choices.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RuleInfo {
+    /// The switch's name, as [`Rules::set`] takes it (`epoch-fencing`, `elr`, ...).
     pub name: &'static str,
+    /// Its value in these rules, spelled as [`Rules::set`] takes it (`on`, `kip101`, ...).
     pub value: String,
+    /// Its value in the safe protocol, [`Rules::default`].
     pub safe: String,
+    /// The values it accepts, comma-separated.
     pub choices: &'static str,
+    /// The rule of spec/protocol.md it switches, with its number and the KIP or JIRA that
+    /// introduced it.
     pub rule: &'static str,
 }
 
@@ -275,13 +281,18 @@ impl fmt::Display for FlushPolicy {
 /// the only time the core knows: the driver says how long a tick is, and passes them in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Config {
+    /// The rule switches: the safe protocol, or one with a historical fix turned off.
     pub rules: Rules,
     /// The default `min.insync.replicas` of new partitions.
     pub min_insync_replicas: usize,
     /// A follower that has not caught up to the leader's LEO for this long leaves the ISR.
     pub replica_lag_max: Tick,
-    /// A broker whose last heartbeat is older than this is fenced by the controller.
+    /// A broker whose last heartbeat is older than this is fenced by the controller; a broker
+    /// whose controller answered no heartbeat for this long looks for the active one.
     pub session_timeout: Tick,
+    /// A broker heartbeats this often ([`crate::broker::Session`]): several times per session,
+    /// so that one late heartbeat does not fence it (Kafka: every 2 s, sessions of 9 s).
+    pub heartbeat_interval: Tick,
     /// The most log entries one Fetch answer or consumer read carries.
     pub fetch_max_entries: usize,
     /// The most bytes of records one Fetch answer carries (Kafka's replica.fetch.max.bytes),
@@ -302,6 +313,88 @@ pub struct Config {
     pub hw_checkpoint_interval: Tick,
 }
 
+impl Config {
+    /// Checks that every setting can be run: each is at least the least value that keeps the
+    /// protocol live. A driver checks its configuration once, before the first step; the core
+    /// does not check it on every step. Zero is allowed where it means "off": `fetch_max_wait`
+    /// (never hold a Fetch) and `hw_checkpoint_interval` (checkpoint with every change).
+    ///
+    /// ```
+    /// use isr::{Config, ConfigError};
+    ///
+    /// assert_eq!(Config::default().validate(), Ok(()));
+    /// let none_in_sync = Config { min_insync_replicas: 0, ..Config::default() };
+    /// assert!(matches!(
+    ///     none_in_sync.validate(),
+    ///     Err(ConfigError::TooSmall { setting: "min_insync_replicas", .. })
+    /// ));
+    /// ```
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let at_least = |setting, value: u64, least, why| {
+            if value < least {
+                Err(ConfigError::TooSmall {
+                    setting,
+                    value,
+                    least,
+                    why,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        at_least(
+            "min_insync_replicas",
+            self.min_insync_replicas as u64,
+            1,
+            "the leader is always in sync with itself",
+        )?;
+        at_least(
+            "fetch_max_entries",
+            self.fetch_max_entries as u64,
+            1,
+            "a Fetch answer that carries nothing never lets a follower catch up",
+        )?;
+        at_least(
+            "replica_lag_max",
+            self.replica_lag_max.0,
+            1,
+            "a follower must have some time to catch up",
+        )?;
+        at_least(
+            "session_timeout",
+            self.session_timeout.0,
+            1,
+            "a session must outlast the tick its heartbeat came in",
+        )?;
+        at_least(
+            "heartbeat_interval",
+            self.heartbeat_interval.0,
+            1,
+            "a broker heartbeating with every tick still waits for the next one",
+        )?;
+        if self.heartbeat_interval >= self.session_timeout {
+            return Err(ConfigError::TooSmall {
+                setting: "session_timeout",
+                value: self.session_timeout.0,
+                least: self.heartbeat_interval.0 + 1,
+                why: "a session must last longer than the time between two heartbeats",
+            });
+        }
+        at_least(
+            "request_timeout",
+            self.request_timeout.0,
+            1,
+            "a request needs time to be answered before it is sent again",
+        )?;
+        at_least(
+            "retry_backoff",
+            self.retry_backoff.0,
+            1,
+            "asking again at once after an error only spins",
+        )
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -309,6 +402,7 @@ impl Default for Config {
             min_insync_replicas: 2,
             replica_lag_max: Tick(30),
             session_timeout: Tick(18),
+            heartbeat_interval: Tick(4),
             fetch_max_entries: 1000,
             fetch_max_bytes: usize::MAX,
             request_timeout: Tick(10),

@@ -14,15 +14,22 @@ pub enum WriteError {
     NotLeader,
     /// acks=all while the ISR is smaller than `min.insync.replicas` (rule 9).
     #[error("NOT_ENOUGH_REPLICAS: the ISR has {isr} members, min.insync.replicas is {min}")]
-    NotEnoughReplicas { isr: usize, min: usize },
+    NotEnoughReplicas {
+        /// How many members the ISR the controller last confirmed has.
+        isr: usize,
+        /// The partition's `min.insync.replicas`.
+        min: usize,
+    },
     /// The log did not take the records: its storage failed (Kafka's KAFKA_STORAGE_ERROR). The
     /// driver stops the replica; the producer retries with the next leader.
     #[error("KAFKA_STORAGE_ERROR: the leader's log did not take the records")]
     LogFailed,
-    /// A retry named records the log does not hold (`Replica::leader_retry`).
+    /// A retry named records the log does not hold (`ReplicaInput::Retry`).
     #[error("offsets {base_offset}..{end_offset} are not in the log")]
     NotInLog {
+        /// The offset of the retried batch's first record.
         base_offset: Offset,
+        /// The offset just after the retried batch's last record.
         end_offset: Offset,
     },
 }
@@ -50,43 +57,47 @@ pub enum EpochError {
     StaleBrokerEpoch,
 }
 
-/// Why a leader could not propose an ISR change.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
-)]
-pub enum IsrChangeError {
-    #[error("this replica does not lead the partition")]
-    NotLeader,
-    #[error("an AlterPartition is already pending")]
-    ChangePending,
-    #[error("{0} is not a follower in the ISR")]
-    NotAFollowerInIsr(BrokerId),
-}
-
 /// Why the controller refused an AlterPartition (rule 7).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize)]
 pub enum AlterPartitionError {
+    /// The sender is not the partition's leader at the controller, or the ISR it proposes
+    /// leaves itself out.
     #[error("the sender does not lead the partition")]
     NotLeader,
+    /// The request was sent in another leader epoch than the controller's: a leader of an
+    /// earlier term, deposed since (Kafka's FENCED_LEADER_EPOCH).
     #[error("FENCED_LEADER_EPOCH: request at {request}, controller at {current}")]
     FencedLeaderEpoch {
+        /// The leader epoch the request was sent in.
         request: LeaderEpoch,
+        /// The partition's leader epoch at the controller.
         current: LeaderEpoch,
     },
+    /// The compare-and-set failed: the request was built on another version of the partition
+    /// state than the controller's. A duplicate of an accepted request is refused this way, so
+    /// the controller also sends the leader a LeaderAndIsr with the current state.
     #[error("INVALID_UPDATE_VERSION: request at {request}, controller at {current}")]
     InvalidUpdateVersion {
+        /// The partition epoch the request was based on.
         request: PartitionEpoch,
+        /// The partition epoch at the controller.
         current: PartitionEpoch,
     },
+    /// A replica the request adds is not assigned, not alive, or registered since in another
+    /// broker epoch than the one whose Fetch proved it caught up (KIP-903): a restarted
+    /// incarnation may have lost what the old one fetched.
     #[error("INELIGIBLE_REPLICA: {0} is not alive, or has re-registered since it fetched")]
     IneligibleReplica(BrokerId),
+    /// The controller holds no such partition (never created, or deleted).
     #[error("unknown partition")]
     UnknownPartition,
     /// The leader has seen a newer controller than the one it asked: this one is deposed and
     /// must not decide (KAFKA-14154). The leader keeps its proposal and asks the current one.
     #[error("NOT_CONTROLLER: request from a broker at {request}, this controller is at {current}")]
     NotController {
+        /// The newest controller epoch the leader had heard of.
         request: ControllerEpoch,
+        /// The epoch of the controller that refused.
         current: ControllerEpoch,
     },
 }
@@ -96,8 +107,11 @@ pub enum AlterPartitionError {
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
 )]
 pub enum ReadError {
+    /// This replica does not lead the partition: consumers read from the leader.
     #[error("NOT_LEADER_OR_FOLLOWER: this replica does not lead the partition")]
     NotLeader,
+    /// The read starts below the log start offset or above the high watermark: only committed
+    /// records are served.
     #[error("OFFSET_OUT_OF_RANGE")]
     OffsetOutOfRange,
 }
@@ -106,12 +120,17 @@ pub enum ReadError {
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 #[error("invalid {what} `{value}`: expected one of {expected}")]
 pub struct ParseError {
+    /// What was being parsed: a setting's name (`acks`, `flush`, ...), or `rule` for an unknown
+    /// rule switch.
     pub what: &'static str,
+    /// The text given.
     pub value: String,
+    /// The accepted values, comma-separated.
     pub expected: &'static str,
 }
 
 impl ParseError {
+    /// The error for `value`, given for `what`, which accepts `expected`.
     pub fn new(what: &'static str, value: &str, expected: &'static str) -> Self {
         ParseError {
             what,
@@ -119,4 +138,22 @@ impl ParseError {
             expected,
         }
     }
+}
+
+/// Why a [`Config`](crate::Config) cannot be run ([`Config::validate`](crate::Config::validate)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Error, Serialize, Deserialize)]
+pub enum ConfigError {
+    /// A setting below its least meaningful value: no replica could be in sync, no Fetch
+    /// answer could carry a record, or a timer would fire on every tick.
+    #[error("{setting} is {value}, but must be at least {least}: {why}")]
+    TooSmall {
+        /// The setting's field name in [`Config`](crate::Config).
+        setting: &'static str,
+        /// Its value (ticks for times).
+        value: u64,
+        /// The least value it may have.
+        least: u64,
+        /// Why a smaller one cannot run.
+        why: &'static str,
+    },
 }

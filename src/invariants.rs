@@ -8,10 +8,10 @@ use crate::config::FlushPolicy;
 use crate::controller::Controller;
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
-use crate::replica::Replica;
-use crate::types::{BrokerId, Offset, PartitionId};
+use crate::replica::{Replica, Role};
+use crate::types::{BrokerId, LeaderEpoch, Offset, PartitionId};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Debug};
 use thiserror::Error;
 
@@ -25,6 +25,11 @@ pub struct History<R: Ord> {
     pub acknowledged: BTreeSet<(Offset, Entry<R>)>,
     /// Every (offset, entry) a consumer was given.
     pub consumed: BTreeSet<(Offset, Entry<R>)>,
+    /// acks=all acknowledgements given while the acknowledging leader knew fewer than
+    /// `min.insync.replicas` replicas to hold the record: (offset, copies it knew of). Empty in
+    /// every run of a correct protocol, so it adds no state to a model's.
+    #[serde(default)]
+    pub short_acknowledgements: BTreeSet<(Offset, usize)>,
 }
 
 impl<R: Ord> Default for History<R> {
@@ -33,6 +38,7 @@ impl<R: Ord> Default for History<R> {
             committed: BTreeSet::new(),
             acknowledged: BTreeSet::new(),
             consumed: BTreeSet::new(),
+            short_acknowledgements: BTreeSet::new(),
         }
     }
 }
@@ -74,9 +80,13 @@ pub struct ClusterView<'a, L: Log>
 where
     L::Record: Ord,
 {
+    /// The partition the properties speak of.
     pub partition: PartitionId,
+    /// The active controller: its partition state is the truth (the ISR, the leader).
     pub controller: &'a Controller,
+    /// Every replica of the partition, running or not.
     pub replicas: Vec<&'a Replica<L>>,
+    /// What the driver saw happen: commits, acknowledgements, reads.
     pub history: &'a History<L::Record>,
     /// The flush policy the replicas run under: what a leader counts of its own log.
     pub flush: FlushPolicy,
@@ -86,81 +96,171 @@ where
     pub stalled_reconciliation: Option<BrokerId>,
 }
 
-/// A broken property, with the evidence.
+/// A broken property, with the evidence. Each message names the property and says what was
+/// found, so a counterexample explains itself.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
 pub enum Violation {
+    /// **StrongIsr** broken.
     #[error("StrongIsr: leader {leader} has HW {hw}, but ISR member {member} differs at offset {offset}")]
     StrongIsr {
+        /// The replica that believes it leads.
         leader: BrokerId,
+        /// The running member of the controller's ISR that differs from it.
         member: BrokerId,
+        /// The leader's high watermark.
         hw: Offset,
+        /// The first offset below it where the two logs differ.
         offset: Offset,
     },
+    /// **WeakIsr** broken.
     #[error("WeakIsr: leader {leader} has HW {hw}, but its cached ISR member {member} differs at offset {offset}")]
     WeakIsr {
+        /// The replica that believes it leads.
         leader: BrokerId,
+        /// The running member of its cached ISR that differs from it.
         member: BrokerId,
+        /// The leader's high watermark.
         hw: Offset,
+        /// The first offset below it where the two logs differ.
         offset: Offset,
     },
+    /// **LeaderInIsr** broken.
     #[error("LeaderInIsr: the controller's leader {leader} is not in its ISR")]
-    LeaderInIsr { leader: BrokerId },
+    LeaderInIsr {
+        /// The controller's leader.
+        leader: BrokerId,
+    },
+    /// **ValidHighWatermark** broken.
     #[error(
         "ValidHighWatermark: leader {leader} has HW {hw}, but ISR member {member} has LEO {leo}"
     )]
     ValidHighWatermark {
+        /// The replica that believes it leads.
         leader: BrokerId,
+        /// The ISR member whose log is shorter than the leader's HW.
         member: BrokerId,
+        /// The leader's high watermark.
         hw: Offset,
+        /// The member's log end offset.
         leo: Offset,
     },
+    /// **LogMatching** broken.
     #[error("LogMatching: {a} and {b} differ at offset {offset}, below both of their HWs")]
     LogMatching {
+        /// One replica (the smaller id).
         a: BrokerId,
+        /// The other.
         b: BrokerId,
+        /// The first offset below both HWs where their logs differ.
         offset: Offset,
     },
+    /// **CommittedRecordsSurviveLeaderFailure** broken.
     #[error("CommittedRecordsSurviveLeaderFailure: leader {leader} lacks the committed record at offset {offset} ({record})")]
     CommittedRecordLost {
+        /// The current leader.
         leader: BrokerId,
+        /// Where the committed record was.
         offset: Offset,
+        /// The committed entry, as the history kept it.
         record: String,
     },
+    /// **ConsumerReadsAreNeverRevoked** broken.
     #[error("ConsumerReadsAreNeverRevoked: leader {leader} lacks the consumed record at offset {offset} ({record})")]
     ConsumedRecordRevoked {
+        /// The current leader.
         leader: BrokerId,
+        /// Where the consumed record was.
         offset: Offset,
+        /// The consumed entry, as the history kept it.
         record: String,
     },
+    /// **HighWatermarkKeepsUp** broken.
     #[error("HighWatermarkKeepsUp: leader {leader} has HW {hw}, but its confirmed ISR's fetches prove {proven}")]
     HighWatermarkBehind {
+        /// The leader.
         leader: BrokerId,
+        /// Its high watermark.
         hw: Offset,
+        /// What its own log and its confirmed ISR's fetches prove.
         proven: Offset,
     },
+    /// **ReconciliationProgresses** broken.
     #[error("ReconciliationProgresses: {follower} acted on an OffsetForLeaderEpoch answer and asks about the same epoch again")]
-    ReconciliationStalled { follower: BrokerId },
+    ReconciliationStalled {
+        /// The follower that made no progress.
+        follower: BrokerId,
+    },
+    /// **ReplicasAreConsistent** broken.
     #[error("ReplicasAreConsistent: replica {replica} is inconsistent: {what}")]
-    Replica { replica: BrokerId, what: String },
+    Replica {
+        /// The inconsistent replica.
+        replica: BrokerId,
+        /// Which of its local invariants fails, and how.
+        what: String,
+    },
+    /// **AcknowledgedOnMinIsr** broken.
+    #[error("AcknowledgedOnMinIsr: the acks=all write at offset {offset} was acknowledged by a leader that knew {copies} replicas to hold it, fewer than min.insync.replicas")]
+    AcknowledgedShort {
+        /// Where the acknowledged record is.
+        offset: Offset,
+        /// How many replicas the leader knew to hold it ([`known_copies`]).
+        copies: usize,
+    },
+    /// **ControllerStateIsConsistent** broken.
+    #[error("ControllerStateIsConsistent: {what}")]
+    ControllerState {
+        /// Which part of the controller's partition state is inconsistent, and how.
+        what: String,
+    },
+    /// **LeaderEpochsAreUnique** broken.
+    #[error("LeaderEpochsAreUnique: leader epoch {epoch} names both {a} and {b} as leader")]
+    LeaderEpochTwice {
+        /// The epoch named twice.
+        epoch: LeaderEpoch,
+        /// One leader it names (the smaller id).
+        a: BrokerId,
+        /// The other.
+        b: BrokerId,
+    },
 }
 
 /// The properties of section 4 of the reference, by their anchor names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Property {
+    /// [`strong_isr`]: a leader's committed prefix is on every running member of the
+    /// controller's ISR.
     StrongIsr,
+    /// [`weak_isr`]: the same, against the leader's cached ISR.
     WeakIsr,
+    /// [`leader_in_isr`]: the controller's leader is in its ISR.
     LeaderInIsr,
+    /// [`valid_high_watermark`]: no leader's HW passes an ISR member's LEO.
     ValidHighWatermark,
+    /// [`log_matching`]: two replicas agree below both of their HWs.
     LogMatching,
+    /// [`committed_records_survive`]: the current leader holds every committed record.
     CommittedRecordsSurviveLeaderFailure,
+    /// [`consumer_reads_never_revoked`]: the current leader holds every record a consumer read.
     ConsumerReadsAreNeverRevoked,
+    /// [`high_watermark_keeps_up`]: a leader's HW is no lower than its ISR's fetches prove.
     HighWatermarkKeepsUp,
+    /// [`reconciliation_progresses`]: no follower acts on an OffsetForLeaderEpoch answer
+    /// without progress.
     ReconciliationProgresses,
+    /// [`replica_is_consistent`], for every replica.
     ReplicasAreConsistent,
+    /// [`acknowledged_on_min_isr`]: acks=all acknowledgements are given on min ISR copies.
+    AcknowledgedOnMinIsr,
+    /// [`controller_state_is_consistent`]: ISR and ELR disjoint, the ELR empty at min ISR,
+    /// epochs in step.
+    ControllerStateIsConsistent,
+    /// [`leader_epochs_are_unique`]: one leader per leader epoch.
+    LeaderEpochsAreUnique,
 }
 
 impl Property {
-    pub const ALL: [Property; 10] = [
+    /// Every property, in the order the checker reports them.
+    pub const ALL: [Property; 13] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -171,8 +271,13 @@ impl Property {
         Property::HighWatermarkKeepsUp,
         Property::ReconciliationProgresses,
         Property::ReplicasAreConsistent,
+        Property::AcknowledgedOnMinIsr,
+        Property::ControllerStateIsConsistent,
+        Property::LeaderEpochsAreUnique,
     ];
 
+    /// The property's name, as spec/properties.md and the checker spell it (the TLA+
+    /// anchor's where it has one).
     pub fn name(self) -> &'static str {
         match self {
             Property::StrongIsr => "StrongIsr",
@@ -187,6 +292,9 @@ impl Property {
             Property::HighWatermarkKeepsUp => "HighWatermarkKeepsUp",
             Property::ReconciliationProgresses => "ReconciliationProgresses",
             Property::ReplicasAreConsistent => "ReplicasAreConsistent",
+            Property::AcknowledgedOnMinIsr => "AcknowledgedOnMinIsr",
+            Property::ControllerStateIsConsistent => "ControllerStateIsConsistent",
+            Property::LeaderEpochsAreUnique => "LeaderEpochsAreUnique",
         }
     }
 
@@ -209,6 +317,9 @@ impl Property {
                 .replicas
                 .iter()
                 .try_for_each(|r| replica_is_consistent(r)),
+            Property::AcknowledgedOnMinIsr => acknowledged_on_min_isr(view),
+            Property::ControllerStateIsConsistent => controller_state_is_consistent(view),
+            Property::LeaderEpochsAreUnique => leader_epochs_are_unique(view),
         }
     }
 }
@@ -522,6 +633,123 @@ where
         Some(follower) => Err(Violation::ReconciliationStalled { follower }),
         None => Ok(()),
     }
+}
+
+/// How many replicas `leader` knows to hold the entry at `offset`: itself, if its log holds it,
+/// and each follower whose last fetch in its epoch proved a log end past it. What a leader
+/// knows, not what the logs hold: under page-cache acknowledgement a follower may lose what it
+/// reported in an unclean crash (KIP-966 bounds those crashes, not the count).
+pub fn known_copies<L: Log>(leader: &Replica<L>, offset: Offset) -> usize {
+    let own = usize::from(leader.log_end_offset() > offset);
+    let followers = leader.leader_state().map_or(0, |state| {
+        state
+            .followers
+            .values()
+            .filter(|f| f.log_end_offset.is_some_and(|leo| leo > offset))
+            .count()
+    });
+    own + followers
+}
+
+/// What the history keeps of `leader`'s acknowledgement of the acks=all write at `offset`, if
+/// it knew fewer than its `min.insync.replicas` replicas to hold it ([`known_copies`]): the
+/// offset and the copies it knew of, for [`History::short_acknowledgements`].
+pub fn short_acknowledgement<L: Log>(
+    leader: &Replica<L>,
+    offset: Offset,
+) -> Option<(Offset, usize)> {
+    let state = leader.leader_state()?;
+    let copies = known_copies(leader, offset);
+    (copies < state.min_insync_replicas).then_some((offset, copies))
+}
+
+/// **AcknowledgedOnMinIsr**: every acks=all acknowledgement was given by a leader that knew at
+/// least `min.insync.replicas` replicas to hold the record ([`short_acknowledgement`], which
+/// the driver notes in the history as it carries the acknowledgement out). Strict min ISR guards it through
+/// the high watermark; without this property a fault there is caught only if it loses a
+/// committed record, which the ELR can hide.
+pub fn acknowledged_on_min_isr<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    match view.history.short_acknowledgements.iter().next() {
+        Some(&(offset, copies)) => Err(Violation::AcknowledgedShort { offset, copies }),
+        None => Ok(()),
+    }
+}
+
+/// **ControllerStateIsConsistent**: in the controller's partition state, the ISR and the ELR
+/// are disjoint subsets of the assigned replicas; the ELR is empty while the ISR has at least
+/// `min.insync.replicas` members (KIP-966 keeps eligible replicas only below it); and the
+/// partition epoch is never behind the leader epoch (every election bumps both, every other
+/// change the partition epoch alone, so the two only grow, together).
+pub fn controller_state_is_consistent<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    let Some(state) = view.controller.partition(view.partition) else {
+        return Ok(());
+    };
+    let what = if let Some(b) = state.isr.intersection(&state.elr).next() {
+        format!(
+            "{b} is in both the ISR {:?} and the ELR {:?}",
+            state.isr, state.elr
+        )
+    } else if !state.elr.is_empty() && state.isr.len() >= state.min_insync_replicas {
+        format!(
+            "the ELR {:?} is not empty, but the ISR {:?} has min.insync.replicas={} members",
+            state.elr, state.isr, state.min_insync_replicas
+        )
+    } else if let Some(b) = state
+        .isr
+        .union(&state.elr)
+        .find(|b| !state.assigned.contains(b))
+    {
+        format!(
+            "{b} is in the ISR or the ELR but not assigned {:?}",
+            state.assigned
+        )
+    } else if state.partition_epoch.0 < state.leader_epoch.0 {
+        format!(
+            "partition epoch {} is behind leader epoch {}",
+            state.partition_epoch.0, state.leader_epoch.0
+        )
+    } else {
+        return Ok(());
+    };
+    Err(Violation::ControllerState { what })
+}
+
+/// **LeaderEpochsAreUnique**: no two elections gave one leader epoch to different leaders, as
+/// far as the state shows them: the controller's leader and epoch, each leader's epoch, and the
+/// leader each running follower follows in its epoch name one leader per epoch.
+pub fn leader_epochs_are_unique<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    let controller = view
+        .controller
+        .partition(view.partition)
+        .and_then(|s| Some((s.leader_epoch, s.leader?)));
+    let replicas = view.replicas.iter().filter_map(|r| match r.role() {
+        Role::Leader(_) => Some((r.leader_epoch(), r.id())),
+        Role::Follower(f) => Some((r.leader_epoch(), f.leader?)),
+        Role::Offline => None,
+    });
+    let mut named: BTreeMap<LeaderEpoch, BrokerId> = BTreeMap::new();
+    for (epoch, leader) in controller.into_iter().chain(replicas) {
+        match named.insert(epoch, leader) {
+            Some(other) if other != leader => {
+                return Err(Violation::LeaderEpochTwice {
+                    epoch,
+                    a: other.min(leader),
+                    b: other.max(leader),
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// **ReplicasAreConsistent**, for one replica: HW ≤ LEO, flushed ≤ LEO, the epoch cache is the

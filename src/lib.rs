@@ -4,7 +4,8 @@
 //! in-sync replica set (ISR), the high watermark (HW), leader epochs and the controller that
 //! elects leaders. It does no I/O, reads no clock, starts no thread and draws no random number.
 //! Inputs (messages, producer writes, consumer reads, ticks and timers, completed flushes,
-//! crashes) go in through one method each of [`Replica`] and [`Controller`], `step`; outputs
+//! crashes) go in through one method each of [`Replica`], [`Controller`] and a broker's
+//! [`BrokerSession`] with the controller, `step`; outputs
 //! come back as [`Effect`]s for the driver to carry out, in order; logs sit behind the [`Log`]
 //! trait.
 //!
@@ -17,6 +18,10 @@
 //! Every rule whose absence once lost data in Kafka is a switch in [`Rules`]; the default is the
 //! safe protocol. The properties that must hold are pure functions in [`invariants`].
 
+// Every public item says what it is for: the API is read from its docs.
+#![deny(missing_docs)]
+
+pub mod broker;
 pub mod config;
 pub mod controller;
 pub mod epoch_cache;
@@ -32,15 +37,14 @@ pub mod sim;
 pub mod trace;
 pub mod types;
 
+pub use broker::Session as BrokerSession;
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};
 pub use controller::{
     BrokerState, Controller, ControllerError, Election, Input as ControllerInput, MetadataRecord,
     Ready,
 };
 pub use epoch_cache::EpochCache;
-pub use error::{
-    AlterPartitionError, EpochError, IsrChangeError, ParseError, ReadError, WriteError,
-};
+pub use error::{AlterPartitionError, ConfigError, EpochError, ParseError, ReadError, WriteError};
 pub use invariants::{ClusterView, History, Property, Violation};
 pub use log::{Entry, Log, MemLog};
 pub use message::{

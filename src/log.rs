@@ -16,7 +16,10 @@ use std::fmt::Debug;
 /// One record in a log, stamped with the leader epoch it was first appended in (rule 1).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Entry<R> {
+    /// The leader epoch of the leader that first appended it; followers copy it unchanged, and
+    /// reconciliation compares logs by it (OffsetForLeaderEpoch).
     pub epoch: LeaderEpoch,
+    /// The payload: what the producer wrote.
     pub record: R,
 }
 
@@ -123,11 +126,12 @@ impl<R: Clone> Default for MemLog<R> {
 }
 
 impl<R: Clone> MemLog<R> {
+    /// An empty log, nothing flushed: a new partition's.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Whether the disk under this log is full: a full log takes no appends, as a disk log
+    /// Fills the disk under this log, or frees it: a full log takes no appends, as a disk log
     /// whose writes fail with ENOSPC.
     pub fn set_full(&mut self, full: bool) {
         self.full = full;

@@ -195,6 +195,9 @@ impl<'a> Renaming<'a> {
 
 /// A value that names brokers and can be rewritten in place under a [`Renaming`].
 pub trait RenameBrokers {
+    /// Rewrites this value in place as `r` says: every broker it names gets its new name
+    /// ([`Renaming::broker`]), every broker epoch its new number ([`Renaming::epoch`]), and
+    /// every assignment its new order, if `r` forgets assignment order.
     fn rename_brokers(&mut self, r: &Renaming);
 }
 

@@ -13,9 +13,10 @@
 //! shared between clones until one of them changes (copy on write), so a model checker can hold
 //! millions of clusters and a step copies only what it changes.
 
+use crate::broker::{Effect as SessionEffect, Input as SessionInput, Session as BrokerSession};
 use crate::config::{Config, FlushPolicy};
 use crate::controller::{Controller, Input as ControllerInput};
-use crate::invariants::{ClusterView, History, Property, Violation};
+use crate::invariants::{short_acknowledgement, ClusterView, History, Property, Violation};
 use crate::log::{Entry, Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
 use crate::replica::{Input as ReplicaInput, Replica, Timer};
@@ -27,6 +28,16 @@ use std::sync::Arc;
 
 /// Records in the simulation are small numbers: the n-th record written is `n`.
 pub type Record = u8;
+
+/// Why a broker registers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Registering {
+    /// It restarted: a new incarnation.
+    Restarted,
+    /// It runs on, and the controller fenced it (it heard a heartbeat from it, and answered
+    /// MustRegister).
+    Fenced,
+}
 
 /// The one partition a simulated cluster replicates.
 pub const PARTITION: PartitionId = PartitionId(0);
@@ -64,6 +75,12 @@ pub struct Bounds {
     pub controller_failovers: u8,
     /// Times a leader's disk may fill up under a write (`DiskFull`).
     pub disk_failures: u8,
+    /// Keep the messages their receiver will ignore forever in flight, instead of discarding
+    /// them (the checker's `--no-reduction`): their deliveries are then steps that change no
+    /// node and send only messages dead in turn (an error answer its sender ignores), which is
+    /// what the reduction claims; comparing the verdicts with and without it checks the claim.
+    #[serde(default)]
+    pub keep_dead: bool,
 }
 
 impl Default for Bounds {
@@ -82,6 +99,7 @@ impl Default for Bounds {
             background_flush: false,
             controller_failovers: 0,
             disk_failures: 0,
+            keep_dead: false,
         }
     }
 }
@@ -108,7 +126,9 @@ pub enum Action {
     /// A leader's lag timer for a follower fires and it proposes to drop it from the ISR (any
     /// time may have passed).
     LeaderShrinkIsr {
+        /// The leader whose timer fires.
         leader: BrokerId,
+        /// The follower it proposes to drop.
         follower: BrokerId,
     },
     /// The controller fences a broker whose session expired — it is down, or cut off — and
@@ -117,7 +137,9 @@ pub enum Action {
     /// A running broker that the controller fenced reaches it again and registers anew. If
     /// that elects a leader, `elects` is the one chosen among the candidates.
     Reregister {
+        /// The fenced broker.
         broker: BrokerId,
+        /// The leader its registration elects, if it elects one.
         elects: Option<BrokerId>,
     },
     /// The controller elects this candidate leader of the leaderless partition: any candidate
@@ -130,7 +152,9 @@ pub enum Action {
     /// A stopped broker starts again and registers with the controller. If that elects a
     /// leader, `elects` is the one chosen among the candidates.
     Restart {
+        /// The stopped broker.
         broker: BrokerId,
+        /// The leader its registration elects, if it elects one.
         elects: Option<BrokerId>,
     },
     /// A broker's log becomes durable (its flush completes: under `flush=always` the one the
@@ -328,6 +352,7 @@ pub struct Cluster {
     pub flush: FlushPolicy,
     /// Messages in flight: a multiset, kept sorted so equal networks are equal values.
     pub network: Vec<Envelope<Record>>,
+    /// Ghost: what was committed, acknowledged and read, for the properties.
     pub history: Arc<History<Record>>,
     /// Records written so far (the next one is `written + 1`).
     pub written: u8,
@@ -335,12 +360,19 @@ pub struct Cluster {
     pub consumer_offset: Offset,
     /// Whether each broker's last stop was clean.
     pub last_stop_clean: Vec<bool>,
+    /// Clean shutdowns so far, against [`Bounds::clean_crashes`].
     pub clean_crashes: u8,
+    /// Unclean crashes so far, against [`Bounds::unclean_crashes`].
     pub unclean_crashes: u8,
+    /// Messages lost so far, against [`Bounds::drops`].
     pub drops: u8,
+    /// Messages duplicated so far, against [`Bounds::duplicates`].
     pub duplicates: u8,
+    /// Running brokers fenced so far, against [`Bounds::session_expiries`].
     pub session_expiries: u8,
+    /// Controller failovers so far, against [`Bounds::controller_failovers`].
     pub controller_failovers: u8,
+    /// Full disks so far, against [`Bounds::disk_failures`].
     pub disk_failures: u8,
     /// Brokers that restarted and have not been back in the controller's ISR since.
     pub awaiting_rejoin: BTreeSet<BrokerId>,
@@ -402,6 +434,7 @@ impl Cluster {
                 let sent = cluster.route(bounds, effects);
                 carry(
                     cfg,
+                    bounds,
                     &cluster.replicas,
                     &mut cluster.network,
                     None,
@@ -514,7 +547,7 @@ impl Cluster {
                     listed.push(Action::UncleanCrash(b));
                 }
                 if !self.controller.is_alive(b) {
-                    for elects in self.registration_choices(cfg, b, true) {
+                    for elects in self.registration_choices(cfg, b, Registering::Fenced) {
                         listed.push(Action::Reregister { broker: b, elects });
                     }
                 } else if self.session_expiries < bounds.session_expiries {
@@ -528,8 +561,7 @@ impl Cluster {
                 if self.controller.is_alive(b) {
                     listed.push(Action::ControllerShrinkIsr(b));
                 }
-                let clean = self.last_stop_clean[b.0 as usize];
-                for elects in self.registration_choices(cfg, b, clean) {
+                for elects in self.registration_choices(cfg, b, Registering::Restarted) {
                     listed.push(Action::Restart { broker: b, elects });
                 }
             }
@@ -567,13 +599,17 @@ impl Cluster {
             .collect()
     }
 
-    /// Who the registration of `b` may elect: each candidate, or `None` when it elects nobody.
+    /// Who the registration of `b` may elect: each candidate, or `None` when it elects nobody;
+    /// nothing if `b`'s session does not register it.
     fn registration_choices(
         &self,
         cfg: &Config,
         b: BrokerId,
-        clean: bool,
+        why: Registering,
     ) -> Vec<Option<BrokerId>> {
+        let Some(clean) = self.registration(cfg, b, why) else {
+            return Vec::new();
+        };
         let candidates = self
             .controller
             .registration_candidates(cfg, b, clean, PARTITION);
@@ -582,6 +618,30 @@ impl Cluster {
         } else {
             candidates.into_iter().map(|(c, _)| Some(c)).collect()
         }
+    }
+
+    /// Whether `b`'s session registers it, and if so whether its registration says its last
+    /// stop was clean: the core's [`BrokerSession`] decides. Registrations here are atomic
+    /// (sent, taken and answered in one step) and heartbeats are not modelled (a session's
+    /// expiry is an action), so a broker's session between two steps is always one this builds
+    /// from the cluster: a restarted broker's, opening; a running one's, registered and
+    /// answered, told MustRegister. Keeping it in the state would add nothing to it.
+    fn registration(&self, cfg: &Config, b: BrokerId, why: Registering) -> Option<bool> {
+        let mut session = BrokerSession::new(b, self.last_stop_clean[b.0 as usize]);
+        let mut sent = session.step(cfg, Tick(0), SessionInput::SessionOpened);
+        if why == Registering::Fenced {
+            let _: Vec<SessionEffect<Record>> =
+                session.step(cfg, Tick(0), SessionInput::RegistrationAnswered);
+            sent = session.step(cfg, Tick(0), SessionInput::MustRegister);
+        }
+        sent.into_iter()
+            .find_map(|e: SessionEffect<Record>| match e {
+                SessionEffect::Send(Envelope {
+                    message: Message::BrokerRegistration { clean_shutdown, .. },
+                    ..
+                }) => Some(clean_shutdown),
+                _ => None,
+            })
     }
 
     /// Takes one step. Actions that are not enabled change nothing.
@@ -603,6 +663,7 @@ impl Cluster {
         };
         carry(
             cfg,
+            bounds,
             &self.replicas,
             &mut self.network,
             traffic.closed,
@@ -647,8 +708,10 @@ impl Cluster {
                     |e| matches!(e, Effect::Acknowledge { id, .. } if *id == u64::from(record)),
                 );
                 if acked && bounds.acks == Acks::All {
-                    let ack = (base, Entry { epoch, record });
-                    Arc::make_mut(&mut self.history).acknowledged.insert(ack);
+                    let short = short_acknowledgement(self.replica(*b), base);
+                    let history = Arc::make_mut(&mut self.history);
+                    history.acknowledged.insert((base, Entry { epoch, record }));
+                    history.short_acknowledgements.extend(short);
                 }
                 closed = Some(*b);
                 self.last_stop_clean[b.0 as usize] = false;
@@ -697,7 +760,9 @@ impl Cluster {
                 }
                 self.active_step(|c| c.step(cfg, now, ControllerInput::Expire(*b)))
             }
-            Action::Reregister { broker, elects } => self.register(cfg, *broker, true, *elects),
+            Action::Reregister { broker, elects } => {
+                self.register(cfg, *broker, Registering::Fenced, *elects)
+            }
             Action::ControllerElectLeader(b) => {
                 let elect = ControllerInput::Elect {
                     partition: PARTITION,
@@ -720,8 +785,7 @@ impl Cluster {
             }
             Action::Restart { broker: b, elects } => {
                 let _ = self.replica_mut(*b).step(cfg, now, ReplicaInput::Restart);
-                let clean = self.last_stop_clean[b.0 as usize];
-                let effects = self.register(cfg, *b, clean, *elects);
+                let effects = self.register(cfg, *b, Registering::Restarted, *elects);
                 let in_isr = self
                     .controller
                     .partition(PARTITION)
@@ -829,9 +893,12 @@ impl Cluster {
         &mut self,
         cfg: &Config,
         b: BrokerId,
-        clean: bool,
+        why: Registering,
         elects: Option<BrokerId>,
     ) -> Effects<Record> {
+        let Some(clean) = self.registration(cfg, b, why) else {
+            return Vec::new();
+        };
         let register = ControllerInput::Register {
             broker: b,
             clean_shutdown: clean,
@@ -888,12 +955,21 @@ impl Cluster {
                 Effect::Acknowledge {
                     id, base_offset, ..
                 } if bounds.acks == Acks::All => {
-                    let entry = self
+                    let acked = self
                         .replicas
                         .iter()
                         .filter(|r| r.is_leader())
-                        .find_map(|r| r.entry(base_offset).filter(|e| u64::from(e.record) == id));
-                    if let Some(entry) = entry {
+                        .find_map(|r| {
+                            let entry =
+                                r.entry(base_offset).filter(|e| u64::from(e.record) == id)?;
+                            Some((r, entry))
+                        });
+                    if let Some((leader, entry)) = acked {
+                        if let Some(short) = short_acknowledgement(leader, base_offset) {
+                            Arc::make_mut(&mut self.history)
+                                .short_acknowledgements
+                                .insert(short);
+                        }
                         let ack = (base_offset, entry);
                         if !self.history.acknowledged.contains(&ack) {
                             Arc::make_mut(&mut self.history).acknowledged.insert(ack);
@@ -962,6 +1038,7 @@ pub struct Traffic {
 /// A message in flight as a network holds it: the envelope itself ([`Cluster::network`]), or a
 /// search engine's shared copy.
 pub trait InFlight {
+    /// The message.
     fn envelope(&self) -> &Envelope<Record>;
 
     /// Whether two messages in flight are copies of one message.
@@ -986,6 +1063,7 @@ impl InFlight for Envelope<Record> {
 /// against the same replica before).
 pub fn carry<M: InFlight>(
     cfg: &Config,
+    bounds: &Bounds,
     replicas: &[Arc<Replica<MemLog<Record>>>],
     network: &mut Vec<M>,
     closed: Option<BrokerId>,
@@ -993,6 +1071,7 @@ pub fn carry<M: InFlight>(
     changed: impl Fn(BrokerId) -> bool,
 ) {
     let ignored = |e: &Envelope<Record>| match e.to {
+        Node::Broker(_) if bounds.keep_dead => false,
         Node::Broker(b) => replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message),
         Node::Controller => false,
     };
@@ -1079,9 +1158,13 @@ pub enum Choice {
     Fetch(BrokerId),
     /// `LeaderRetryAlterPartition` of this broker.
     Resend(BrokerId),
+    /// `Deliver` of the message at this index of the network.
     Deliver(usize),
+    /// `Drop` of the message at this index.
     Drop(usize),
+    /// `Duplicate` of the message at this index.
     Duplicate(usize),
+    /// `ZombieDeliver` of the message at this index.
     ZombieDeliver(usize),
 }
 

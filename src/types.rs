@@ -94,7 +94,10 @@ impl PartitionEpoch {
 /// A participant in the protocol: one of the brokers, or the controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Node {
+    /// The broker with this id, which hosts the partition's replica of that id.
     Broker(BrokerId),
+    /// The controller: whichever process holds the controller role. What it sends carries its
+    /// [`ControllerEpoch`], which tells a deposed one (a zombie) apart.
     Controller,
 }
 

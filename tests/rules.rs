@@ -111,6 +111,7 @@ impl Run {
             acks: v.acks,
             consumer: true,
             background_flush: false,
+            keep_dead: false,
         };
         let cluster = Cluster::new(&cfg, &bounds);
         Run {

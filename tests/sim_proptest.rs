@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{run_counted, seed, Knobs, Protocol, Stats};
+use common::{run_counted, run_scenario_counted, seed, Knobs, Protocol, Scenario, Stats};
 use isr::{FlushPolicy, Rules, TruncationRule};
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -123,6 +123,39 @@ fn proptest_safe_protocol_keeps_every_property() {
 #[test]
 fn proptest_kip966_keeps_every_property_but_weak_isr() {
     check(Protocol::Kip966, KIP966_CASES, "proptest kip966");
+}
+
+/// Schedules per protocol variant that keep dead messages in flight.
+const DEAD_MESSAGE_CASES: u32 = 10_000;
+
+/// The sim's dead-message reduction is sound: with dead messages kept in flight
+/// (`Bounds::keep_dead`), every one of them, at every step, changes nothing and sends nothing
+/// when delivered ([`common::dead_messages_are_inert`]), and every property still holds.
+#[test]
+fn proptest_dead_messages_are_inert() {
+    for protocol in [Protocol::Safe, Protocol::Kip966] {
+        let name = format!("proptest dead messages {protocol:?}");
+        let stats = Stats::new();
+        let started = Instant::now();
+        let config = ProptestConfig {
+            failure_persistence: None,
+            rng_seed: seed().map_or(RngSeed::Random, RngSeed::Fixed),
+            ..ProptestConfig::with_cases(DEAD_MESSAGE_CASES)
+        };
+        let result = TestRunner::new(config).run(
+            &(knobs(), vec(any::<u16>(), 0..=MAX_STEPS)),
+            |(knobs, choices)| {
+                let mut scenario = Scenario::new(protocol, &knobs);
+                scenario.bounds.keep_dead = true;
+                run_scenario_counted(&stats, &scenario, &choices).map_err(TestCaseError::fail)
+            },
+        );
+        stats.report(&name, started);
+        if let Err(e) = result {
+            panic!("{name}: {e}");
+        }
+        stats.assert_not_vacuous(&name);
+    }
 }
 
 /// Runs a weakened protocol from a fixed seed and returns the shrunk failure report, or `None`

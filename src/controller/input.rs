@@ -12,7 +12,13 @@ use serde::{Deserialize, Serialize};
 pub enum Input<R> {
     /// A message from a broker: a registration (which elects the preferred candidate where it
     /// elects), a heartbeat, an AlterPartition.
-    Message { from: Node, message: Message<R> },
+    Message {
+        /// The sender; a registration, heartbeat or AlterPartition that speaks for another
+        /// broker than its sender is ignored.
+        from: Node,
+        /// What it sent.
+        message: Message<R>,
+    },
     /// Time passed: fence every broker whose session expired, then elect where needed (the
     /// preferred candidates).
     Tick,
@@ -21,14 +27,23 @@ pub enum Input<R> {
     Expire(BrokerId),
     /// `ControllerElectLeader`: elect `leader`, one of the candidates, for `partition`.
     Elect {
+        /// The leaderless partition.
         partition: PartitionId,
+        /// The candidate to elect ([`crate::Controller::election_candidates`]); anyone else
+        /// changes nothing.
         leader: BrokerId,
     },
     /// A broker's registration that elects `elects` where it elects and it is a candidate (the
     /// preferred candidate with `None`, as for a registration message).
     Register {
+        /// The broker registering, as a new incarnation (a new broker epoch).
         broker: BrokerId,
+        /// Whether its last run stopped cleanly (KIP-966): if not, with ELR, it leaves every
+        /// ELR, since it may have lost records.
         clean_shutdown: bool,
+        /// The leader to elect for each leaderless partition where it is a candidate
+        /// ([`crate::Controller::registration_candidates`]); elsewhere, and with `None`, the
+        /// preferred candidate.
         elects: Option<BrokerId>,
     },
     /// A broker about to stop asks to be fenced now (Kafka's controlled shutdown).

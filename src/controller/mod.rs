@@ -15,6 +15,26 @@
 //! is refused and it stops. And every message carries the controller epoch, so brokers can
 //! ignore orders from an epoch older than one they have seen.
 
+/// Implements equality and hashing for a value the controller keeps that is no part of its
+/// state (a cache, the journal of the step under way): every two are equal and hash alike, so
+/// two controllers in the same state compare equal whatever these hold, as the model checker
+/// needs.
+macro_rules! not_state {
+    ($t:ty) => {
+        impl PartialEq for $t {
+            fn eq(&self, _: &$t) -> bool {
+                true
+            }
+        }
+
+        impl Eq for $t {}
+
+        impl std::hash::Hash for $t {
+            fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+        }
+    };
+}
+
 mod input;
 mod records;
 
@@ -40,6 +60,9 @@ use thiserror::Error;
 pub struct BrokerState {
     /// Registered and not fenced.
     pub alive: bool,
+    /// When its last heartbeat (or registration) arrived, in the controller's ticks: the
+    /// session expires once `session_timeout` has passed since (rule 12). Reset for every live
+    /// broker when a controller takes office.
     pub last_heartbeat: Tick,
     /// The incarnation of its latest registration.
     pub epoch: BrokerEpoch,
@@ -59,22 +82,44 @@ pub enum Election {
 /// Why a partition could not be created or a leader elected.
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
 pub enum ControllerError {
+    /// The controller holds no such partition (never created, or deleted).
     #[error("unknown partition {0}")]
     UnknownPartition(PartitionId),
+    /// A partition of that id exists already (ids are never reused).
     #[error("partition {0} already exists")]
     PartitionExists(PartitionId),
+    /// An election was asked for a partition that has a leader: leaders are elected only for
+    /// leaderless partitions.
     #[error("partition {0} has a leader")]
     HasLeader(PartitionId),
+    /// No replica may lead: none alive in the ISR, nor (with ELR) in the ELR, and unclean
+    /// election is off or no assigned replica is alive. The partition stays leaderless.
     #[error("no replica of partition {0} can be elected")]
     NoEligibleReplica(PartitionId),
+    /// The broker named is not one of [`Controller::election_candidates`].
     #[error("{1} is not a candidate for leader of partition {0}")]
     IneligibleLeader(PartitionId, BrokerId),
+    /// A new partition's assigned replicas must all be alive, and there must be at least one.
     #[error("replication factor {factor} needs {factor} live brokers, {alive} are alive")]
-    NotEnoughBrokers { factor: usize, alive: usize },
+    NotEnoughBrokers {
+        /// The replication factor asked for: how many replicas were assigned.
+        factor: usize,
+        /// How many of them are alive.
+        alive: usize,
+    },
+    /// `min.insync.replicas` must be at least 1 and at most the replication factor (given),
+    /// or no write with acks=all could ever succeed.
     #[error("min.insync.replicas must be between 1 and the replication factor {0}")]
     InvalidMinIsr(usize),
 }
 
+/// The controller: the single writer of every partition's leader, ISR and ELR, and the judge of
+/// broker liveness (Kafka's KRaft controller; `quorumState` in the TLA+ anchor).
+///
+/// A pure state machine like [`crate::Replica`]: [`Controller::step`] takes one input and
+/// returns the effects. A driver that persists it uses [`Controller::handle`], which also
+/// returns the records to make durable first. Its state is what the store holds; a new
+/// controller takes it over with [`Controller::take_over`] in the next [`ControllerEpoch`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Controller {
     /// The controller epoch this controller acts in: stamped on everything it sends.
@@ -86,7 +131,28 @@ pub struct Controller {
     /// What the step under way changed, for a driver that persists records.
     #[serde(skip)]
     pub(crate) journal: Journal,
+    /// Whether a leaderless partition may have become electable since a tick last looked.
+    #[serde(skip)]
+    pub(crate) unlooked: Unlooked,
 }
+
+/// Whether any broker or partition changed since a tick last looked for partitions to elect a
+/// leader for: set by every change ([`Controller::note`]), cleared by the look. Who may lead
+/// depends on nothing else (the partition's state and which brokers are alive), and a look
+/// elects wherever it can, so a tick with nothing changed since would find nothing: it does
+/// not look, and an idle cluster's ticks cost nothing however many partitions it has. Like the
+/// journal, no part of the controller's state: equal and hashed alike whatever its value, never
+/// serialized (a controller read back looks once).
+#[derive(Clone, Debug)]
+pub(crate) struct Unlooked(pub(crate) bool);
+
+impl Default for Unlooked {
+    fn default() -> Self {
+        Unlooked(true)
+    }
+}
+
+not_state!(Unlooked);
 
 impl Default for Controller {
     fn default() -> Self {
@@ -96,6 +162,7 @@ impl Default for Controller {
             partitions: BTreeMap::new(),
             registrations: 0,
             journal: Journal::default(),
+            unlooked: Unlooked::default(),
         }
     }
 }
@@ -214,18 +281,25 @@ impl Controller {
             .min()
     }
 
+    /// The state of partition `id` (the truth that LeaderAndIsr carries), if it exists.
     pub fn partition(&self, id: PartitionId) -> Option<&PartitionState> {
         self.partitions.get(&id)
     }
+    /// Every partition's state, by id.
     pub fn partitions(&self) -> &BTreeMap<PartitionId, PartitionState> {
         &self.partitions
     }
+    /// Every broker that ever registered, with what the controller knows of it (fenced ones
+    /// included).
     pub fn brokers(&self) -> &BTreeMap<BrokerId, BrokerState> {
         &self.brokers
     }
+    /// Whether the controller believes `broker` alive: registered and not fenced. A belief: a
+    /// crashed broker stays alive until its session expires.
     pub fn is_alive(&self, broker: BrokerId) -> bool {
         self.brokers.get(&broker).is_some_and(|b| b.alive)
     }
+    /// The brokers the controller believes alive, in id order.
     pub fn alive_brokers(&self) -> Vec<BrokerId> {
         self.brokers
             .iter()
@@ -425,7 +499,9 @@ impl Controller {
         for broker in expired {
             effects.extend(self.fence_broker(cfg, broker));
         }
-        effects.extend(self.elect_leaders(cfg));
+        if std::mem::replace(&mut self.unlooked.0, false) {
+            effects.extend(self.elect_leaders(cfg));
+        }
         dedup_sends(effects)
     }
 
@@ -1226,6 +1302,34 @@ mod tests {
         };
         assert_eq!(told(&mut c, 2), vec![(BrokerId(2), state)]);
         assert!(told(&mut c, 4).is_empty());
+    }
+
+    /// A tick looks for partitions to elect a leader for only when a broker or partition
+    /// changed since the last look: an idle cluster's ticks cost nothing however many
+    /// partitions it has, and a change is still acted on at the next tick.
+    #[test]
+    fn a_tick_looks_for_elections_only_after_a_change() {
+        let (cfg, mut c, p) = three();
+        let _: Effects<()> = c.step(&cfg, Tick(1), Input::Tick);
+        assert!(!c.unlooked.0);
+        let heartbeat = Input::Message {
+            from: Node::Broker(BrokerId(2)),
+            message: Message::BrokerHeartbeat {
+                broker: BrokerId(2),
+            },
+        };
+        let _: Effects<()> = c.step(&cfg, Tick(2), heartbeat);
+        assert!(
+            !c.unlooked.0,
+            "a heartbeat changes nothing elections depend on"
+        );
+        // The partition loses its leader, as every change does, through `note`.
+        c.note_partition(p);
+        c.partitions.get_mut(&p).expect("partition").leader = None;
+        assert!(c.unlooked.0);
+        let effects: Effects<()> = c.step(&cfg, Tick(3), Input::Tick);
+        assert_eq!(c.partition(p).and_then(|s| s.leader), Some(BrokerId(1)));
+        assert_eq!(leaders_and_isrs(&effects).len(), 3, "every replica told");
     }
 
     /// A session lasts `session_timeout` ticks after the last heartbeat, and expires after.

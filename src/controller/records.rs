@@ -33,12 +33,16 @@ pub enum MetadataRecord {
     /// A broker registered or was fenced: what the controller knows of it now; `None`: nothing
     /// (it never registered).
     Broker {
+        /// The broker.
         id: BrokerId,
+        /// Its registration, liveness and broker epoch.
         state: Option<BrokerState>,
     },
     /// A partition's state now (its leader, ISR, ELR, epochs); `None`: it was deleted.
     Partition {
+        /// The partition.
         id: PartitionId,
+        /// Its whole state, as LeaderAndIsr carries it.
         state: Option<PartitionState>,
     },
 }
@@ -92,17 +96,7 @@ impl<R> Ready<R> {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Journal(Option<BTreeMap<Key, MetadataRecord>>, u64);
 
-impl PartialEq for Journal {
-    fn eq(&self, _: &Journal) -> bool {
-        true
-    }
-}
-
-impl Eq for Journal {}
-
-impl std::hash::Hash for Journal {
-    fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
-}
+not_state!(Journal);
 
 impl Controller {
     /// Starts noting the changes of a step, for [`Controller::finish`]. Changes made outside
@@ -203,6 +197,7 @@ impl Controller {
     /// Notes `key`'s value before the step under way first changes it; nothing outside a step.
     /// Every change of durable state goes through here first.
     pub(super) fn note(&mut self, key: Key) {
+        self.unlooked.0 = true;
         if self
             .journal
             .0

@@ -15,7 +15,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FollowerPhase {
     /// Asking the leader where epoch `requested` ends, to find where the logs agree.
-    Reconciling { requested: LeaderEpoch },
+    Reconciling {
+        /// The epoch asked about: at first the follower's latest, then (under KIP-279) the
+        /// latest left after each truncation.
+        requested: LeaderEpoch,
+    },
     /// The logs agree up to the LEO: pulling records.
     Fetching,
 }

@@ -10,30 +10,48 @@ use serde::{Deserialize, Serialize};
 pub enum Input<R> {
     /// A protocol message arrived from `from` (a peer broker or the controller). The driver
     /// checks, as its connection does, that it came from `from` and is meant for this broker.
-    Message { from: Node, message: Message<R> },
+    Message {
+        /// The sender.
+        from: Node,
+        /// What it sent.
+        message: Message<R>,
+    },
     /// A producer's records, to append as leader. Answered by [`crate::Effect::Acknowledge`]
     /// or [`crate::Effect::FailWrite`] carrying `id`.
     Write {
+        /// The driver's id for the write, which its answer carries.
         id: ProduceId,
+        /// The records, appended in order at the LEO under the leader's epoch.
         records: Vec<R>,
+        /// When to acknowledge: not at all, once the leader holds the records, or once they
+        /// are committed.
         acks: Acks,
     },
     /// A producer's retry of a write the log already holds at `base_offset..end_offset` (an
     /// idempotent producer's batch, written here or by an earlier leader and never answered).
     /// Nothing is appended; it is answered as the write would have been.
     Retry {
+        /// The driver's id for the retry, which its answer carries.
         id: ProduceId,
+        /// Where the log holds the batch's first record.
         base_offset: Offset,
+        /// The offset just after its last record.
         end_offset: Offset,
+        /// When to acknowledge, as for a write.
         acks: Acks,
     },
     /// A consumer reads committed records from `from`: at most `max_entries` entries and about
     /// `max_bytes` bytes (one entry always, so a large entry cannot stall it). Answered by
     /// [`crate::Effect::Read`] carrying `id`.
     Read {
+        /// The driver's id for the read, which its answer carries.
         id: ReadId,
+        /// The offset to read from: between the log start offset and the high watermark.
         from: Offset,
+        /// The most entries to return.
         max_entries: usize,
+        /// The most bytes of records to return, as [`crate::Log::size`] counts them (but always
+        /// one entry, if there is one).
         max_bytes: usize,
     },
     /// Time passed: every timer due by now (the step's `now`) fires.
@@ -45,7 +63,10 @@ pub enum Input<R> {
     Flushed(Offset),
     /// The broker stops: cleanly (its log flushed first by the driver, pending writes failed),
     /// or not (a power loss: what the log had not made durable is gone, nothing is answered).
-    Stop { clean: bool },
+    Stop {
+        /// True for a clean (controlled) shutdown, false for a power loss.
+        clean: bool,
+    },
     /// The broker starts again on what is durable, as a follower of nobody until the controller
     /// says otherwise.
     Restart,

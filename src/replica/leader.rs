@@ -178,7 +178,7 @@ impl<L: Log> Replica<L> {
         }
         let result = counted.map(|()| self.fetched(cfg, &req));
         let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
-        let until = Tick(self.now.0.saturating_add(cfg.fetch_max_wait.0));
+        let until = Tick(self.now.0.saturating_add(self.held_wait(cfg)));
         if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
             l.parked.insert(
                 req.replica,
@@ -190,6 +190,17 @@ impl<L: Log> Replica<L> {
             return;
         }
         effects.push(self.fetch_response(&req, result));
+    }
+
+    /// How long this partition's leader holds a Fetch that found nothing: `fetch_max_wait`,
+    /// less up to half of it by partition id. The fetches of many partitions are parked
+    /// together (they were created together, or data answered them together); held equally
+    /// long, they would all be answered and asked again at once, wait after wait, a burst of
+    /// round trips that can keep a busy follower from its next Fetch past `replica_lag_max`.
+    /// Spread by partition — deterministically, as everything in the core — they come evenly.
+    fn held_wait(&self, cfg: &Config) -> u64 {
+        let wait = cfg.fetch_max_wait.0;
+        wait - u64::from(self.partition.0) % (wait / 2 + 1)
     }
 
     fn fetch_response(

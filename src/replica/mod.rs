@@ -47,9 +47,13 @@ pub enum Role {
     Leader(LeaderState),
 }
 
+/// What a follower keeps while [`Role::Follower`].
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FollowerState {
+    /// The leader it follows, as the controller last said; `None` after a restart, or while the
+    /// partition is leaderless: it sends nothing then.
     pub leader: Option<BrokerId>,
+    /// Whether it is still finding where its log and the leader's agree (rule 3), or fetching.
     pub phase: FollowerPhase,
     /// When the last request went to the leader: the request timer runs from there.
     pub last_request: Tick,
@@ -80,7 +84,9 @@ pub struct FollowerProgress {
 /// An acks=all write waiting for the high watermark to pass it (rule 9).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PendingWrite {
+    /// The write's id, as the driver gave it: the acknowledgement carries it.
     pub id: ProduceId,
+    /// The offset of the write's first record, which the acknowledgement reports.
     pub base_offset: Offset,
     /// One past the write's last record: acknowledged once HW ≥ this.
     pub end_offset: Offset,
@@ -90,12 +96,19 @@ pub struct PendingWrite {
 /// fetch.max.wait): the leader has already counted the progress it reports.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ParkedFetch {
+    /// The Fetch held, answered as it stands once released.
     pub request: FetchRequest,
+    /// When the wait is over and it is answered empty (`FetchWait` timer): `fetch_max_wait`
+    /// after it came, less up to half of that by partition id.
     pub until: Tick,
 }
 
+/// What a leader keeps while [`Role::Leader`], for the term of its leader epoch: its cached ISR
+/// and pending change, its followers' progress, and the writes and fetches it holds. Rebuilt
+/// from the controller's state each time the replica takes office.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LeaderState {
+    /// The assigned replicas (AR), in preference order, as the controller sent them.
     pub assigned: Vec<BrokerId>,
     /// The ISR as last confirmed by the controller.
     pub isr: BTreeSet<BrokerId>,
@@ -105,8 +118,13 @@ pub struct LeaderState {
     pub proposed_broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
     /// The LEO when this replica became leader: where its epoch starts (rule 2, rule 6).
     pub epoch_start_offset: Offset,
+    /// The partition's `min.insync.replicas`, as the controller sent it: acks=all writes are
+    /// refused below it (rule 9), and under strict min ISR the high watermark stops (rule 5).
     pub min_insync_replicas: usize,
+    /// The progress of every other assigned replica, as this term's fetches proved it.
     pub followers: BTreeMap<BrokerId, FollowerProgress>,
+    /// The acks=all writes not yet committed, in the order they were appended (Kafka's
+    /// produce purgatory).
     pub pending_writes: Vec<PendingWrite>,
     /// When the pending proposal was last sent: it is sent again after `request_timeout`
     /// unanswered. `None` once the controller answered it with a version conflict: the
@@ -170,7 +188,9 @@ pub struct Replica<L: Log> {
     pub(crate) log: L,
     pub(crate) epoch_cache: EpochCache,
     pub(crate) high_watermark: Offset,
-    /// The high watermark as of the last flush: what an unclean crash leaves behind.
+    /// The high watermark checkpoint as last written (the lower of the HW and the flushed
+    /// offset, at most every `hw_checkpoint_interval`, at once after a truncation): what an
+    /// unclean crash leaves behind.
     pub(crate) hw_checkpoint: Offset,
     /// The latest leader epoch this replica has been told of.
     pub(crate) leader_epoch: LeaderEpoch,
@@ -297,12 +317,15 @@ impl<L: Log> Replica<L> {
         }
     }
 
+    /// The broker this replica lives on (its replica id).
     pub fn id(&self) -> BrokerId {
         self.id
     }
+    /// The partition it replicates.
     pub fn partition(&self) -> PartitionId {
         self.partition
     }
+    /// Its log, to read: only the replica's transitions append to it or truncate it.
     pub fn log(&self) -> &L {
         &self.log
     }
@@ -311,36 +334,61 @@ impl<L: Log> Replica<L> {
     pub fn log_mut(&mut self) -> &mut L {
         &mut self.log
     }
+    /// The leader epoch cache: where each leader epoch starts in the log. Always the one
+    /// [`EpochCache::from_log`] derives from the log.
     pub fn epoch_cache(&self) -> &EpochCache {
         &self.epoch_cache
     }
+    /// The high watermark (HW): offsets below it are committed as far as this replica knows.
+    /// Never above the LEO; a leader's never decreases in its term, a follower's may (it takes
+    /// the leader's).
     pub fn high_watermark(&self) -> Offset {
         self.high_watermark
     }
+    /// The high watermark as last checkpointed ([`Effect::CheckpointHighWatermark`]): what a
+    /// restart after an unclean crash starts from. Written at most every
+    /// `hw_checkpoint_interval` and only as far as the log is durable, so it may lag the HW; a
+    /// truncation lowers it at once.
     pub fn hw_checkpoint(&self) -> Offset {
         self.hw_checkpoint
     }
+    /// The log end offset (LEO): the offset the next appended record gets.
     pub fn log_end_offset(&self) -> Offset {
         self.log.log_end_offset()
     }
+    /// The newest leader epoch this replica was told of (right after a restart, the newest in
+    /// its log). Its requests carry it, and with epoch fencing it answers only requests of it
+    /// (rule 4).
     pub fn leader_epoch(&self) -> LeaderEpoch {
         self.leader_epoch
     }
+    /// The version of the controller's partition state this replica acts on (0 after a
+    /// restart): a leader's AlterPartition is based on it. A follower notes it when its term
+    /// begins, not at the ISR changes of its term.
     pub fn partition_epoch(&self) -> PartitionEpoch {
         self.partition_epoch
     }
+    /// This broker's incarnation, as the controller last told it in a LeaderAndIsr (KIP-903; 0
+    /// after a restart): its Fetches carry it.
     pub fn broker_epoch(&self) -> BrokerEpoch {
         self.broker_epoch
     }
+    /// The newest controller epoch this replica has heard from, in a LeaderAndIsr or an
+    /// AlterPartition answer (0 after a restart). With controller fencing, orders and answers
+    /// of an older one come from a deposed controller and are ignored (rule 11).
     pub fn controller_epoch(&self) -> ControllerEpoch {
         self.controller_epoch
     }
+    /// What it is doing: offline, following or leading.
     pub fn role(&self) -> &Role {
         &self.role
     }
+    /// Whether this replica believes it leads. A belief: a leader the controller has replaced
+    /// goes on believing it until the LeaderAndIsr that says so reaches it.
     pub fn is_leader(&self) -> bool {
         matches!(self.role, Role::Leader(_))
     }
+    /// Whether its broker is running: not stopped since its last restart.
     pub fn is_online(&self) -> bool {
         !matches!(self.role, Role::Offline)
     }
@@ -423,8 +471,12 @@ impl<L: Log> Replica<L> {
                 r.result.is_err()
                     || from.is_some_and(|from| self.outlived(cfg, from, r.leader_epoch))
             }
+            // A stale answer from a newer controller than this replica heard of still teaches
+            // a leader that controller's epoch (rule 11), so it is not dead.
             Message::AlterPartitionResponse(r) => {
-                r.request_partition_epoch < self.partition_epoch || deposed(r.controller_epoch)
+                r.request_partition_epoch < self.partition_epoch
+                    && r.controller_epoch <= self.controller_epoch
+                    || deposed(r.controller_epoch)
             }
             _ => false,
         }

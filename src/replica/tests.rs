@@ -19,6 +19,14 @@ fn page_cache() -> Config {
     })
 }
 
+/// Page cache, with a leader holding a Fetch that finds nothing for up to `wait` ticks.
+fn holding(wait: u64) -> Config {
+    Config {
+        fetch_max_wait: Tick(wait),
+        ..page_cache()
+    }
+}
+
 /// The safe configuration, then the same with controller fencing off (rule 11).
 fn with_and_without_controller_fencing() -> [Config; 2] {
     let unfenced = with_rules(Rules {
@@ -172,6 +180,21 @@ fn epoch_end_request_from(follower: u32, epoch: u32, requested: u32) -> Input<u6
             requested_epoch: LeaderEpoch(requested),
         }),
     }
+}
+
+/// `input` (a LeaderAndIsr or a Fetch of the helpers above) about partition `partition`
+/// instead of partition 0.
+fn in_partition(input: Input<u64>, partition: u32) -> Input<u64> {
+    let Input::Message { from, message } = input else {
+        return input;
+    };
+    let partition = PartitionId(partition);
+    let message = match message {
+        Message::LeaderAndIsr(l) => Message::LeaderAndIsr(LeaderAndIsr { partition, ..l }),
+        Message::Fetch(f) => Message::Fetch(FetchRequest { partition, ..f }),
+        other => other,
+    };
+    Input::Message { from, message }
 }
 
 /// Controller `controller`'s refusal of `req` with `error`, echoing what it asked.
@@ -403,6 +426,58 @@ fn a_follower_asks_again_when_its_request_times_out_and_soon_after_an_error() {
     ));
 }
 
+/// A broker that hosts no replica of the partition yet (the controller's order reached the
+/// follower first) refuses the follower's requests, Fetch and OffsetForLeaderEpoch, so that the
+/// follower asks again after `retry_backoff` instead of waiting out a held Fetch's wait.
+#[test]
+fn a_request_to_a_broker_without_the_replica_is_refused_and_asked_again_soon() {
+    let cfg = holding(100);
+    let mut follower = replica(&cfg, 2);
+    let effects = follower.step(&cfg, Tick(110), Input::Tick);
+    let [Effect::Send(fetch)] = &effects[..] else {
+        panic!("one Fetch expected: {effects:?}");
+    };
+    let refusal = fetch
+        .refused_without_replica(BrokerId(1))
+        .expect("a Fetch is refused");
+    assert_eq!(refusal.to, Node::Broker(BrokerId(2)));
+    assert!(matches!(
+        &refusal.message,
+        Message::FetchResponse(r) if r.result == Err(EpochError::NotLeader)
+    ));
+    follower.step(
+        &cfg,
+        Tick(111),
+        Input::Message {
+            from: refusal.from,
+            message: refusal.message,
+        },
+    );
+    assert_eq!(follower.next_timeout(&cfg), Some(Tick(112)));
+    // OffsetForLeaderEpoch too; nothing else is a follower's request.
+    let Input::Message { from, message } = epoch_end_request_from(2, 1, 1) else {
+        unreachable!()
+    };
+    let request = Envelope {
+        from,
+        to: Node::Broker(BrokerId(1)),
+        message,
+    };
+    assert!(matches!(
+        request.refused_without_replica(BrokerId(1)).map(|e| e.message),
+        Some(Message::OffsetForLeaderEpochResponse(r)) if r.result == Err(EpochError::NotLeader)
+    ));
+    let Input::Message { message, .. } = order(1, 1, 1, &[1, 2], 1) else {
+        unreachable!()
+    };
+    let order = Envelope {
+        from: Node::Controller,
+        to: Node::Broker(BrokerId(1)),
+        message,
+    };
+    assert_eq!(order.refused_without_replica(BrokerId(1)), None);
+}
+
 /// Rule 4 on the leader's side: a Fetch from a follower that knows a newer epoch (its leader
 /// has not heard of its own re-election yet) or only an older one is refused with the error
 /// that says which, and its progress is not counted in this epoch.
@@ -460,10 +535,7 @@ fn a_request_of_an_epoch_the_replica_never_leads_is_dead() {
 
 #[test]
 fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough() {
-    let cfg = Config {
-        fetch_max_wait: Tick(2),
-        ..page_cache()
-    };
+    let cfg = holding(2);
     let mut leader = replica(&cfg, 1);
     assert!(sent(&leader.step(&cfg, Tick(0), fetch_from_b2(0))).is_empty());
     // The same follower's Fetch again (a retry) replaces the one held: one answer, not two.
@@ -484,16 +556,35 @@ fn a_fetch_that_finds_nothing_is_held_until_data_comes_or_it_waited_long_enough(
     ));
 }
 
+/// Held fetches of partitions parked together are answered spread over the second half of
+/// `fetch_max_wait`, by partition, not all at once.
+#[test]
+fn held_fetches_of_different_partitions_wait_out_at_different_times() {
+    let cfg = holding(100);
+    let held_until = |partition: u32| {
+        let mut leader = Replica::new(BrokerId(1), PartitionId(partition), MemLog::default());
+        leader.step(
+            &cfg,
+            Tick(0),
+            in_partition(order(1, 1, 1, &[1, 2], 1), partition),
+        );
+        let fetch = in_partition(fetch_from_b2(0), partition);
+        assert!(sent(&leader.step(&cfg, Tick(0), fetch)).is_empty());
+        leader.next_timeout(&cfg).expect("the held fetch's wait")
+    };
+    let untils: BTreeSet<Tick> = (0..51).map(held_until).collect();
+    assert_eq!(untils.len(), 51, "each its own: {untils:?}");
+    assert_eq!(untils.first(), Some(&Tick(50)));
+    assert_eq!(untils.last(), Some(&Tick(100)));
+}
+
 /// A follower whose Fetch the leader holds is caught up for as long as it is held, however
 /// much longer than `replica_lag_max` that is, and still caught up when data ends the wait:
 /// a leader may hold idle followers' fetches long (an idle partition then costs nothing) without
 /// dropping them from the ISR. Once the fetch is answered, the lag timer runs again.
 #[test]
 fn a_follower_whose_fetch_is_held_never_lags_out() {
-    let cfg = Config {
-        fetch_max_wait: Tick(100),
-        ..page_cache()
-    };
+    let cfg = holding(100);
     let shrinks = |effects: &Effects<u64>| matches!(&sent(effects)[..], [Message::AlterPartition(a)] if a.new_isr == [BrokerId(1)].into());
     let mut leader = replica(&cfg, 1);
     assert!(sent(&leader.step(&cfg, Tick(1), fetch_from_b2(0))).is_empty());
@@ -513,10 +604,7 @@ fn a_follower_whose_fetch_is_held_never_lags_out() {
 /// prove it caught up without waiting out `fetch_max_wait`.
 #[test]
 fn a_refused_rejoin_answers_the_held_fetch_so_the_new_incarnation_fetches_again() {
-    let cfg = Config {
-        fetch_max_wait: Tick(100),
-        ..page_cache()
-    };
+    let cfg = holding(100);
     let mut leader = Replica::new(BrokerId(1), PartitionId(0), MemLog::default());
     leader.step(&cfg, Tick(0), order(1, 1, 1, &[1], 1));
     let effects = leader.step(&cfg, Tick(1), fetch_from_b2(0));
@@ -545,10 +633,7 @@ fn a_refused_rejoin_answers_the_held_fetch_so_the_new_incarnation_fetches_again(
 /// OffsetForLeaderEpoch's, since the leader may hold a Fetch that long.
 #[test]
 fn a_follower_waits_longer_for_a_fetch_the_leader_may_hold() {
-    let cfg = Config {
-        fetch_max_wait: Tick(50),
-        ..page_cache()
-    };
+    let cfg = holding(50);
     let follower = replica(&cfg, 2);
     assert_eq!(follower.next_timeout(&cfg), Some(Tick(60)));
     // A follower with a log of its own asks where the leader's epoch ends first.
@@ -569,10 +654,7 @@ fn a_follower_waits_longer_for_a_fetch_the_leader_may_hold() {
 /// one by one, whichever came first would be proposed, and broker names would decide which.
 #[test]
 fn followers_caught_up_in_held_fetches_join_the_isr_in_one_proposal() {
-    let cfg = Config {
-        fetch_max_wait: Tick(2),
-        ..page_cache()
-    };
+    let cfg = holding(2);
     let proposals = |effects: &Effects<u64>| -> Vec<AlterPartitionRequest> {
         sent(effects)
             .into_iter()

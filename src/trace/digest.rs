@@ -10,8 +10,11 @@ use serde::{Deserialize, Serialize};
 /// which stamping the offset and leader epoch leaves unchanged).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Digest {
+    /// How many offsets the record spans ([`Log::width`]): one per record of a Kafka batch.
     pub width: u64,
+    /// How many bytes it takes ([`Log::size`]), for the byte limits of fetches and reads.
     pub size: u64,
+    /// A checksum of its content (in the runtime, the CRC field of the Kafka batch's header).
     pub checksum: u32,
 }
 

@@ -33,39 +33,56 @@ pub enum Event {
     /// it started (any clock, in nanoseconds: it orders the incarnations of one broker, each of
     /// which starts on what the one before left on disk).
     Process {
+        /// The node the process is: a broker, or a controller.
         node: Node,
+        /// The configuration its core runs with; a replay runs the core with it.
         config: Config,
+        /// When it started, in nanoseconds of any clock that orders a broker's incarnations.
         started: u64,
     },
     /// A replica recovered from disk: its log's entries and its high watermark checkpoint
     /// (`Replica::recover`).
     Open {
+        /// The partition whose replica was recovered.
         partition: PartitionId,
+        /// The high watermark checkpoint it was recovered with.
         hw_checkpoint: Offset,
+        /// The entries of its recovered log, from offset 0, in order.
         entries: Vec<Entry<Digest>>,
     },
     /// A replica stepped at `now` with `input`, and the effects it returned, in order.
     /// `log_end` is recorded when the log's storage failed during the step (a full disk): the
     /// log took what it holds below that offset and nothing after it.
     Replica {
+        /// The partition of the replica stepped.
         partition: PartitionId,
+        /// The time the step was given, in ticks.
         now: Tick,
+        /// The input, its records as digests.
         input: ReplicaInput<Digest>,
+        /// The effects the step returned, in order.
         effects: Effects<Digest>,
+        /// The log end offset after a step in which the log's storage failed; `None` otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         log_end: Option<Offset>,
     },
     /// The controller stepped at `now` with `input` (and the step committed to its store),
     /// and the effects it returned.
     Controller {
+        /// The time the step was given, in ticks.
         now: Tick,
+        /// The input.
         input: ControllerInput<Digest>,
+        /// The effects the step returned, in order.
         effects: Effects<Digest>,
     },
     /// The controller's state as committed outside a step — on taking the role, and after an
     /// administrative change (topics, partitions), which are not protocol — and what it sent.
     ControllerState {
+        /// The whole state, as committed to the store.
         state: Controller,
+        /// What the controller sent with it (the LeaderAndIsr of taking office or of the
+        /// change), in order.
         effects: Effects<Digest>,
     },
 }

@@ -10,7 +10,8 @@
 
 use isr::sim::{describe, set, Action, Bounds, Cluster, PARTITION};
 use isr::{
-    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Violation,
+    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, ReplicaInput, Role, Rules,
+    Tick, Violation,
 };
 use std::fmt;
 use std::io::Write;
@@ -92,6 +93,7 @@ impl Scenario {
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
+            keep_dead: false,
         };
         let properties = match protocol {
             Protocol::Safe | Protocol::Weakened(_) => {
@@ -228,6 +230,49 @@ pub fn check_state(c: &Cluster, properties: &[Property]) -> Result<(), Violation
     Ok(())
 }
 
+/// The sim's reduction, checked: every message in flight whose receiver
+/// [`isr::Replica::ignores_forever`] says will ignore it is delivered to a copy of that receiver,
+/// which must not change, and may answer only with messages that are dead in turn (the error
+/// answer to a request of an epoch it will never lead, which its sender ignores; the sim
+/// steps at one tick, so the retry such an answer brings forward changes nothing either). The
+/// sim discards such messages; with `Bounds::keep_dead` they stay in flight, so this sees each
+/// of them at every later step, and a message that is dead now but acts later fails here too.
+pub fn dead_messages_are_inert(c: &Cluster, cfg: &Config) -> Result<(), Violation> {
+    for e in &c.network {
+        let Node::Broker(b) = e.to else { continue };
+        let receiver = &c.replicas[b.0 as usize];
+        if !receiver.ignores_forever(cfg, e.from, &e.message) {
+            continue;
+        }
+        let mut copy = (**receiver).clone();
+        let deliver = ReplicaInput::Message {
+            from: e.from,
+            message: e.message.clone(),
+        };
+        let effects = copy.step(cfg, Tick(0), deliver);
+        let dead_answer = |effect: &isr::Effect<isr::sim::Record>| match effect {
+            isr::Effect::Send(answer) => match answer.to {
+                Node::Broker(to) => {
+                    let r = &c.replicas[to.0 as usize];
+                    !r.is_online() || r.ignores_forever(cfg, answer.from, &answer.message)
+                }
+                Node::Controller => false,
+            },
+            _ => false,
+        };
+        if !effects.iter().all(dead_answer) || copy != **receiver {
+            return Err(Violation::Replica {
+                replica: b,
+                what: format!(
+                    "the dead message {} acts when delivered: {effects:?}",
+                    describe(e)
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Runs one schedule, checking after every step. Returns the number of steps taken and the end
 /// state; a schedule ends early when nothing is enabled.
 pub fn run(scenario: &Scenario, choices: &[u16]) -> Result<(usize, Cluster), Box<Failure>> {
@@ -263,7 +308,14 @@ pub fn run(scenario: &Scenario, choices: &[u16]) -> Result<(usize, Cluster), Box
         let action = actions[usize::from(choice) % actions.len()].clone();
         cluster.apply(cfg, bounds, &action);
         trace.push(action);
-        if let Err(v) = check_state(&cluster, &scenario.properties) {
+        let checked = check_state(&cluster, &scenario.properties).and_then(|()| {
+            if bounds.keep_dead {
+                dead_messages_are_inert(&cluster, cfg)
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(v) = checked {
             return Err(fail(cluster, trace, v));
         }
     }
@@ -361,8 +413,16 @@ pub fn run_counted(
     knobs: &Knobs,
     choices: &[u16],
 ) -> Result<(), String> {
-    let scenario = Scenario::new(protocol, knobs);
-    match run(&scenario, choices) {
+    run_scenario_counted(stats, &Scenario::new(protocol, knobs), choices)
+}
+
+/// Runs a schedule of `scenario` and counts it; the error is the readable failure report.
+pub fn run_scenario_counted(
+    stats: &Stats,
+    scenario: &Scenario,
+    choices: &[u16],
+) -> Result<(), String> {
+    match run(scenario, choices) {
         Ok((steps, cluster)) => {
             stats.count(steps, Some(&cluster));
             Ok(())
