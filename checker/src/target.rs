@@ -59,6 +59,10 @@ pub struct Overrides {
     /// A rule switch, as NAME=VALUE (repeatable).
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rules: Vec<String>,
+    /// Keep the messages their receiver will ignore forever in flight instead of discarding
+    /// them (the dead-message reduction off): verdicts must not change, only the state count.
+    #[arg(long)]
+    pub no_reduction: bool,
     /// What to expect instead of the preset's verdicts (repeatable, applied in order):
     /// `all-hold` (every property holds, every guard is reached), `none` (assert nothing), or
     /// `CHECK=holds|fails` for one property or guard. By default a preset keeps its expected
@@ -152,6 +156,7 @@ impl Target {
         if let Some(c) = &o.consumer {
             b.consumer = on_off("consumer", c)?;
         }
+        b.keep_dead = o.no_reduction;
         let isr_changes = o.isr_changes.unwrap_or(preset.isr_changes);
         if let Some(m) = o.min_isr {
             cfg.min_insync_replicas = m as usize;
@@ -296,6 +301,10 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", {} disk failures", b.disk_failures)
     } else {
         String::new()
+    } + if b.keep_dead {
+        ", dead messages kept (no reduction)"
+    } else {
+        ""
     }
 }
 
@@ -339,5 +348,6 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "controller_failovers": b.controller_failovers,
         "disk_failures": b.disk_failures,
         "acks": b.acks.to_string(), "consumer": b.consumer,
+        "dead_messages_kept": b.keep_dead,
     })
 }

@@ -152,6 +152,13 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::ReplicasAreConsistent) => {
             always!(Property::ReplicasAreConsistent)
         }
+        Check::Always(Property::AcknowledgedOnMinIsr) => always!(Property::AcknowledgedOnMinIsr),
+        Check::Always(Property::ControllerStateIsConsistent) => {
+            always!(Property::ControllerStateIsConsistent)
+        }
+        Check::Always(Property::LeaderEpochsAreUnique) => {
+            always!(Property::LeaderEpochsAreUnique)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {

@@ -75,6 +75,7 @@ const BASE: Bounds = Bounds {
     acks: Acks::All,
     consumer: true,
     background_flush: false,
+    keep_dead: false,
     controller_failovers: 0,
     disk_failures: 0,
 };
@@ -355,7 +356,8 @@ pub const PRESETS: &[Preset] = &[
         about: "rule 13 off: the leader reads a write's end offset from its log after appending. \
                 Its disk fills up under a write: the log takes nothing, the high watermark is \
                 already at the log end, so the write is acknowledged at an offset no log holds \
-                (found on real processes by isr-faults' disk-full-leader)",
+                (found on real processes by isr-faults' disk-full-leader): acknowledged on no \
+                copy at all, then lost",
         rules: &[("append-check", "off")],
         min_insync_replicas: 2,
         fetch_max_entries: UNLIMITED,
@@ -365,7 +367,7 @@ pub const PRESETS: &[Preset] = &[
             ..BASE
         },
         isr_changes: 1,
-        fails: &[CommittedRecordsSurviveLeaderFailure],
+        fails: &[CommittedRecordsSurviveLeaderFailure, AcknowledgedOnMinIsr],
         unreached: &[],
         exhaustive: false,
     },

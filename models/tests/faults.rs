@@ -27,6 +27,7 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
         acks: Acks::All,
         consumer: true,
         background_flush: false,
+        keep_dead: false,
     };
     // Page-cache acknowledgement: running replicas hold unflushed data, stopped ones must not.
     let p = Preset::find("kip966").expect("preset exists");

@@ -42,6 +42,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         acks: Acks::All,
         consumer: true,
         background_flush: false,
+        keep_dead: false,
     };
     let mut out = Vec::new();
     let mut walk = Walk(0x9e37_79b9_7f4a_7c15);

@@ -359,6 +359,7 @@ impl<'m> Worker<'m> {
     fn carry(&self, to: &Nodes, step: &Step, network: &mut Vec<Msg>) {
         carry(
             &self.model.cfg,
+            &self.model.bounds,
             &to.cluster.replicas,
             network,
             step.closed,
