@@ -192,7 +192,9 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
         }),
         Frame::NotActive(None),
         Frame::Reregister,
+        Frame::Registered,
         Frame::HeartbeatAck,
+        Frame::Hello(Peer::Heartbeats { id: BrokerId(2) }),
         Frame::Metadata(metadata.view(None)),
         Frame::Request {
             id: 3,

@@ -92,6 +92,9 @@ struct BrokerRow {
     /// many it is behind; `null` if it did not answer.
     metadata_offset: Option<u64>,
     metadata_lag: Option<u64>,
+    /// Deltas the broker ignored (older than its view, or after a gap, which has it ask for
+    /// the whole view): counted, never applied.
+    stale_deltas: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -212,7 +215,7 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
         }
     }
     let mut hosted: BTreeMap<(BrokerId, PartitionId), ReplicaView> = BTreeMap::new();
-    let mut offsets: BTreeMap<BrokerId, u64> = BTreeMap::new();
+    let mut offsets: BTreeMap<BrokerId, (u64, u64)> = BTreeMap::new();
     for (&broker, info) in view.brokers.iter().filter(|(_, b)| b.alive) {
         let asked = ask(&info.address, Request::Replicas, tls.as_ref()).await;
         let Ok(Response::Replicas(replicas)) = asked else {
@@ -221,24 +224,28 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
         };
         hosted.extend(replicas.into_iter().map(|r| ((broker, r.partition), r)));
         let asked = ask(&info.address, Request::MetadataOffset, tls.as_ref()).await;
-        if let Ok(Response::MetadataOffset(offset)) = asked {
-            offsets.insert(broker, offset);
+        if let Ok(Response::MetadataOffset {
+            offset,
+            stale_deltas,
+        }) = asked
+        {
+            offsets.insert(broker, (offset, stale_deltas));
         }
     }
     // The controller's own offset, asked of it (a broker's view carries the broker's).
     let controller_offset = match &view.controller {
         Some(c) => match ask(&c.address, Request::MetadataOffset, tls.as_ref()).await {
-            Ok(Response::MetadataOffset(offset)) => Some(offset),
+            Ok(Response::MetadataOffset { offset, .. }) => Some(offset),
             _ => None,
         },
         None => None,
     };
     let metadata = |id: &BrokerId| {
-        let offset = offsets.get(id).copied();
+        let (offset, stale) = offsets.get(id).copied().unzip();
         let lag = controller_offset
             .zip(offset)
             .map(|(c, b)| c.saturating_sub(b));
-        (offset, lag)
+        (offset, lag, stale)
     };
     let rows = rows(&view, &hosted, args.topic.as_deref());
     if args.json {
@@ -252,13 +259,14 @@ pub async fn run(args: StatusArgs) -> Result<(), StatusError> {
                 .brokers
                 .iter()
                 .map(|(&id, b)| {
-                    let (metadata_offset, metadata_lag) = metadata(&id);
+                    let (metadata_offset, metadata_lag, stale_deltas) = metadata(&id);
                     BrokerRow {
                         id,
                         address: b.address.clone(),
                         alive: b.alive,
                         metadata_offset,
                         metadata_lag,
+                        stale_deltas,
                     }
                 })
                 .collect(),
@@ -282,7 +290,7 @@ async fn over_kafka(bootstrap: &str, args: &StatusArgs) -> Result<(), StatusErro
         .iter()
         .map(|(id, address)| {
             serde_json::json!({"id": id, "address": address, "alive": true,
-            "metadata_offset": null, "metadata_lag": null})
+            "metadata_offset": null, "metadata_lag": null, "stale_deltas": null})
         })
         .collect();
     if args.json {
@@ -380,7 +388,7 @@ fn opt(v: Option<u64>) -> String {
 fn print_table(
     view: &ClusterView,
     rows: &[PartitionRow],
-    metadata: impl Fn(&BrokerId) -> (Option<u64>, Option<u64>),
+    metadata: impl Fn(&BrokerId) -> (Option<u64>, Option<u64>, Option<u64>),
 ) {
     match &view.controller {
         Some(c) => println!("controller {} epoch {} at {}", c.id, c.epoch.0, c.address),
@@ -388,13 +396,14 @@ fn print_table(
     }
     for (id, b) in &view.brokers {
         let state = if b.alive { "alive" } else { "fenced" };
-        let (offset, lag) = metadata(id);
+        let (offset, lag, stale) = metadata(id);
         println!(
-            "broker {} {} {state}, metadata offset {} (lag {})",
+            "broker {} {} {state}, metadata offset {} (lag {}, {} stale deltas)",
             id.0,
             b.address,
             opt(offset),
-            opt(lag)
+            opt(lag),
+            opt(stale)
         );
     }
     print_partitions(rows);

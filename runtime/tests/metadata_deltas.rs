@@ -1,6 +1,6 @@
 //! Brokers follow the controller's metadata by deltas: after a session's whole view, one delta
 //! per committed change, each bringing the broker's metadata offset one further. `isr status`
-//! shows each broker's offset and its lag behind the controller.
+//! shows each broker's offset, its lag behind the controller and the deltas it ignored.
 
 mod common;
 
@@ -47,6 +47,12 @@ fn brokers_apply_every_change_as_a_delta_and_status_shows_their_offsets() {
                 broker["metadata_lag"] == 0 && broker["metadata_offset"].as_u64() > Some(after[0])
             })
     });
+    // Each broker counts the deltas it ignored (older than its view, or after a gap).
+    for b in (1..=3u32).filter(|&b| b != victim) {
+        let stale = status["brokers"][b.to_string()]["stale_deltas"].as_u64();
+        eprintln!("broker {b}: {stale:?} stale deltas");
+        assert!(stale.is_some(), "{status:#}");
+    }
     let row = TestCluster::partition(&status, "deltas", 0);
     assert_ne!(
         row["leader"].as_u64(),

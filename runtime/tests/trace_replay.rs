@@ -6,7 +6,7 @@ mod common;
 
 use common::{kafka, TestCluster};
 use isr::trace::{replay, Event, Trace};
-use isr::{Effect, Message, Node, ReplicaInput};
+use isr::{Effect, Message, Node, Offset, ReplicaInput};
 use std::time::Duration;
 
 const TOPIC: &str = "traced";
@@ -45,18 +45,19 @@ fn find(traces: &[Trace], select: impl Fn(&Event) -> bool) -> (usize, usize) {
         .expect("an event to corrupt")
 }
 
-/// A follower's delivery of a Fetch answer that carries records.
-fn records_delivered(event: &Event) -> bool {
-    matches!(
-        event,
+/// The fetch offset of a Fetch answer with records that `event` delivers, if it is one.
+fn records_delivered(event: &Event) -> Option<Offset> {
+    match event {
         Event::Replica {
-            input: ReplicaInput::Message {
-                message: Message::FetchResponse(r),
-                ..
-            },
+            input:
+                ReplicaInput::Message {
+                    message: Message::FetchResponse(r),
+                    ..
+                },
             ..
-        } if r.result.as_ref().is_ok_and(|f| !f.entries.is_empty())
-    )
+        } if r.result.as_ref().is_ok_and(|f| !f.entries.is_empty()) => Some(r.fetch_offset),
+        _ => None,
+    }
 }
 
 #[test]
@@ -82,19 +83,24 @@ fn a_run_replays_and_corrupted_traces_are_rejected() {
     assert_eq!(d.at, Some((t, e)), "{}", d.why);
     assert!(d.why.contains("effects differ"), "{}", d.why);
 
-    // Two deliveries swapped: a follower takes the second Fetch answer with records before the
-    // first, which it could not have been sent yet.
+    // Two deliveries swapped: a follower takes a Fetch answer with records before an earlier
+    // one, which it could not have been sent yet: it answers a Fetch from further on, which the
+    // follower sent only once it had the earlier answer's records. (Answers to the same offset
+    // would not do: a follower may ask twice from one offset, its request timer fired when a
+    // connection opened, and either answer could then come first.)
     let mut swapped = traces.clone();
     let (t, delivered) = swapped
         .iter()
         .enumerate()
         .find_map(|(t, trace)| {
-            let at: Vec<usize> = (0..trace.events.len())
-                .filter(|&e| records_delivered(&trace.events[e]))
+            let at: Vec<(usize, Offset)> = (0..trace.events.len())
+                .filter_map(|e| records_delivered(&trace.events[e]).map(|o| (e, o)))
                 .collect();
-            (at.len() >= 2).then_some((t, at))
+            let (first, from) = *at.first()?;
+            let (later, _) = at.iter().find(|(_, o)| *o > from)?;
+            Some((t, [first, *later]))
         })
-        .expect("a follower that was sent records twice");
+        .expect("a follower that was sent records from two offsets");
     swapped[t].events.swap(delivered[0], delivered[1]);
     let d = replay(&swapped).expect_err("swapped deliveries");
     let step = format!("{} line {}", swapped[t].name, delivered[0] + 1);
@@ -106,7 +112,7 @@ fn a_run_replays_and_corrupted_traces_are_rejected() {
 
     // A record's leader epoch changed on its way to a follower: no leader sent that.
     let mut changed = traces.clone();
-    let (t, e) = find(&changed, records_delivered);
+    let (t, e) = find(&changed, |e| records_delivered(e).is_some());
     if let Event::Replica {
         input:
             ReplicaInput::Message {

@@ -211,7 +211,9 @@ async fn identify(stream: &mut TcpStream) -> std::io::Result<(Option<Node>, Vec<
     let mut body = vec![0u8; size];
     stream.read_exact(&mut body).await?;
     let source = match codec::decode(&body) {
-        Ok(Frame::Hello(Peer::Broker { id, .. })) => Some(Node::Broker(id.0)),
+        Ok(Frame::Hello(Peer::Broker { id, .. } | Peer::Heartbeats { id })) => {
+            Some(Node::Broker(id.0))
+        }
         _ => None,
     };
     let mut prefix = head.to_vec();
@@ -456,5 +458,17 @@ mod tests {
         let blocked =
             tokio::time::timeout(Duration::from_millis(300), broker.read_exact(&mut echoed)).await;
         assert!(blocked.is_err(), "broker 2 is cut from the controller");
+
+        // Its heartbeat connection too: a cut that spared it would keep its session alive.
+        let mut heartbeats = TcpStream::connect(&proxy.address).await.expect("connect");
+        let greeting = hello(Peer::Heartbeats { id });
+        heartbeats.write_all(&greeting).await.expect("hello");
+        let mut echoed = vec![0u8; greeting.len()];
+        let blocked = tokio::time::timeout(
+            Duration::from_millis(300),
+            heartbeats.read_exact(&mut echoed),
+        )
+        .await;
+        assert!(blocked.is_err(), "broker 2's heartbeats are cut too");
     }
 }

@@ -234,18 +234,19 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         .map(str::to_string)
         .collect();
     let (fatal, mut refused) = oneshot::channel();
+    let cfg = timing::config_with(rules);
     let net = Arc::new(Net::new(
-        me,
         advertised.clone(),
         controllers,
         commands.clone(),
         tls,
         fatal,
+        isr::BrokerSession::new(me, clean_shutdown),
+        cfg,
     ));
     // Rung by the replica thread whenever a high watermark moves; Kafka fetches waiting for
     // data (long polls) listen.
     let commits = Arc::new(Notify::new());
-    let cfg = timing::config_with(rules);
     let tracer = crate::trace::Tracer::start(args.trace.as_deref(), Node::Broker(me), cfg)
         .map_err(BrokerError::Recovery)?;
     let host = Host::open(
@@ -287,7 +288,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     for listener in listeners {
         tokio::spawn(net.clone().accept_loop(listener, backend.clone()));
     }
-    tokio::spawn(net.clone().controller_session(clean_shutdown));
+    tokio::spawn(net.clone().controller_session());
     tokio::spawn(ticks(commands.clone()));
 
     tokio::select! {

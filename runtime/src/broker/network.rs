@@ -28,14 +28,15 @@ use crate::wire::link::{self, Conn, Link, Opening, Reader};
 use crate::wire::rpc::{Rpc, RpcError};
 use crate::wire::{codec, BrokerAddress, Frame, Peer};
 use bytes::Bytes;
-use isr::{BrokerId, Envelope, Message, Node};
+use isr::broker::{Effect as SessionEffect, Input as SessionInput};
+use isr::{BrokerId, BrokerSession, Config, Envelope, Message, Node, Tick};
 use isr_kafka::auth::throttle::LoginThrottle;
 use isr_kafka::auth::{SecurityProtocol, SecurityState};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -61,9 +62,14 @@ pub struct Net {
     /// Set while a whole view is being asked for after a gap: one request at a time.
     catching_up: Arc<AtomicBool>,
     dialing: Mutex<BTreeSet<BrokerId>>,
-    /// Set by a controlled shutdown: from then on this broker neither heartbeats nor registers,
-    /// since that would make the controller take it back before it stops.
-    stopping: AtomicBool,
+    /// The session with the controller as the core keeps it: what to register with, when to
+    /// heartbeat, which Reregister to obey, when to give a silent controller up, and the
+    /// controlled shutdown that stops it all. This file only carries its messages.
+    session: Mutex<BrokerSession>,
+    /// The core configuration (the session's heartbeat interval and timeout).
+    cfg: Config,
+    /// Tick 0 of the session's clock.
+    started: Instant,
     /// The cluster certificate: links are mutual TLS with it.
     tls: Option<Arc<ClusterTls>>,
     /// Users and ACLs as the controller last pushed them.
@@ -75,16 +81,18 @@ pub struct Net {
 }
 
 impl Net {
+    /// The network side of the broker whose session is `session`.
     pub fn new(
-        me: BrokerId,
         address: BrokerAddress,
         controllers: Vec<String>,
         host: mpsc::UnboundedSender<Command>,
         tls: Option<Arc<ClusterTls>>,
         refused: oneshot::Sender<String>,
+        session: BrokerSession,
+        cfg: Config,
     ) -> Net {
         Net {
-            me,
+            me: session.broker(),
             address,
             controllers,
             host,
@@ -95,7 +103,9 @@ impl Net {
             stale_deltas: Default::default(),
             catching_up: Arc::default(),
             dialing: Mutex::default(),
-            stopping: AtomicBool::new(false),
+            session: Mutex::new(session),
+            cfg,
+            started: Instant::now(),
             tls,
             security: Mutex::default(),
             logins: Arc::default(),
@@ -117,14 +127,52 @@ impl Net {
     }
 
     fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
+        self.lock_session().is_stopping()
+    }
+
+    fn lock_session(&self) -> std::sync::MutexGuard<'_, BrokerSession> {
+        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session's clock: ticks since this process started.
+    fn now(&self) -> Tick {
+        Tick((self.started.elapsed().as_millis() / timing::TICK.as_millis()) as u64)
+    }
+
+    /// When tick `t` of the session's clock comes.
+    fn instant_of(&self, t: Tick) -> tokio::time::Instant {
+        let after = timing::TICK.saturating_mul(u32::try_from(t.0).unwrap_or(u32::MAX));
+        tokio::time::Instant::from_std(self.started + after)
+    }
+
+    /// Steps the session with `input`, now.
+    fn session_step(&self, input: SessionInput) -> Vec<SessionEffect<Bytes>> {
+        let now = self.now();
+        self.lock_session().step(&self.cfg, now, input)
+    }
+
+    /// Sends what the session says on `link`; whether the session was lost.
+    fn carry_out(&self, effects: Vec<SessionEffect<Bytes>>, link: &Link) -> bool {
+        let mut lost = false;
+        for effect in effects {
+            match effect {
+                SessionEffect::Send(envelope) => {
+                    if let Message::BrokerRegistration { clean_shutdown, .. } = envelope.message {
+                        info!(clean_shutdown, "registering");
+                    }
+                    link.send(Frame::Envelope(envelope));
+                }
+                SessionEffect::SessionLost => lost = true,
+            }
+        }
+        lost
     }
 
     /// Kafka's controlled shutdown: asks the controller, on this broker's session, to fence it
     /// now so that the partitions it leads get new leaders at once rather than after the
     /// session timeout. Stops heartbeats and registrations first, so nothing undoes the fence.
     pub async fn controlled_shutdown(&self) -> Result<(), String> {
-        self.stopping.store(true, Ordering::Relaxed);
+        self.session_step(SessionInput::ControlledShutdown);
         let link = self
             .outbox
             .controller()
@@ -144,22 +192,19 @@ impl Net {
         }
     }
 
-    /// Keeps a session with the active controller: find it, open the session, heartbeat, and
-    /// on loss start over. The process registers once, in its first session, saying how its last
-    /// run ended; later sessions (after a controller failover, or a broken connection) resume
-    /// with a heartbeat, since the broker is still the incarnation the controllers know, and
-    /// register again only when the controller answers Reregister (it fenced this broker). The
-    /// core hands a new incarnation's broker epoch to the replicas in the LeaderAndIsr that
-    /// follows its registration.
-    pub async fn controller_session(self: Arc<Self>, clean_shutdown: bool) {
-        let mut clean = clean_shutdown;
-        let mut registered = false;
+    /// Keeps a session with the active controller: find it, open the session, and on loss
+    /// start over. What goes on the session (a registration on the first one, saying how the
+    /// last run ended; heartbeats; a registration again after a Reregister) is the core's
+    /// [`BrokerSession`]'s to say. The core hands a new incarnation's broker epoch to the
+    /// replicas in the LeaderAndIsr that follows its registration.
+    pub async fn controller_session(self: Arc<Self>) {
+        let mut joined = false;
         while !self.stopping() {
             let found = match self.find_controller().await {
                 Found::Active(session) => Some(session),
                 // A broker that never joined and whose certificate every controller refuses
                 // (or whose controllers' it refuses) stops with the reason: no retry helps.
-                Found::Refused(why) if !registered => {
+                Found::Refused(why) if !joined => {
                     let told = self
                         .refused
                         .lock()
@@ -181,19 +226,17 @@ impl Net {
                 info!(controller = active.id, address = %active.address, epoch = %active.epoch,
                     "session with the active controller");
                 self.outbox.set_controller(Some(link.clone()));
-                let registered_at = if registered {
-                    self.heartbeat(&link);
-                    None
-                } else {
-                    self.register(&link, clean);
-                    registered = true;
-                    clean = true;
-                    Some(Instant::now())
+                joined = true;
+                // A resumed session's first heartbeat (its heartbeat connection's first) says
+                // whether the controller still knows this incarnation.
+                self.carry_out(self.session_step(SessionInput::SessionOpened), &link);
+                let why = tokio::select! {
+                    why = self.read_controller(reader, &link) => why,
+                    why = self.heartbeat_connection(&active) => why,
                 };
-                tokio::spawn(self.clone().heartbeats(link.clone()));
-                self.read_controller(reader, &link, registered_at).await;
+                self.session_step(SessionInput::SessionClosed);
                 self.outbox.set_controller(None);
-                warn!("lost the session with the controller; looking for the active one");
+                warn!(%why, "lost the session with the controller; looking for the active one");
             }
             tokio::time::sleep(timing::HEARTBEAT_INTERVAL).await;
         }
@@ -202,26 +245,53 @@ impl Net {
     /// Dials every controller at once and takes the first that welcomes this broker as the
     /// active controller; a standby's answer names the active one, which is dialed too. At
     /// once, because a paused controller accepts connections and then says nothing: trying the
-    /// controllers in turn would spend the session waiting on it.
+    /// controllers in turn would spend the session waiting on it. A busy active controller may
+    /// take seconds to welcome (`WELCOME_WAIT`); meanwhile the others are asked again every
+    /// heartbeat interval, since a standby takes over when the active one is paused or gone.
     async fn find_controller(&self) -> Found {
+        let deadline = Instant::now() + timing::WELCOME_WAIT;
+        let me = self.me_as_peer();
+        let tls = self.tls.clone();
+        let dial = |address: String, after: Duration| {
+            let (me, tls) = (me.clone(), tls.clone());
+            async move {
+                tokio::time::sleep(after).await;
+                (address.clone(), hello(address, me, tls).await)
+            }
+        };
         let mut dials = JoinSet::new();
         let mut tried = BTreeSet::new();
-        let me = self.me_as_peer();
         for address in &self.controllers {
             if tried.insert(address.clone()) {
-                dials.spawn(hello(address.clone(), me.clone(), self.tls.clone()));
+                dials.spawn(dial(address.clone(), Duration::ZERO));
             }
         }
         let mut refusals = Vec::new();
         let mut others = false;
         while let Some(answer) = dials.join_next().await {
-            match answer {
-                Ok(Answer::Welcome(session)) => return Found::Active(session),
-                Ok(Answer::Standby(Some(active))) if tried.insert(active.address.clone()) => {
-                    dials.spawn(hello(active.address, me.clone(), self.tls.clone()));
+            let Ok((address, answer)) = answer else {
+                others = true;
+                continue;
+            };
+            let ask_again = match answer {
+                Answer::Welcome(session) => return Found::Active(session),
+                Answer::Refused(why) => {
+                    refusals.push(why);
+                    false
                 }
-                Ok(Answer::Refused(why)) => refusals.push(why),
-                _ => others = true,
+                Answer::Standby(active) => {
+                    if let Some(active) = active.filter(|a| tried.insert(a.address.clone())) {
+                        dials.spawn(dial(active.address, Duration::ZERO));
+                    }
+                    true
+                }
+                Answer::Nothing => true,
+            };
+            if ask_again {
+                others = true;
+                if Instant::now() + timing::HEARTBEAT_INTERVAL < deadline {
+                    dials.spawn(dial(address, timing::HEARTBEAT_INTERVAL));
+                }
             }
         }
         if !refusals.is_empty() && !others {
@@ -230,39 +300,16 @@ impl Net {
         Found::Nothing
     }
 
-    fn register(&self, link: &Link, clean_shutdown: bool) {
-        info!(clean_shutdown, "registering");
-        link.send(Frame::Envelope(Envelope {
-            from: Node::Broker(self.me),
-            to: Node::Controller,
-            message: Message::BrokerRegistration {
-                broker: self.me,
-                clean_shutdown,
-            },
-        }));
-    }
-
-    /// Follows the controller's session until it ends. `registered_at`: when this session
-    /// registered, if it did.
-    async fn read_controller(
-        self: &Arc<Self>,
-        mut reader: Reader,
-        link: &Link,
-        mut registered_at: Option<Instant>,
-    ) {
+    /// Follows the controller's session until it ends, and says why. How long the controller
+    /// may stay silent here is the heartbeat connection's business
+    /// ([`Net::heartbeat_connection`]): this one may carry nothing for long, or a large view
+    /// that takes a while.
+    async fn read_controller(self: &Arc<Self>, mut reader: Reader, link: &Link) -> String {
         loop {
-            let frame = match tokio::time::timeout(timing::SESSION, codec::read(&mut reader)).await
-            {
-                Ok(Ok(Some(frame))) => frame,
-                Ok(Ok(None)) => return,
-                Ok(Err(e)) => {
-                    warn!(error = %e, "bad frame from the controller");
-                    return;
-                }
-                Err(_) => {
-                    warn!("the controller answers no heartbeat");
-                    return;
-                }
+            let frame = match codec::read(&mut reader).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return "the controller closed the session".into(),
+                Err(e) => return format!("a bad frame from the controller: {e}"),
             };
             match frame {
                 Frame::Envelope(env) if env.from == Node::Controller => self.deliver(env),
@@ -271,15 +318,14 @@ impl Net {
                 Frame::Response { id, result } => self.rpc.complete(id, result),
                 Frame::HeartbeatAck => {}
                 // The controller lost its role: find the next one.
-                Frame::NotActive(_) => return,
-                // Heartbeats sent before our registration reached the controller are answered
-                // with Reregister too; only one per session is genuine.
-                Frame::Reregister
-                    if registered_at.is_none_or(|at| at.elapsed() >= timing::SESSION)
-                        && !self.stopping() =>
-                {
-                    self.register(link, true);
-                    registered_at = Some(Instant::now());
+                Frame::NotActive(_) => return "the controller is no longer active".into(),
+                // Whether to obey it (it may answer a heartbeat sent before the registration
+                // was dealt with) is the session's to say.
+                Frame::Reregister => {
+                    self.carry_out(self.session_step(SessionInput::MustRegister), link);
+                }
+                Frame::Registered => {
+                    self.session_step(SessionInput::RegistrationAnswered);
                 }
                 other => debug!(frame = ?other, "ignoring frame from the controller"),
             }
@@ -610,7 +656,10 @@ impl Net {
                             .lock()
                             .unwrap_or_else(|p| p.into_inner())
                             .as_ref()
-                            .map(|view| Response::MetadataOffset(view.offset))
+                            .map(|view| Response::MetadataOffset {
+                                offset: view.offset,
+                                stale_deltas: self.stale_deltas.load(Ordering::Relaxed),
+                            })
                             .ok_or_else(|| {
                                 AdminError::Unavailable("no metadata from a controller yet".into())
                             }),
@@ -684,7 +733,7 @@ async fn hello(address: String, me: Peer, tls: Option<Arc<ClusterTls>>) -> Answe
     if tls.is_some() && !matches!(role, Some(Role::Controller(_))) {
         return refused(format!("its certificate names {role:?}, not a controller"));
     }
-    match tokio::time::timeout(timing::SESSION, codec::read(&mut reader)).await {
+    match tokio::time::timeout(timing::WELCOME_WAIT, codec::read(&mut reader)).await {
         Ok(Ok(Some(Frame::Welcome(active)))) => Answer::Welcome((reader, link, active)),
         Ok(Ok(Some(Frame::NotActive(active)))) => Answer::Standby(active),
         // Under TLS 1.3 the controller judges our certificate after our side of the handshake
@@ -704,35 +753,72 @@ async fn hello(address: String, me: Peer, tls: Option<Arc<ClusterTls>>) -> Answe
 }
 
 impl Net {
-    fn heartbeat(&self, link: &Link) -> bool {
-        link.send(Frame::Envelope(Envelope {
-            from: Node::Broker(self.me),
-            to: Node::Controller,
-            message: Message::BrokerHeartbeat { broker: self.me },
-        }))
-    }
-
-    async fn heartbeats(self: Arc<Self>, link: Link) {
-        let mut interval = tokio::time::interval(timing::HEARTBEAT_INTERVAL);
-        // After a stall (a paused process, an overloaded machine) send one heartbeat, not a
-        // burst.
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last = Instant::now();
-        loop {
-            interval.tick().await;
-            let late = last.elapsed().saturating_sub(timing::HEARTBEAT_INTERVAL);
-            if late >= timing::SESSION / 2 {
-                warn!(
-                    late_ms = late.as_millis() as u64,
-                    "heartbeat late: this process was not scheduled in time (overloaded?)"
-                );
+    /// Opens this session's heartbeat connection to the active controller and carries the
+    /// session's heartbeats on it, when the core's session says, until the session is lost (a
+    /// session's length without an answer: the controller is paused, gone, or lost its role),
+    /// and says why. The controller answers each heartbeat at once on this connection,
+    /// whatever its event loop is doing, and nothing else travels here, so the answers time the
+    /// controller alone.
+    async fn heartbeat_connection(self: &Arc<Self>, active: &ControllerInfo) -> String {
+        let me = Peer::Heartbeats { id: self.me };
+        let (mut reader, link, role) =
+            match link::dial(&active.address, me, self.tls.as_deref()).await {
+                Ok(dialed) => dialed,
+                Err(e) => return format!("cannot open a heartbeat connection: {e}"),
+            };
+        if self.tls.is_some() && !matches!(role, Some(Role::Controller(_))) {
+            return format!("the heartbeat connection's certificate names {role:?}");
+        }
+        // Frames are read by a task of their own (a read cut short by a timer would lose its
+        // place in the stream); it stops with this function, as dropping the set aborts it.
+        let (frames, mut answers) = mpsc::channel(16);
+        let mut reading = JoinSet::new();
+        reading.spawn(async move {
+            loop {
+                let frame = codec::read(&mut reader).await;
+                let end = !matches!(frame, Ok(Some(_)));
+                if frames.send(frame).await.is_err() || end {
+                    return;
+                }
             }
-            last = Instant::now();
-            // A session that ended (the controller lost its role, or a newer session replaced
-            // it) gets no more heartbeats; its connection closes with the last handle.
-            let current = self.outbox.controller().is_some_and(|l| l.same(&link));
-            if self.stopping() || !current || !self.heartbeat(&link) {
-                return;
+        });
+        loop {
+            let due = self.lock_session().next_timeout(&self.cfg);
+            let wake = due.map(|t| self.instant_of(t));
+            let timer = async {
+                match wake {
+                    Some(wake) => tokio::time::sleep_until(wake).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                frame = answers.recv() => match frame {
+                    Some(Ok(Some(Frame::HeartbeatAck))) => {
+                        self.session_step(SessionInput::HeartbeatAnswered);
+                    }
+                    Some(Ok(Some(Frame::NotActive(_)))) => {
+                        return "the controller is no longer active".into()
+                    }
+                    Some(Ok(Some(other))) => debug!(frame = ?other, "ignoring frame on heartbeats"),
+                    Some(Ok(None)) | None => {
+                        return "the controller closed the heartbeat connection".into()
+                    }
+                    Some(Err(e)) => return format!("a bad frame on the heartbeat connection: {e}"),
+                },
+                () = timer => {
+                    // After a stall (a paused process, an overloaded machine) the session sends
+                    // one heartbeat, not a burst; say so, since a stall this long may cost it.
+                    let late = wake.map_or(Duration::ZERO, |w| w.elapsed());
+                    if late >= timing::SESSION / 2 {
+                        warn!(
+                            late_ms = late.as_millis() as u64,
+                            "heartbeat late: this process was not scheduled in time (overloaded?)"
+                        );
+                    }
+                    if self.carry_out(self.session_step(SessionInput::Tick), &link) {
+                        return "the controller answers no heartbeat".into();
+                    }
+                }
             }
         }
     }

@@ -50,6 +50,8 @@ struct Active<'a> {
     now: Tick,
     /// The connection each broker last introduced itself on.
     brokers: BTreeMap<BrokerId, (u64, Link)>,
+    /// Brokers' heartbeat connections ([`Peer::Heartbeats`]), by connection.
+    heartbeaters: BTreeMap<u64, BrokerId>,
     /// Every open connection, for answering requests.
     links: &'a mut BTreeMap<u64, Link>,
     /// The metadata offset of this controller's session: how many changes it has sent brokers
@@ -109,6 +111,7 @@ pub async fn act(
         },
         now: Tick(0),
         brokers: BTreeMap::new(),
+        heartbeaters: BTreeMap::new(),
         links,
         offset: 0,
         tracer,
@@ -402,16 +405,29 @@ impl Active<'_> {
 
     async fn on_event(&mut self, event: Event) -> Result<(), StepError> {
         match event {
-            Event::Connected { conn, peer, link } => {
-                self.links.insert(conn, link.clone());
-                if let Peer::Broker { id, address } = peer {
-                    return self.on_broker_session(conn, id, address, link).await;
-                }
+            Event::Connected { conn, closed, .. } if closed.is_set() => {
+                debug!(conn, "connection closed before it was served");
                 Ok(())
+            }
+            Event::Connected {
+                conn, peer, link, ..
+            } => {
+                self.links.insert(conn, link.clone());
+                match peer {
+                    Peer::Broker { id, address } => {
+                        self.on_broker_session(conn, id, address, link).await
+                    }
+                    Peer::Heartbeats { id } => {
+                        self.heartbeaters.insert(conn, id);
+                        Ok(())
+                    }
+                    Peer::Client => Ok(()),
+                }
             }
             Event::Frame { conn, frame } => self.on_frame(conn, frame).await,
             Event::Closed { conn } => {
                 self.links.remove(&conn);
+                self.heartbeaters.remove(&conn);
                 self.brokers.retain(|_, (c, _)| *c != conn);
                 Ok(())
             }
@@ -475,6 +491,15 @@ impl Active<'_> {
         from == Node::Broker(broker) && self.brokers.get(&broker).is_some_and(|(c, _)| *c == conn)
     }
 
+    /// Whether a heartbeat on `conn` is `broker`'s: sent on its session's connection or its
+    /// heartbeat connection, while its session is open.
+    fn heartbeats_for(&self, conn: u64, from: Node, broker: BrokerId) -> bool {
+        self.speaks_for(conn, from, broker)
+            || (from == Node::Broker(broker)
+                && self.brokers.contains_key(&broker)
+                && self.heartbeaters.get(&conn) == Some(&broker))
+    }
+
     async fn on_message(
         &mut self,
         conn: u64,
@@ -487,9 +512,16 @@ impl Active<'_> {
                 clean_shutdown,
             } if self.speaks_for(conn, from, *broker) => {
                 info!(%broker, clean_shutdown, "broker registered");
-                self.step(ControllerInput::Message { from, message }).await
+                let broker = *broker;
+                let stepped = self.step(ControllerInput::Message { from, message }).await;
+                // Taken or not (the store may have refused it), the registration is dealt
+                // with: a Reregister after this one is an answer to a later heartbeat.
+                if let Some((_, link)) = self.brokers.get(&broker) {
+                    link.send(Frame::Registered);
+                }
+                stepped
             }
-            Message::BrokerHeartbeat { broker } if self.speaks_for(conn, from, *broker) => {
+            Message::BrokerHeartbeat { broker } if self.heartbeats_for(conn, from, *broker) => {
                 // A live broker's heartbeat only refreshes its session, which is not worth a
                 // store write: a new controller gives every live broker a fresh session anyway.
                 // (Its connection has answered it already: `connections::serve`.)
@@ -574,7 +606,10 @@ impl Active<'_> {
                 self.meta.offset_groups().into_iter().collect(),
             )),
             Request::Replicas => Err(AdminError::Unsupported("Replicas".into()).into()),
-            Request::MetadataOffset => Ok(Response::MetadataOffset(self.offset)),
+            Request::MetadataOffset => Ok(Response::MetadataOffset {
+                offset: self.offset,
+                stale_deltas: 0,
+            }),
             change => {
                 self.meta.begin();
                 match self.change(change) {

@@ -19,15 +19,45 @@ use crate::wire::link::{self, Link, Opening};
 use crate::wire::{codec, Frame, Peer};
 use isr::{Envelope, Message};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 pub enum Event {
-    Connected { conn: u64, peer: Peer, link: Link },
-    Frame { conn: u64, frame: Frame },
-    Closed { conn: u64 },
+    Connected {
+        conn: u64,
+        peer: Peer,
+        link: Link,
+        /// Set once the connection has closed, possibly before this event is served.
+        closed: Closed,
+    },
+    Frame {
+        conn: u64,
+        frame: Frame,
+    },
+    Closed {
+        conn: u64,
+    },
+}
+
+/// Whether a connection has closed, as its reader saw it. Opening a broker's session costs the
+/// controller work in proportion to the broker's partitions (its metadata, the state of each
+/// partition), so the opening of a connection that is already gone is skipped: a broker that
+/// gave up waiting for its welcome and dialed again must not queue that work twice.
+#[derive(Clone, Debug, Default)]
+pub struct Closed(Arc<AtomicBool>);
+
+impl Closed {
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Where the connections' events wait: brokers' sessions, and the rest.
@@ -143,6 +173,7 @@ async fn serve(
         }
     }
     let (mut reader, link) = link::split(stream);
+    let closed = Closed::default();
     let mut introduced = false;
     loop {
         match codec::read(&mut reader).await {
@@ -154,9 +185,14 @@ async fn serve(
                 introduced = true;
                 let link = match peer {
                     Peer::Client => link.clone().mapped(for_admin_client),
-                    Peer::Broker { .. } => link.clone(),
+                    Peer::Broker { .. } | Peer::Heartbeats { .. } => link.clone(),
                 };
-                events.send(Event::Connected { conn, peer, link });
+                events.send(Event::Connected {
+                    conn,
+                    peer,
+                    link,
+                    closed: closed.clone(),
+                });
             }
             Ok(Some(frame)) if introduced => {
                 // A heartbeat is answered here, by the connection, so that a broker hears its
@@ -185,6 +221,7 @@ async fn serve(
             }
         }
     }
+    closed.set();
     events.send(Event::Closed { conn });
 }
 

@@ -187,8 +187,12 @@ pub fn admits(secured: bool, role: Option<&Role>, peer: &crate::wire::Peer) -> R
     }
     match (peer, role) {
         (_, None) => Err("it has no certificate signed by the cluster CA".into()),
-        (Peer::Broker { id, .. }, Some(Role::Broker(proven))) if proven == id => Ok(()),
-        (Peer::Broker { id, .. }, Some(other)) => Err(format!(
+        (Peer::Broker { id, .. } | Peer::Heartbeats { id }, Some(Role::Broker(proven)))
+            if proven == id =>
+        {
+            Ok(())
+        }
+        (Peer::Broker { id, .. } | Peer::Heartbeats { id }, Some(other)) => Err(format!(
             "it says it is broker {}, but its certificate names {other}",
             id.0
         )),
@@ -286,6 +290,11 @@ mod tests {
         assert!(admits(true, Some(&admin), &Peer::Client).is_ok());
         assert!(admits(true, Some(&admin), &broker(1)).is_err());
         assert!(admits(true, Some(&Role::Controller(1)), &broker(1)).is_err());
+        // A broker's heartbeat connection, likewise.
+        let heartbeats = |id| Peer::Heartbeats { id: BrokerId(id) };
+        assert!(admits(true, Some(&two), &heartbeats(2)).is_ok());
+        assert!(admits(true, Some(&two), &heartbeats(3)).is_err());
+        assert!(admits(true, Some(&admin), &heartbeats(2)).is_err());
         assert!(
             admits(false, None, &broker(7)).is_ok(),
             "no cluster TLS: as before"

@@ -65,7 +65,8 @@ pub enum Request {
     /// by an admin client holding a cluster certificate).
     Security(SecurityChange),
     /// The metadata offset of the asked one's view: the active controller's is how many deltas
-    /// it has sent this session, a broker's how many it has applied ([`ClusterView::offset`]).
+    /// it has sent this session, a broker's how many it has applied ([`ClusterView::offset`]);
+    /// and how many deltas it ignored (older than its view, or after a gap).
     MetadataOffset,
 }
 
@@ -81,7 +82,11 @@ pub enum Response {
     ProducerId(i64),
     Replicas(Vec<ReplicaView>),
     Security(SecurityAnswer),
-    MetadataOffset(u64),
+    MetadataOffset {
+        offset: u64,
+        /// Deltas ignored since the process started (a controller ignores none).
+        stale_deltas: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -60,6 +60,12 @@ pub enum Peer {
         id: BrokerId,
         address: BrokerAddress,
     },
+    /// A broker's second connection to the active controller, for its heartbeats alone, opened
+    /// once its session is: on the session's connection they would queue behind its
+    /// AlterPartition requests one way and the metadata the other, and a busy cluster's broker
+    /// would lose its session to its own traffic. (Kafka's brokers keep their heartbeats and
+    /// their AlterPartition requests on separate channels too.)
+    Heartbeats { id: BrokerId },
     /// An admin client (`isr status`) or a broker asking the controller on a client's behalf.
     Client,
 }
@@ -88,6 +94,10 @@ pub enum Frame {
     /// The controller fenced the broker (its session expired) while it still runs: the broker
     /// must register again to be part of the cluster.
     Reregister,
+    /// The active controller dealt with the broker's registration (took it, or failed to store
+    /// it). Reregister answers that arrive before it were to heartbeats the controller took
+    /// before the registration: the broker registers again only on one after it.
+    Registered,
     /// The active controller's answer to a heartbeat it took: a broker that hears nothing from
     /// its controller for a session's length looks for the active one again (a paused
     /// controller's connection stays open, and silent).

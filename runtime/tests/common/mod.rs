@@ -444,6 +444,7 @@ pub fn status_of(controllers: &str) -> Value {
                     "alive": b["alive"],
                     "metadata_offset": b["metadata_offset"],
                     "metadata_lag": b["metadata_lag"],
+                    "stale_deltas": b["stale_deltas"],
                 }),
             );
         }

@@ -114,6 +114,8 @@ pub struct Host {
     deadlines: BTreeSet<(Tick, PartitionId)>,
     /// Each scheduled replica's entry in `deadlines`.
     wakes: BTreeMap<PartitionId, Tick>,
+    /// Followers' requests for partitions not hosted yet.
+    early: replication::Early,
 }
 
 /// Debug builds assert the core's per-replica invariants after every step; so does a release
@@ -156,6 +158,7 @@ impl Host {
             tracer,
             deadlines: BTreeSet::new(),
             wakes: BTreeMap::new(),
+            early: replication::Early::default(),
         };
         let recovered: Vec<PartitionId> = host.partitions.keys().copied().collect();
         for partition in recovered {
@@ -239,11 +242,13 @@ impl Host {
     /// never reused, so one below `next_partition` missing from `live` was deleted): waiting
     /// producers and fetches are answered, and its directory is removed.
     fn retire(&mut self, next_partition: u32, live: &BTreeSet<PartitionId>) {
+        let gone = |p: PartitionId| p.0 < next_partition && !live.contains(&p);
+        self.early.forget(gone);
         let deleted: Vec<PartitionId> = self
             .partitions
             .keys()
             .copied()
-            .filter(|p| p.0 < next_partition && !live.contains(p))
+            .filter(|&p| gone(p))
             .collect();
         for partition in deleted {
             if let Some(hosted) = self.partitions.remove(&partition) {
