@@ -29,7 +29,8 @@
 #   as topics of 100 (RF 3, min ISR 2), created through confluent-kafka's admin client, 10
 #   topics per CreateTopics. Prints one line per figure: the seconds from the first create to
 #   every partition led with a full ISR (as a client's Metadata sees it), and to every partition
-#   replicated (its leader counted a Fetch of each follower, as `isr status` shows); the whole cluster's
+#   replicated (its leader counted a Fetch of each follower, as `isr status` shows), and to every
+#   partition with a full ISR again after that (stable); the whole cluster's
 #   idle CPU over 10 s and each process's RSS; the partitions still with a full ISR after it,
 #   and 100 acks=all writes to the last topic (one per partition); SIGKILL of broker 3: the seconds until every
 #   partition it led has a new leader, then its restart: the seconds until it is back in every ISR; with etcd, SIGKILL of the active controller: the seconds
@@ -260,6 +261,14 @@ def wait_full(total, limit, pause):
             return False, full
         time.sleep(pause)
 
+def require_full(total, limit, pause, failed):
+    """Waits as wait_full does; if not every partition is led with a full ISR within `limit`
+    seconds, prints `failed(how many are)` and fails."""
+    done, full = wait_full(total, limit, pause)
+    if not done:
+        print(failed(full))
+        sys.exit(1)
+
 if phase == "create":
     total = int(args[0])
     started = time.monotonic()
@@ -269,10 +278,8 @@ if phase == "create":
         for name, f in admin.create_topics(topics, request_timeout=120).items():
             f.result()
     created = time.monotonic() - started
-    done, stable = wait_full(total, 900, 1)
-    if not done:
-        print(f"not stable after 900 s: {stable} of {total} partitions led with a full ISR")
-        sys.exit(1)
+    require_full(total, 900, 1,
+                 lambda full: f"not stable after 900 s: {full} of {total} partitions led with a full ISR")
     print(f"partitions={total}: created in {created:.1f} s; every partition led with a full ISR "
           f"{time.monotonic() - started:.1f} s after the first create")
 elif phase == "check":
@@ -309,11 +316,15 @@ elif phase == "moved":
 elif phase == "rejoined":
     total, victim = int(args[0]), int(args[1])
     started = time.monotonic()
-    done, full = wait_full(total, 300, 0.5)
-    if not done:
-        print(f"after 300 s, {total - full} of {total} partitions still without broker {victim} in the ISR")
-        sys.exit(1)
+    require_full(total, 300, 0.5,
+                 lambda full: f"after 300 s, {total - full} of {total} partitions still without broker {victim} in the ISR")
     print(f"restart of broker {victim}: back in every ISR after {time.monotonic() - started:.1f} s")
+elif phase == "stable":
+    total, since = int(args[0]), float(args[1])
+    require_full(total, 300, 1,
+                 lambda full: f"not stable 300 s after replicating: {full} of {total} partitions with a full ISR")
+    print(f"every partition led with a full ISR again (stable) {time.time() - since:.1f} s "
+          f"after the first create")
 elif phase == "create-one":
     started = time.monotonic()
     while True:
@@ -372,6 +383,9 @@ scale() {
     if [ "$waited" -gt 600 ]; then echo "the brokers did not replicate every partition within 600 s"; break; fi
   done
   echo "every partition replicated (a leader that counted both followers' fetches) $(python3 -c "import time; print(f'{time.time() - $created_at:.1f}')") s after the first create"
+  # Leaders drop followers that are slow to open their files from the ISR, and take them back
+  # once they fetch: idle is measured once every ISR is full again.
+  scale_client stable "$total" "$created_at"
   local before after hz
   hz=$(getconf CLK_TCK)
   sleep 5
