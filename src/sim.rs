@@ -81,6 +81,13 @@ pub struct Bounds {
     /// what the reduction claims; comparing the verdicts with and without it checks the claim.
     #[serde(default)]
     pub keep_dead: bool,
+    /// Check the reduction's claim for every message it discards (the checker's
+    /// `--audit-reduction`, on in `isr-check suite`): the receiver, stepped with it there and
+    /// then, must stay as it is and send only messages their own receivers discard in turn
+    /// ([`dead_message_acts`]). A fault in the core's receipt checks that [`Replica::ignores_forever`]
+    /// does not share then fails the run instead of hiding in the pruned states.
+    #[serde(default)]
+    pub audit_dead: bool,
 }
 
 impl Default for Bounds {
@@ -100,6 +107,7 @@ impl Default for Bounds {
             controller_failovers: 0,
             disk_failures: 0,
             keep_dead: false,
+            audit_dead: false,
         }
     }
 }
@@ -1072,7 +1080,15 @@ pub fn carry<M: InFlight>(
 ) {
     let ignored = |e: &Envelope<Record>| match e.to {
         Node::Broker(_) if bounds.keep_dead => false,
-        Node::Broker(b) => replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message),
+        Node::Broker(b) => {
+            let dead = replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message);
+            if dead && bounds.audit_dead {
+                if let Some(what) = dead_message_acts(cfg, replicas, e) {
+                    panic!("the reduction is unsound: {what}");
+                }
+            }
+            dead
+        }
         Node::Controller => false,
     };
     if let Some(b) = closed {
@@ -1089,6 +1105,47 @@ pub fn carry<M: InFlight>(
             network.push(m);
         }
     }
+}
+
+/// What `e`, a message its receiver ignores forever ([`Replica::ignores_forever`]), would do
+/// if delivered now, by the core's own receipt checks: `None` when it is inert — its receiver,
+/// stepped with it, stays as it is and sends only messages dead in turn (the error answer to a
+/// request of an epoch it will never lead, which its sender ignores; the sim steps at one tick,
+/// so the retry such an answer brings forward changes nothing either) — and otherwise what it
+/// does. The sim's reduction then never stands in for a check of the core: a fault there (a
+/// leader that answers a Fetch of an older epoch, a broker that obeys a deposed controller)
+/// shows up as a message that acts, not as a smaller state space.
+pub fn dead_message_acts(
+    cfg: &Config,
+    replicas: &[Arc<Replica<MemLog<Record>>>],
+    e: &Envelope<Record>,
+) -> Option<String> {
+    let Node::Broker(b) = e.to else {
+        return None;
+    };
+    let receiver = &*replicas[b.0 as usize];
+    let mut copy = receiver.clone();
+    let deliver = ReplicaInput::Message {
+        from: e.from,
+        message: e.message.clone(),
+    };
+    let effects: Effects<Record> = copy.step(cfg, Tick(0), deliver);
+    let dead_answer = |effect: &Effect<Record>| match effect {
+        Effect::Send(answer) => match answer.to {
+            Node::Broker(to) => {
+                let r = &replicas[to.0 as usize];
+                !r.is_online() || r.ignores_forever(cfg, answer.from, &answer.message)
+            }
+            Node::Controller => false,
+        },
+        _ => false,
+    };
+    (copy != *receiver || !effects.iter().all(dead_answer)).then(|| {
+        format!(
+            "the dead message {} acts when delivered: {effects:?}",
+            describe(e)
+        )
+    })
 }
 
 /// Whether `e` is a request of broker `b` to its leader, or the answer to one: while one is in

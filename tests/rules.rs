@@ -15,8 +15,8 @@ mod common;
 use common::{check_state, summary};
 use isr::sim::{Action, Bounds, Cluster, Record, PARTITION};
 use isr::{
-    Acks, BrokerId, Config, Effect, Envelope, FlushPolicy, LeaderEpoch, Log, Message, Node, Offset,
-    Property, ReplicaInput, Rules, Tick, TruncationRule, Violation, WriteError,
+    Acks, BrokerId, Config, Effect, Envelope, FetchRequest, FlushPolicy, LeaderEpoch, Log, Message,
+    Node, Offset, Property, ReplicaInput, Rules, Tick, TruncationRule, Violation, WriteError,
 };
 use std::collections::BTreeSet;
 
@@ -112,6 +112,8 @@ impl Run {
             consumer: true,
             background_flush: false,
             keep_dead: false,
+            // Every discard of the reduction checked against the core as the scripts run.
+            audit_dead: true,
         };
         let cluster = Cluster::new(&cfg, &bounds);
         Run {
@@ -999,4 +1001,36 @@ fn kip903_stale_fetch_cannot_readmit_a_restarted_replica() {
         run.report()
     );
     assert_eq!(run.cluster.replicas[0].high_watermark(), Offset(0));
+}
+
+/// The reduction's audit (`Bounds::audit_dead`, on in these scripts, the property tests and
+/// `isr-check suite`) tells a message that acts from one that is dead by the core's own
+/// receipt checks: a follower's Fetch of the current epoch moves the leader's view of it; the
+/// same Fetch of an older epoch is refused with an error its sender ignores, and is inert.
+#[test]
+fn the_reduction_audit_tells_a_live_fetch_from_a_dead_one() {
+    let cfg = Config::default();
+    let cluster = Cluster::new(&cfg, &Bounds::default());
+    let follower = &cluster.replicas[1];
+    let fetch = |epoch| Envelope {
+        from: Node::Broker(BrokerId(1)),
+        to: Node::Broker(BrokerId(0)),
+        message: Message::Fetch(FetchRequest {
+            partition: PARTITION,
+            replica: BrokerId(1),
+            broker_epoch: follower.broker_epoch(),
+            current_leader_epoch: epoch,
+            fetch_offset: Offset(0),
+        }),
+    };
+    let current = cluster.replicas[0].leader_epoch();
+    let live = isr::sim::dead_message_acts(&cfg, &cluster.replicas, &fetch(current));
+    assert!(live.is_some_and(|what| what.contains("acts when delivered")));
+    let older = LeaderEpoch(current.0 - 1);
+    let stale = fetch(older);
+    assert!(cluster.replicas[0].ignores_forever(&cfg, stale.from, &stale.message));
+    assert_eq!(
+        isr::sim::dead_message_acts(&cfg, &cluster.replicas, &stale),
+        None
+    );
 }

@@ -19,7 +19,12 @@ pub fn cmd_suite(args: &RunArgs) -> ExitCode {
     let mut all_ok = true;
     let mut total = 0.0;
     for preset in PRESETS {
-        let target = Target::new(preset.name, &Overrides::default())
+        // Every preset at its CI bounds, the reduction audited against the core as it runs.
+        let audited = Overrides {
+            audit_reduction: true,
+            ..Overrides::default()
+        };
+        let target = Target::new(preset.name, &audited)
             .unwrap_or_else(|_| unreachable!("presets name themselves"));
         let r = execute(&target, args, false);
         let ok = r.as_expected();

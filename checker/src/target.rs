@@ -63,6 +63,11 @@ pub struct Overrides {
     /// them (the dead-message reduction off): verdicts must not change, only the state count.
     #[arg(long)]
     pub no_reduction: bool,
+    /// Check every message the dead-message reduction discards against the core's own receipt
+    /// checks: delivered there and then, it must change nothing and send only dead messages
+    /// (a panic names it otherwise). On in `suite`; slower, never changes a count.
+    #[arg(long)]
+    pub audit_reduction: bool,
     /// What to expect instead of the preset's verdicts (repeatable, applied in order):
     /// `all-hold` (every property holds, every guard is reached), `none` (assert nothing), or
     /// `CHECK=holds|fails` for one property or guard. By default a preset keeps its expected
@@ -157,6 +162,7 @@ impl Target {
             b.consumer = on_off("consumer", c)?;
         }
         b.keep_dead = o.no_reduction;
+        b.audit_dead = o.audit_reduction;
         let isr_changes = o.isr_changes.unwrap_or(preset.isr_changes);
         if let Some(m) = o.min_isr {
             cfg.min_insync_replicas = m as usize;
@@ -303,6 +309,8 @@ pub fn describe_bounds(b: &Bounds) -> String {
         String::new()
     } + if b.keep_dead {
         ", dead messages kept (no reduction)"
+    } else if b.audit_dead {
+        ", reduction audited"
     } else {
         ""
     }
@@ -349,5 +357,6 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "disk_failures": b.disk_failures,
         "acks": b.acks.to_string(), "consumer": b.consumer,
         "dead_messages_kept": b.keep_dead,
+        "reduction_audited": b.audit_dead,
     })
 }

@@ -76,6 +76,7 @@ const BASE: Bounds = Bounds {
     consumer: true,
     background_flush: false,
     keep_dead: false,
+    audit_dead: false,
     controller_failovers: 0,
     disk_failures: 0,
 };

@@ -43,6 +43,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         consumer: true,
         background_flush: false,
         keep_dead: false,
+        audit_dead: false,
     };
     let mut out = Vec::new();
     let mut walk = Walk(0x9e37_79b9_7f4a_7c15);

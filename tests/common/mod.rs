@@ -10,8 +10,7 @@
 
 use isr::sim::{describe, set, Action, Bounds, Cluster, PARTITION};
 use isr::{
-    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, ReplicaInput, Role, Rules,
-    Tick, Violation,
+    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Violation,
 };
 use std::fmt;
 use std::io::Write;
@@ -94,6 +93,8 @@ impl Scenario {
             consumer: k.consumer,
             background_flush: k.background_flush,
             keep_dead: false,
+            // Each discard of the reduction is checked against the core as the schedule runs.
+            audit_dead: true,
         };
         let properties = match protocol {
             Protocol::Safe | Protocol::Weakened(_) => {
@@ -231,43 +232,18 @@ pub fn check_state(c: &Cluster, properties: &[Property]) -> Result<(), Violation
 }
 
 /// The sim's reduction, checked: every message in flight whose receiver
-/// [`isr::Replica::ignores_forever`] says will ignore it is delivered to a copy of that receiver,
-/// which must not change, and may answer only with messages that are dead in turn (the error
-/// answer to a request of an epoch it will never lead, which its sender ignores; the sim
-/// steps at one tick, so the retry such an answer brings forward changes nothing either). The
-/// sim discards such messages; with `Bounds::keep_dead` they stay in flight, so this sees each
-/// of them at every later step, and a message that is dead now but acts later fails here too.
+/// [`isr::Replica::ignores_forever`] says will ignore it is inert when delivered
+/// ([`isr::sim::dead_message_acts`]). The sim discards such messages; with `Bounds::keep_dead`
+/// they stay in flight, so this sees each of them at every later step, and a message that is
+/// dead now but acts later fails here too.
 pub fn dead_messages_are_inert(c: &Cluster, cfg: &Config) -> Result<(), Violation> {
     for e in &c.network {
         let Node::Broker(b) = e.to else { continue };
-        let receiver = &c.replicas[b.0 as usize];
-        if !receiver.ignores_forever(cfg, e.from, &e.message) {
+        if !c.replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message) {
             continue;
         }
-        let mut copy = (**receiver).clone();
-        let deliver = ReplicaInput::Message {
-            from: e.from,
-            message: e.message.clone(),
-        };
-        let effects = copy.step(cfg, Tick(0), deliver);
-        let dead_answer = |effect: &isr::Effect<isr::sim::Record>| match effect {
-            isr::Effect::Send(answer) => match answer.to {
-                Node::Broker(to) => {
-                    let r = &c.replicas[to.0 as usize];
-                    !r.is_online() || r.ignores_forever(cfg, answer.from, &answer.message)
-                }
-                Node::Controller => false,
-            },
-            _ => false,
-        };
-        if !effects.iter().all(dead_answer) || copy != **receiver {
-            return Err(Violation::Replica {
-                replica: b,
-                what: format!(
-                    "the dead message {} acts when delivered: {effects:?}",
-                    describe(e)
-                ),
-            });
+        if let Some(what) = isr::sim::dead_message_acts(cfg, &c.replicas, e) {
+            return Err(Violation::Replica { replica: b, what });
         }
     }
     Ok(())
