@@ -52,6 +52,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log redirected to a file or a journal stays greppable
+        // (`at=321`, not `at\x1b[0m\x1b[2m=\x1b[0m321`).
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -327,14 +327,17 @@ impl TestCluster {
     }
 
     /// Creates `topic` (replication factor 3) through broker 1 and waits until every partition
-    /// has a leader.
+    /// has a leader. NOT_CONTROLLER (41) is retried for up to 10 s, as Kafka's admin clients
+    /// retry it: a broker answers it between a controller's failover and its link to the new one.
     pub fn create_topic(&self, topic: &str, partitions: u64, min_isr: u32) {
         let address = self.address(1).expect("broker 1");
-        assert_eq!(
-            kafka::create_topic(&address, topic, partitions as i32, 3, min_isr),
-            0,
-            "CreateTopics {topic}"
-        );
+        let start = Instant::now();
+        let mut code = kafka::create_topic(&address, topic, partitions as i32, 3, min_isr);
+        while code == 41 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(100));
+            code = kafka::create_topic(&address, topic, partitions as i32, 3, min_isr);
+        }
+        assert_eq!(code, 0, "CreateTopics {topic}");
         self.wait_for(Duration::from_secs(10), "leaders", |s| {
             (0..partitions).all(|p| Self::partition(s, topic, p)["leader"].is_u64())
         });
