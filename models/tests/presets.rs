@@ -197,21 +197,19 @@ fn safe_divergence_one_record_per_fetch_caps_the_follower_hw() {
         ..p.config()
     };
     let model = IsrModel::new(cfg, p.bounds.clone(), p.isr_changes);
-    let r = run(
-        &model,
-        |c| p.expected(c),
-        None,
-        Search::Dfs,
-        false,
-        2,
-        |_| {},
-    );
+    let r = dfs(&model, |c| p.expected(c));
     // Every property holds and every guard is reached, as the preset expects.
     assert!(r.as_expected(), "{:?}", mismatches(&r));
 }
 
 /// A small exhaustive run of a safe preset's rules: every verdict as expected, and the number
 /// of distinct states pinned (a change to the core or the model that changes it is deliberate).
+/// An exhaustive depth-first run of `model` on two threads, without symmetry reduction,
+/// expecting `expected` of each check.
+fn dfs(model: &IsrModel, expected: impl Fn(Check) -> Option<Outcome>) -> Run {
+    run(model, expected, None, Search::Dfs, false, 2, |_| {})
+}
+
 fn small(name: &str) -> (IsrModel, Preset) {
     let p = Preset::find(name).expect("preset exists").clone();
     let bounds = Bounds {
@@ -229,15 +227,7 @@ fn small(name: &str) -> (IsrModel, Preset) {
 #[test]
 fn safe_holds_exhaustively_at_a_small_bound() {
     let (model, _) = small("safe");
-    let r = run(
-        &model,
-        |_| Some(Outcome::Holds),
-        None,
-        Search::Dfs,
-        false,
-        2,
-        |_| {},
-    );
+    let r = dfs(&model, |_| Some(Outcome::Holds));
     assert!(r.as_expected(), "{:?}", mismatches(&r));
     assert_eq!(r.unique, SAFE_SMALL_UNIQUE);
 }
@@ -265,15 +255,7 @@ const SAFE_SMALL_UNIQUE: usize = 8_823;
 fn safe_holds_through_a_controller_failover_at_a_small_bound() {
     let (mut model, _) = small("safe");
     model.bounds.controller_failovers = 1;
-    let r = run(
-        &model,
-        |_| Some(Outcome::Holds),
-        None,
-        Search::Dfs,
-        false,
-        2,
-        |_| {},
-    );
+    let r = dfs(&model, |_| Some(Outcome::Holds));
     assert!(r.as_expected(), "{:?}", mismatches(&r));
     assert_eq!(r.unique, SAFE_FAILOVER_SMALL_UNIQUE);
 }
@@ -296,15 +278,7 @@ fn kip966_fails_only_weak_isr_at_a_small_bound() {
     model.bounds.unclean_crashes = 1;
     // Fencing, the unclean restart leaving the ELR, and the rejoin: three ISR changes.
     model.max_isr_changes = 3;
-    let r = run(
-        &model,
-        |c| p.expected(c),
-        None,
-        Search::Dfs,
-        false,
-        2,
-        |_| {},
-    );
+    let r = dfs(&model, |c| p.expected(c));
     assert!(r.as_expected(), "{:?}", mismatches(&r));
     assert_eq!(r.unique, KIP966_SMALL_UNIQUE);
 }

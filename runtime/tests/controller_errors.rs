@@ -59,20 +59,6 @@ fn one_file_store_serves_one_controller_and_a_newer_format_is_refused() {
     );
 }
 
-/// Puts `value` at `key` with etcdctl (Debian's etcd-client).
-fn etcd_put(endpoints: &str, key: &str, value: &str) {
-    let out = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", endpoints, "put", key, value])
-        .output()
-        .expect("etcdctl (runtime/tests/etcd/install.sh installs it)");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[test]
 fn two_controllers_with_one_id_and_an_etcd_store_in_a_newer_format_are_refused() {
     if !etcd::present() {
@@ -98,7 +84,7 @@ fn two_controllers_with_one_id_and_an_etcd_store_in_a_newer_format_are_refused()
     assert!(err.contains(&first.address), "names the other: {err}");
 
     let endpoint = store.trim_start_matches("etcd://").to_string();
-    etcd_put(&endpoint, "future/format", "99");
+    etcd::etcdctl(&endpoint, &["put", "future/format", "99"]);
     let err = refused(&["--id", "8", "--store", &format!("{store}/future")]);
     assert!(
         err.contains("format 99, newer than this isr's format"),

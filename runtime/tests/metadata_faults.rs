@@ -12,7 +12,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 /// Every topic in a status and its number of partitions that have a leader.
@@ -114,22 +113,6 @@ fn a_metadata_log_with_a_torn_or_corrupt_tail_is_cut_and_keeps_every_change() {
     );
 }
 
-/// `etcdctl ARGS` against `endpoints`; its stdout.
-fn etcdctl(endpoints: &str, args: &[&str]) -> String {
-    let out = Command::new("etcdctl")
-        .env("ETCDCTL_API", "3")
-        .args(["--endpoints", endpoints])
-        .args(args)
-        .output()
-        .expect("etcdctl (runtime/tests/etcd/install.sh installs it)");
-    assert!(
-        out.status.success(),
-        "etcdctl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// etcd compacts its history (every revision before the current one is gone, as an operator's
 /// `etcdctl compact` or etcd's auto-compaction does) under a running cluster on it; then the
 /// active controller is killed. The standby that takes over reads the whole metadata from the
@@ -147,13 +130,13 @@ fn an_etcd_compacted_under_the_cluster_loses_nothing_when_a_standby_takes_over()
         cluster.create_topic(topic, *partitions as u64, 2);
     }
 
-    let put: Value = serde_json::from_str(&etcdctl(
+    let put: Value = serde_json::from_str(&etcd::etcdctl(
         &endpoints,
         &["put", "isr-test-probe", "x", "-w", "json"],
     ))
     .expect("etcdctl's JSON");
     let revision = put["header"]["revision"].as_u64().expect("a revision");
-    etcdctl(
+    etcd::etcdctl(
         &endpoints,
         &["compact", &revision.to_string(), "--physical"],
     );

@@ -168,3 +168,19 @@ fn health(client: &str) -> bool {
     };
     ask().is_ok_and(|a| a.contains("\"health\":\"true\""))
 }
+
+/// `etcdctl ARGS` against `endpoints`; its stdout.
+pub fn etcdctl(endpoints: &str, args: &[&str]) -> String {
+    let out = Command::new("etcdctl")
+        .env("ETCDCTL_API", "3")
+        .args(["--endpoints", endpoints])
+        .args(args)
+        .output()
+        .expect("etcdctl (runtime/tests/etcd/install.sh installs it)");
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
