@@ -84,8 +84,9 @@ pub struct Bounds {
     /// Check the reduction's claim for every message it discards (the checker's
     /// `--audit-reduction`, on in `isr-check suite`): the receiver, stepped with it there and
     /// then, must stay as it is and send only messages their own receivers discard in turn
-    /// ([`dead_message_acts`]). A fault in the core's receipt checks that [`Replica::ignores_forever`]
-    /// does not share then fails the run instead of hiding in the pruned states.
+    /// ([`dead_message_acts`]). A fault in the core's receipt checks that
+    /// [`Replica::ignores_forever`] does not share then fails the run instead of hiding in the
+    /// pruned states.
     #[serde(default)]
     pub audit_dead: bool,
 }
