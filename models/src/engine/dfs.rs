@@ -100,8 +100,11 @@ pub fn depth_first(
             let worker = first.take().unwrap_or_else(|| Worker::new(model));
             let (shared, running) = (&shared, &running);
             s.spawn(move || {
+                // Counted out however the thread ends: a panic in the core or in an audit
+                // (`--audit-reduction`) must end the search, which the scope then re-raises,
+                // not leave this loop waiting for a thread that is gone.
+                let _done = Finished(running);
                 shared.work(worker, stop, &limits);
-                running.fetch_sub(1, Ordering::Release);
             });
         }
         while running.load(Ordering::Acquire) > 0 {
@@ -115,6 +118,15 @@ pub fn depth_first(
         counts: shared.counts(),
         found: (0..checks.len()).map(|i| found & 1 << i != 0).collect(),
         ending,
+    }
+}
+
+/// Counts a search thread out when dropped: when it returns, and when it unwinds.
+struct Finished<'a>(&'a AtomicUsize);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
     }
 }
 
