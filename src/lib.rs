@@ -13,7 +13,9 @@
 //! the property tests, which run random schedules; and the network runtime (`isr-runtime`), which
 //! moves the same messages over TCP. None of them re-implements a transition. The simulated
 //! cluster the first two drive (`sim`, `permute`) is behind the `sim` feature: a service that
-//! embeds the core (see `examples/three_replicas.rs`) does not link it.
+//! embeds the core (see `examples/three_replicas.rs`) does not link it. Likewise the traces of
+//! a deployment's steps and their replay on the core (`trace`), which the runtime writes and
+//! `isr-check replay` checks, are behind the `trace` feature.
 //!
 //! Every rule whose absence once lost data in Kafka is a switch in [`Rules`]; the default is the
 //! safe protocol. The properties that must hold are pure functions in [`invariants`].
@@ -118,6 +120,7 @@ pub mod permute;
 pub mod replica;
 #[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(feature = "trace")]
 pub mod trace;
 pub mod types;
 
