@@ -138,6 +138,7 @@ async fn read_answers(mut reader: Reader, rpc: Rpc) {
             rpc.complete(id, result);
         }
     }
+    rpc.abandon_all();
 }
 
 /// The controller's view, from `--controller`, or from the first `--bootstrap` broker that

@@ -36,6 +36,14 @@ impl Link {
         self.tx.same_channel(&other.tx)
     }
 
+    /// A link with no connection behind it, and the frames sent on it: for tests of what is
+    /// sent.
+    #[cfg(test)]
+    pub fn detached() -> (Link, mpsc::UnboundedReceiver<Frame>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Link { tx }, rx)
+    }
+
     /// A link to the same connection whose frames pass through `map` first (on a task of
     /// their own, in order): what one kind of peer may not see is removed in one place.
     pub fn mapped(self, map: impl Fn(Frame) -> Frame + Send + 'static) -> Link {

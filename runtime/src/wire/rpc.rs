@@ -61,8 +61,42 @@ impl Rpc {
         }
     }
 
+    /// Fails every call still waiting with [`RpcError::NotConnected`]: the connection their
+    /// requests went out on closed, so no answer will come, and the callers learn it now
+    /// rather than at their timeout (a broker answers NOT_CONTROLLER, not REQUEST_TIMED_OUT,
+    /// when the controller it asked stands down).
+    pub fn abandon_all(&self) {
+        self.lock().clear();
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
         // A panic while holding this lock cannot leave the map inconsistent.
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::admin::Request;
+
+    /// A call whose connection closed fails at once as not connected; before, it waited out
+    /// its timeout, and a broker whose controller stood down mid-request answered
+    /// REQUEST_TIMED_OUT instead of NOT_CONTROLLER.
+    #[tokio::test]
+    async fn a_call_on_a_closed_connection_fails_as_not_connected() {
+        let (link, mut sent) = Link::detached();
+        let rpc = Rpc::default();
+        let call = tokio::spawn({
+            let rpc = rpc.clone();
+            async move {
+                rpc.call(&link, Request::Metadata, Duration::from_secs(600))
+                    .await
+            }
+        });
+        assert!(matches!(sent.recv().await, Some(Frame::Request { .. })));
+        rpc.abandon_all();
+        let answer = call.await.expect("the call's task");
+        assert!(matches!(answer, Err(RpcError::NotConnected)), "{answer:?}");
     }
 }
