@@ -347,11 +347,12 @@ impl Cluster {
     /// `i` again holds broker `i`, and the network is re-sorted, so equal renamed clusters are
     /// equal values.
     pub fn rename_brokers(&mut self, r: &Renaming) {
-        debug_assert_eq!(r.names.len(), self.replicas.len());
+        debug_assert_eq!(r.names.len(), self.broker_count());
         for replica in &mut self.replicas {
             Arc::make_mut(replica).rename_brokers(r);
         }
-        self.replicas.sort_unstable_by_key(|replica| replica.id);
+        self.replicas
+            .sort_unstable_by_key(|replica| (replica.partition(), replica.id));
         let old = self.last_stop_clean.clone();
         for (b, clean) in old.into_iter().enumerate() {
             self.last_stop_clean[r.names[b] as usize] = clean;
@@ -370,30 +371,31 @@ impl Cluster {
         }
     }
 
-    /// A digest of what broker `b` is, in terms no renaming changes: its replica's epochs,
-    /// log shape (end, flushed offset, epoch starts), high watermarks and role (not whom it
-    /// follows), and what the controller and the ghost state say of it. Renamed brokers keep
+    /// A digest of what broker `b` is, in terms no renaming changes: its replicas' epochs,
+    /// log shapes (end, flushed offset, epoch starts), high watermarks and roles (not whom they
+    /// follow), and what the controller and the ghost state say of it. Renamed brokers keep
     /// their signature, so a checker need only try the renamings that list brokers in signature
     /// order: ties are the only real choices.
     pub fn broker_signature(&self, b: BrokerId) -> u64 {
         let mut h = FxHasher(0);
-        let r = &self.replicas[b.0 as usize];
-        r.epoch_cache.entries().hash(&mut h);
-        (r.log.log_end_offset(), r.log.flushed_offset()).hash(&mut h);
-        (r.high_watermark, r.hw_checkpoint).hash(&mut h);
-        (r.leader_epoch, r.partition_epoch, r.held.len()).hash(&mut h);
-        match &r.role {
-            Role::Offline => 0u8.hash(&mut h),
-            Role::Follower(f) => (1u8, f.leader.is_some(), f.phase).hash(&mut h),
-            Role::Leader(l) => {
-                (2u8, l.epoch_start_offset, &l.pending_writes).hash(&mut h);
-                (l.isr.len(), l.proposed_isr.as_ref().map(BTreeSet::len)).hash(&mut h);
-                l.parked.len().hash(&mut h);
+        for r in self.replicas_on(b) {
+            r.epoch_cache.entries().hash(&mut h);
+            (r.log.log_end_offset(), r.log.flushed_offset()).hash(&mut h);
+            (r.high_watermark, r.hw_checkpoint).hash(&mut h);
+            (r.leader_epoch, r.partition_epoch, r.held.len()).hash(&mut h);
+            match &r.role {
+                Role::Offline => 0u8.hash(&mut h),
+                Role::Follower(f) => (1u8, f.leader.is_some(), f.phase).hash(&mut h),
+                Role::Leader(l) => {
+                    (2u8, l.epoch_start_offset, &l.pending_writes).hash(&mut h);
+                    (l.isr.len(), l.proposed_isr.as_ref().map(BTreeSet::len)).hash(&mut h);
+                    l.parked.len().hash(&mut h);
+                }
             }
         }
         for c in self.controllers() {
             c.is_alive(b).hash(&mut h);
-            if let Some(state) = c.partition(crate::sim::PARTITION) {
+            for state in self.partitions().filter_map(|p| c.partition(p)) {
                 let roles = (
                     state.leader == Some(b),
                     state.isr.contains(&b),

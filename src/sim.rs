@@ -39,14 +39,61 @@ enum Registering {
     Fenced,
 }
 
-/// The one partition a simulated cluster replicates.
+/// The first partition a simulated cluster replicates, and with the default bounds the only
+/// one.
 pub const PARTITION: PartitionId = PartitionId(0);
+
+/// One broker's replica of one partition: what the actions of a replica (its timers, a write
+/// to it, a read from it, its flush, its election) name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ReplicaId {
+    /// The broker that hosts it.
+    pub broker: BrokerId,
+    /// The partition it replicates.
+    pub partition: PartitionId,
+}
+
+impl ReplicaId {
+    /// Broker `broker`'s replica of `partition`.
+    pub fn new(broker: BrokerId, partition: PartitionId) -> Self {
+        ReplicaId { broker, partition }
+    }
+}
+
+/// A broker's replica of the first partition: all there is with one partition.
+impl From<BrokerId> for ReplicaId {
+    fn from(broker: BrokerId) -> Self {
+        ReplicaId::new(broker, PARTITION)
+    }
+}
+
+/// `b1` for the first partition's replica (so one partition's traces name brokers alone), `b1
+/// of p1` for another's.
+impl fmt::Display for ReplicaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.broker, of(self.partition))
+    }
+}
+
+/// ` of p1` for a partition other than the first; nothing for the first.
+fn of(partition: PartitionId) -> String {
+    if partition == PARTITION {
+        String::new()
+    } else {
+        format!(" of {partition}")
+    }
+}
 
 /// How far a simulation may go: the model checker's bounds, the property tests' limits.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Bounds {
-    /// Brokers, each hosting one replica; broker 0 leads first.
+    /// Brokers, each hosting one replica of every partition; broker 0 leads first.
     pub replicas: u32,
+    /// Partitions, each replicated on every broker (the checker's `--partitions`). With more
+    /// than one, the controller's broker-wide steps (fencing a broker, its registration, its
+    /// controlled shutdown) change several partitions at once, in one step of the core.
+    #[serde(default = "one")]
+    pub partitions: u32,
     /// Records the producer writes in all.
     pub records: u8,
     /// No election beyond this leader epoch (the first leader has epoch 1).
@@ -91,10 +138,16 @@ pub struct Bounds {
     pub audit_dead: bool,
 }
 
+/// Serde's default for [`Bounds::partitions`]: bounds written before partitions were one.
+fn one() -> u32 {
+    1
+}
+
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
             replicas: 3,
+            partitions: 1,
             records: 2,
             max_leader_epoch: 3,
             clean_crashes: 1,
@@ -116,16 +169,16 @@ impl Default for Bounds {
 /// One step of a simulation. The names are the TLA+ anchor's where it has one.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Action {
-    /// The producer writes the next record to a broker that believes it leads.
-    LeaderWrite(BrokerId),
+    /// The producer writes the next record to a replica that believes it leads.
+    LeaderWrite(ReplicaId),
     /// The producer writes the next record to a broker that believes it leads, whose disk is
     /// full: its log takes nothing, and the broker stops, as a broker whose log directory
     /// failed does (its page cache survives: nothing it held is lost).
-    DiskFull(BrokerId),
+    DiskFull(ReplicaId),
     /// A follower's request timer fires and it sends its request (OffsetForLeaderEpoch or
     /// Fetch) to its leader again: taken only when neither the request nor its answer is in
     /// flight (it was lost, or answered with an error), as a timeout would find it.
-    FollowerFetch(BrokerId),
+    FollowerFetch(ReplicaId),
     /// A message in flight arrives.
     Deliver(Envelope<Record>),
     /// A message in flight is lost.
@@ -136,47 +189,48 @@ pub enum Action {
     /// time may have passed).
     LeaderShrinkIsr {
         /// The leader whose timer fires.
-        leader: BrokerId,
+        leader: ReplicaId,
         /// The follower it proposes to drop.
         follower: BrokerId,
     },
     /// The controller fences a broker whose session expired — it is down, or cut off — and
     /// shrinks it out of the ISR.
     ControllerShrinkIsr(BrokerId),
-    /// A running broker that the controller fenced reaches it again and registers anew. If
-    /// that elects a leader, `elects` is the one chosen among the candidates.
+    /// A running broker that the controller fenced reaches it again and registers anew. Where
+    /// that elects a leader, `elects` names the one chosen among each partition's candidates.
     Reregister {
         /// The fenced broker.
         broker: BrokerId,
-        /// The leader its registration elects, if it elects one.
-        elects: Option<BrokerId>,
+        /// The leader its registration elects in each partition where it elects one.
+        elects: Vec<ReplicaId>,
     },
-    /// The controller elects this candidate leader of the leaderless partition: any candidate
+    /// The controller elects this candidate leader of its leaderless partition: any candidate
     /// may win ([`Controller::election_candidates`]), as in the TLA+ anchor.
-    ControllerElectLeader(BrokerId),
+    ControllerElectLeader(ReplicaId),
     /// A broker flushes its log and stops.
     CleanShutdown(BrokerId),
     /// A broker dies, losing what it had not flushed.
     UncleanCrash(BrokerId),
-    /// A stopped broker starts again and registers with the controller. If that elects a
-    /// leader, `elects` is the one chosen among the candidates.
+    /// A stopped broker starts again and registers with the controller. Where that elects a
+    /// leader, `elects` names the one chosen among each partition's candidates.
     Restart {
         /// The stopped broker.
         broker: BrokerId,
-        /// The leader its registration elects, if it elects one.
-        elects: Option<BrokerId>,
+        /// The leader its registration elects in each partition where it elects one.
+        elects: Vec<ReplicaId>,
     },
     /// A broker's log becomes durable (its flush completes: under `flush=always` the one the
     /// broker asked for, under page cache the OS's).
-    Flush(BrokerId),
+    Flush(ReplicaId),
     /// A leader's AlterPartition timer fires and it sends its pending proposal again: taken only
     /// when neither the request nor its answer is in flight.
-    LeaderRetryAlterPartition(BrokerId),
+    LeaderRetryAlterPartition(ReplicaId),
     /// A leader's held fetches waited long enough and are answered (only with a
     /// `fetch_max_wait`).
-    FetchWaitExpired(BrokerId),
-    /// The consumer reads the committed records it has not read yet from a leader.
-    ConsumerRead(BrokerId),
+    FetchWaitExpired(ReplicaId),
+    /// The consumer reads the committed records of the replica's partition it has not read yet,
+    /// from the replica, a leader.
+    ConsumerRead(ReplicaId),
     /// The active controller loses the role without noticing (a pause, a partition from the
     /// store): a new controller is elected through the store, takes over the state the store
     /// holds in the next controller epoch, and the old one runs on as a zombie.
@@ -186,7 +240,7 @@ pub enum Action {
     ZombieShrinkIsr(BrokerId),
     /// The zombie controller elects this candidate leader of what it believes is a leaderless
     /// partition.
-    ZombieElectLeader(BrokerId),
+    ZombieElectLeader(ReplicaId),
     /// A message in flight to the controller reaches the zombie instead.
     ZombieDeliver(Envelope<Record>),
 }
@@ -246,24 +300,23 @@ impl Action {
     }
 }
 
-/// The candidates `controller` may elect now: its partition is leaderless and below the leader
-/// epoch bound.
-fn electable(cfg: &Config, bounds: &Bounds, controller: &Controller) -> Vec<BrokerId> {
-    let state = controller.partition(PARTITION);
-    if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch) {
-        controller
-            .election_candidates(cfg, PARTITION)
-            .into_iter()
-            .map(|(b, _)| b)
-            .collect()
-    } else {
-        Vec::new()
+/// The candidates `controller` may elect now, partition by partition: those of each partition
+/// that is leaderless and below the leader epoch bound.
+fn electable(cfg: &Config, bounds: &Bounds, controller: &Controller) -> Vec<ReplicaId> {
+    let mut candidates = Vec::new();
+    for p in (0..bounds.partitions).map(PartitionId) {
+        let state = controller.partition(p);
+        if state.is_some_and(|s| s.leader.is_none() && s.leader_epoch.0 < bounds.max_leader_epoch) {
+            let elected = controller.election_candidates(cfg, p).into_iter();
+            candidates.extend(elected.map(|(b, _)| ReplicaId::new(b, p)));
+        }
     }
+    candidates
 }
 
-/// `, elects b1` when a registration elects b1.
-fn electing(elects: &Option<BrokerId>) -> String {
-    elects.map_or(String::new(), |b| format!(", elects {b}"))
+/// `, elects b1` when a registration elects b1 (`, elects b1, b2 of p1` in two partitions).
+fn electing(elects: &[ReplicaId]) -> String {
+    elects.iter().map(|r| format!(", elects {r}")).collect()
 }
 
 /// A one-line description of a message: kind, route and the fields that matter.
@@ -333,7 +386,12 @@ pub fn describe(e: &Envelope<Record>) -> String {
         }
         Message::BrokerHeartbeat { broker } => format!("BrokerHeartbeat {broker}"),
     };
-    format!("{}→{}: {body}", e.from, e.to)
+    // The partition, when it is not the first: `b0→b1: p1 Fetch …`.
+    let partition = match e.message.partition() {
+        Some(p) if p != PARTITION => format!("{p} "),
+        _ => String::new(),
+    };
+    format!("{}→{}: {partition}{body}", e.from, e.to)
 }
 
 /// `{b0,b1}` for a set of brokers.
@@ -345,7 +403,8 @@ pub fn set(s: &BTreeSet<BrokerId>) -> String {
 /// The simulated cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cluster {
-    /// Replica of broker `i` at index `i`.
+    /// Every replica: broker `b`'s of partition `p` at index `p × brokers + b` (with one
+    /// partition, broker `b`'s at index `b`). A broker's replicas run and stop together.
     pub replicas: Vec<Arc<Replica<MemLog<Record>>>>,
     /// The active controller: the one that holds the controller role.
     pub controller: Arc<Controller>,
@@ -361,12 +420,12 @@ pub struct Cluster {
     pub flush: FlushPolicy,
     /// Messages in flight: a multiset, kept sorted so equal networks are equal values.
     pub network: Vec<Envelope<Record>>,
-    /// Ghost: what was committed, acknowledged and read, for the properties.
-    pub history: Arc<History<Record>>,
-    /// Records written so far (the next one is `written + 1`).
+    /// Ghost, per partition: what was committed, acknowledged and read, for the properties.
+    pub history: Vec<Arc<History<Record>>>,
+    /// Records written so far, to every partition (the next one is `written + 1`).
     pub written: u8,
-    /// The consumer's position.
-    pub consumer_offset: Offset,
+    /// The consumer's position in each partition.
+    pub consumer_offset: Vec<Offset>,
     /// Whether each broker's last stop was clean.
     pub last_stop_clean: Vec<bool>,
     /// Clean shutdowns so far, against [`Bounds::clean_crashes`].
@@ -383,9 +442,9 @@ pub struct Cluster {
     pub controller_failovers: u8,
     /// Full disks so far, against [`Bounds::disk_failures`].
     pub disk_failures: u8,
-    /// Brokers that restarted and have not been back in the controller's ISR since.
+    /// Brokers that restarted and have not been back in every partition's ISR since.
     pub awaiting_rejoin: BTreeSet<BrokerId>,
-    /// Ghost: a restarted replica has rejoined the ISR.
+    /// Ghost: a restarted broker has rejoined the ISR of every partition.
     pub rejoined: bool,
     /// Ghost: the first follower seen to act on an OffsetForLeaderEpoch answer without
     /// progress ([`crate::invariants::round_progressed`]). `None` in every run of a correct
@@ -394,22 +453,23 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// A running cluster: every broker registered, the partition created with broker 0 leading
-    /// in epoch 1, and every broker told so.
+    /// A running cluster: every broker registered, each partition created with every broker
+    /// assigned and broker 0 leading in epoch 1, and every broker told so.
     pub fn new(cfg: &Config, bounds: &Bounds) -> Cluster {
-        let n = bounds.replicas;
+        let (n, partitions) = (bounds.replicas, bounds.partitions.max(1));
         let mut cluster = Cluster {
-            replicas: (0..n)
-                .map(|b| Arc::new(Replica::new(BrokerId(b), PARTITION, MemLog::new())))
+            replicas: (0..partitions)
+                .flat_map(|p| (0..n).map(move |b| (BrokerId(b), PartitionId(p))))
+                .map(|(b, p)| Arc::new(Replica::new(b, p, MemLog::new())))
                 .collect(),
             controller: Arc::new(Controller::new()),
             flush: cfg.rules.flush,
             zombie: None,
             stale_store: None,
             network: Vec::new(),
-            history: Arc::default(),
+            history: vec![Arc::default(); partitions as usize],
             written: 0,
-            consumer_offset: Offset(0),
+            consumer_offset: vec![Offset(0); partitions as usize],
             last_stop_clean: vec![true; n as usize],
             clean_crashes: 0,
             unclean_crashes: 0,
@@ -427,20 +487,25 @@ impl Cluster {
             let register = ControllerInput::Register {
                 broker: BrokerId(b),
                 clean_shutdown: true,
-                elects: None,
+                elects: Vec::new(),
             };
             let _: Effects<Record> = controller.step(cfg, Tick(0), register);
         }
-        let assigned = (0..n).map(BrokerId).collect();
-        let announce = controller
-            .create_partition(PARTITION, assigned, cfg.min_insync_replicas)
-            .expect("a fresh cluster has every broker alive");
+        let mut announce = Vec::new();
+        for p in 0..partitions {
+            let assigned = (0..n).map(BrokerId).collect();
+            announce.extend(
+                controller
+                    .create_partition(PartitionId(p), assigned, cfg.min_insync_replicas)
+                    .expect("a fresh cluster has every broker alive"),
+            );
+        }
         // The initial LeaderAndIsr arrive at once (the followers' first requests wait in the
         // network): the interesting interleavings come later.
         for effect in announce {
             if let Effect::Send(envelope) = effect {
                 let effects = cluster.deliver(cfg, &envelope);
-                let sent = cluster.route(bounds, effects);
+                let sent = cluster.route(bounds, effects, None);
                 carry(
                     cfg,
                     bounds,
@@ -463,58 +528,98 @@ impl Cluster {
             .chain(self.stale_store.as_deref())
     }
 
-    /// A snapshot for the invariants.
-    pub fn view(&self) -> ClusterView<'_, MemLog<Record>> {
+    /// A snapshot of partition `p` for the invariants.
+    pub fn view(&self, p: PartitionId) -> ClusterView<'_, MemLog<Record>> {
         ClusterView {
-            partition: PARTITION,
+            partition: p,
             controller: &self.controller,
-            replicas: self.replicas.iter().map(|r| &**r).collect(),
-            history: &self.history,
+            replicas: self.replicas_of(p).map(|r| &**r).collect(),
+            history: &self.history[p.0 as usize],
             flush: self.flush,
             stalled_reconciliation: self.stalled_reconciliation,
         }
     }
 
-    /// Checks one property.
+    /// Checks one property, in every partition.
     pub fn check(&self, property: Property) -> Result<(), Violation> {
-        property.check(&self.view())
+        self.partitions()
+            .try_for_each(|p| property.check(&self.view(p)))
     }
 
-    fn replica(&self, b: BrokerId) -> &Replica<MemLog<Record>> {
-        &self.replicas[b.0 as usize]
+    /// How many brokers the cluster has.
+    pub fn broker_count(&self) -> usize {
+        self.last_stop_clean.len()
     }
 
-    fn replica_mut(&mut self, b: BrokerId) -> &mut Replica<MemLog<Record>> {
-        Arc::make_mut(&mut self.replicas[b.0 as usize])
+    /// The partitions, in order.
+    pub fn partitions(&self) -> impl Iterator<Item = PartitionId> {
+        (0..self.history.len() as u32).map(PartitionId)
+    }
+
+    /// Every broker's replica of partition `p`, in broker order.
+    pub fn replicas_of(
+        &self,
+        p: PartitionId,
+    ) -> impl Iterator<Item = &Arc<Replica<MemLog<Record>>>> {
+        let n = self.broker_count();
+        self.replicas[p.0 as usize * n..][..n].iter()
+    }
+
+    /// Broker `b`'s replicas, in partition order.
+    pub fn replicas_on(&self, b: BrokerId) -> impl Iterator<Item = &Arc<Replica<MemLog<Record>>>> {
+        self.replicas
+            .iter()
+            .skip(b.0 as usize)
+            .step_by(self.broker_count())
+    }
+
+    /// Every replica, by [`ReplicaId`], in the order of [`Cluster::replicas`].
+    fn replica_ids(&self) -> impl Iterator<Item = ReplicaId> + '_ {
+        self.partitions()
+            .flat_map(|p| self.brokers().map(move |b| ReplicaId::new(b, p)))
+    }
+
+    pub(crate) fn replica(&self, id: ReplicaId) -> &Replica<MemLog<Record>> {
+        &self.replicas[slot(self.broker_count(), id)]
+    }
+
+    fn replica_mut(&mut self, id: ReplicaId) -> &mut Replica<MemLog<Record>> {
+        let at = slot(self.broker_count(), id);
+        Arc::make_mut(&mut self.replicas[at])
+    }
+
+    /// Whether broker `b` runs (its replicas run and stop together).
+    fn is_online(&self, b: BrokerId) -> bool {
+        self.replica(b.into()).is_online()
     }
 
     fn brokers(&self) -> impl Iterator<Item = BrokerId> {
-        (0..self.replicas.len() as u32).map(BrokerId)
+        (0..self.broker_count() as u32).map(BrokerId)
     }
 
-    /// Whether broker `b` has a request to its leader waiting for its log to be durable, or a
+    /// Whether replica `id` has a request to its leader waiting for its log to be durable, or a
     /// Fetch parked at a running leader (which answers it within `fetch_max_wait`, before the
     /// request timer, `request_timeout`, fires). With one in flight too ([`request_of`]), its
     /// request timer cannot fire: [`Menu::choices`] checks the network.
-    fn request_held(&self, b: BrokerId) -> bool {
-        let parked = self
-            .replicas
-            .iter()
-            .any(|r| r.leader_state().is_some_and(|l| l.parked.contains_key(&b)));
-        parked || self.replica(b).holds_request()
+    fn request_held(&self, id: ReplicaId) -> bool {
+        let parked = self.replicas_of(id.partition).any(|r| {
+            r.leader_state()
+                .is_some_and(|l| l.parked.contains_key(&id.broker))
+        });
+        parked || self.replica(id).holds_request()
     }
 
     /// The enabled actions that do not depend on the messages in flight, and where those that
     /// do go: see [`Menu`].
     pub fn menu(&self, cfg: &Config, bounds: &Bounds) -> Menu {
         let mut listed = Vec::new();
-        let mut brokers = Vec::new();
-        for b in self.brokers() {
-            let r = self.replica(b);
+        let mut replicas = Vec::new();
+        for id in self.replica_ids() {
+            let r = self.replica(id);
             if r.is_leader() && self.written < bounds.records {
-                listed.push(Action::LeaderWrite(b));
+                listed.push(Action::LeaderWrite(id));
                 if self.disk_failures < bounds.disk_failures {
-                    listed.push(Action::DiskFull(b));
+                    listed.push(Action::DiskFull(id));
                 }
             }
             let fetch_at = listed.len();
@@ -525,20 +630,22 @@ impl Cluster {
             // action: with the model's interval of zero the replica takes it with every flush.
             for (timer, _) in r.timers(cfg) {
                 match timer {
-                    Timer::Request => fetches = !self.request_held(b),
+                    Timer::Request => fetches = !self.request_held(id),
                     Timer::AlterPartition => resends = true,
-                    Timer::FetchWait => listed.push(Action::FetchWaitExpired(b)),
+                    Timer::FetchWait => listed.push(Action::FetchWaitExpired(id)),
                     Timer::Lag(follower) => listed.push(Action::LeaderShrinkIsr {
-                        leader: b,
+                        leader: id,
                         follower,
                     }),
                     Timer::Checkpoint => {}
                 }
             }
-            if r.is_leader() && bounds.consumer && self.consumer_offset < r.high_watermark() {
-                listed.push(Action::ConsumerRead(b));
+            let unread = self.consumer_offset[id.partition.0 as usize] < r.high_watermark();
+            if r.is_leader() && bounds.consumer && unread {
+                listed.push(Action::ConsumerRead(id));
             }
-            brokers.push(BrokerMenu {
+            replicas.push(ReplicaMenu {
+                id,
                 fetch_at,
                 fetches,
                 resends,
@@ -547,8 +654,7 @@ impl Cluster {
         }
         let later = listed.len();
         for b in self.brokers() {
-            let r = self.replica(b);
-            if r.is_online() {
+            if self.is_online(b) {
                 if self.clean_crashes < bounds.clean_crashes {
                     listed.push(Action::CleanShutdown(b));
                 }
@@ -563,8 +669,11 @@ impl Cluster {
                     listed.push(Action::ControllerShrinkIsr(b));
                 }
                 let flushes = cfg.rules.flush == FlushPolicy::Always || bounds.background_flush;
-                if flushes && r.log().flushed_offset() < r.log_end_offset() {
-                    listed.push(Action::Flush(b));
+                for p in self.partitions() {
+                    let r = self.replica(ReplicaId::new(b, p));
+                    if flushes && r.log().flushed_offset() < r.log_end_offset() {
+                        listed.push(Action::Flush(ReplicaId::new(b, p)));
+                    }
                 }
             } else {
                 if self.controller.is_alive(b) {
@@ -575,8 +684,8 @@ impl Cluster {
                 }
             }
         }
-        for b in electable(cfg, bounds, &self.controller) {
-            listed.push(Action::ControllerElectLeader(b));
+        for id in electable(cfg, bounds, &self.controller) {
+            listed.push(Action::ControllerElectLeader(id));
         }
         if self.controller_failovers < bounds.controller_failovers {
             listed.push(Action::ControllerFailover);
@@ -585,13 +694,13 @@ impl Cluster {
             for b in zombie.alive_brokers() {
                 listed.push(Action::ZombieShrinkIsr(b));
             }
-            for b in electable(cfg, bounds, zombie) {
-                listed.push(Action::ZombieElectLeader(b));
+            for id in electable(cfg, bounds, zombie) {
+                listed.push(Action::ZombieElectLeader(id));
             }
         }
         Menu {
             listed,
-            brokers,
+            replicas,
             drops: self.drops < bounds.drops,
             duplicates: self.duplicates < bounds.duplicates,
             later,
@@ -608,27 +717,39 @@ impl Cluster {
             .collect()
     }
 
-    /// Who the registration of `b` may elect: each candidate, or `None` when it elects nobody;
-    /// nothing if `b`'s session does not register it.
+    /// Who the registration of `b` may elect: every combination of one candidate for each
+    /// partition it leaves leaderless (one empty choice when it elects nowhere); nothing if
+    /// `b`'s session does not register it. Each partition's choice is its own, so no choice
+    /// falls back on the preferred candidate, which would make the model depend on the order
+    /// of assignments (which symmetry reduction forgets).
     fn registration_choices(
         &self,
         cfg: &Config,
         b: BrokerId,
         why: Registering,
-    ) -> Vec<Option<BrokerId>> {
+    ) -> Vec<Vec<ReplicaId>> {
         let Some(clean) = self.registration(cfg, b, why) else {
             return Vec::new();
         };
-        let candidates = self
-            .controller
-            .registration_candidates(cfg, b, clean, PARTITION);
-        if candidates.is_empty() {
-            vec![None]
-        } else {
-            candidates.into_iter().map(|(c, _)| Some(c)).collect()
+        let mut choices = vec![Vec::new()];
+        for p in self.partitions() {
+            let candidates = self.controller.registration_candidates(cfg, b, clean, p);
+            if candidates.is_empty() {
+                continue;
+            }
+            choices = choices
+                .into_iter()
+                .flat_map(|chosen| {
+                    candidates.iter().map(move |&(c, _)| {
+                        let mut chosen = chosen.clone();
+                        chosen.push(ReplicaId::new(c, p));
+                        chosen
+                    })
+                })
+                .collect();
         }
+        choices
     }
-
     /// Whether `b`'s session registers it, and if so whether its registration says its last
     /// stop was clean: the core's [`BrokerSession`] decides. Registrations here are atomic
     /// (sent, taken and answered in one step) and heartbeats are not modelled (a session's
@@ -692,9 +813,9 @@ impl Cluster {
         let now = Tick(0);
         let mut closed = None;
         let effects = match action {
-            Action::LeaderWrite(b) => {
+            Action::LeaderWrite(id) => {
                 let (record, write) = self.next_write(bounds);
-                let r = self.replica_mut(*b);
+                let r = self.replica_mut(*id);
                 let before = r.log_end_offset();
                 let effects = r.step(cfg, now, write);
                 if r.log_end_offset() > before {
@@ -702,10 +823,10 @@ impl Cluster {
                 }
                 effects
             }
-            Action::DiskFull(b) => {
+            Action::DiskFull(id) => {
                 self.disk_failures += 1;
                 let (record, write) = self.next_write(bounds);
-                let r = self.replica_mut(*b);
+                let r = self.replica_mut(*id);
                 let (base, epoch) = (r.log_end_offset(), r.leader_epoch());
                 r.log_mut().set_full(true);
                 let mut effects = r.step(cfg, now, write);
@@ -717,35 +838,37 @@ impl Cluster {
                     |e| matches!(e, Effect::Acknowledge { id, .. } if *id == u64::from(record)),
                 );
                 if acked && bounds.acks == Acks::All {
-                    let short = short_acknowledgement(self.replica(*b), base);
-                    let history = Arc::make_mut(&mut self.history);
+                    let short = short_acknowledgement(self.replica(*id), base);
+                    let history = self.history_mut(id.partition);
                     history.acknowledged.insert((base, Entry { epoch, record }));
                     history.short_acknowledgements.extend(short);
                 }
-                closed = Some(*b);
-                self.last_stop_clean[b.0 as usize] = false;
-                let r = self.replica_mut(*b);
-                r.log_mut().flush();
-                effects.extend(r.step(cfg, now, ReplicaInput::Stop { clean: false }));
+                closed = Some(id.broker);
+                self.last_stop_clean[id.broker.0 as usize] = false;
+                effects.extend(self.stop_replicas(cfg, id.broker, false, true));
                 effects
             }
-            Action::FollowerFetch(b) => self.timeout(cfg, *b, Timer::Request),
+            Action::FollowerFetch(id) => self.timeout(cfg, *id, Timer::Request),
             Action::Deliver(e) => {
                 let answered = match (&e.message, e.to, e.from) {
                     (
                         Message::OffsetForLeaderEpochResponse(answer),
                         Node::Broker(b),
                         Node::Broker(from),
-                    ) => Some((b, from, answer, self.replicas[b.0 as usize].clone())),
+                    ) => {
+                        let id = ReplicaId::new(b, answer.partition);
+                        let before = self.replicas[slot(self.broker_count(), id)].clone();
+                        Some((id, from, answer, before))
+                    }
                     _ => None,
                 };
                 let effects = self.deliver(cfg, e);
-                if let Some((b, from, answer, before)) = answered {
-                    let after = self.replica(b);
+                if let Some((id, from, answer, before)) = answered {
+                    let after = self.replica(id);
                     if self.stalled_reconciliation.is_none()
                         && !crate::invariants::round_progressed(&before, from, answer, after)
                     {
-                        self.stalled_reconciliation = Some(b);
+                        self.stalled_reconciliation = Some(id.broker);
                     }
                 }
                 effects
@@ -761,63 +884,61 @@ impl Cluster {
             Action::LeaderShrinkIsr { leader, follower } => {
                 self.timeout(cfg, *leader, Timer::Lag(*follower))
             }
-            Action::LeaderRetryAlterPartition(b) => self.timeout(cfg, *b, Timer::AlterPartition),
-            Action::FetchWaitExpired(b) => self.timeout(cfg, *b, Timer::FetchWait),
+            Action::LeaderRetryAlterPartition(id) => self.timeout(cfg, *id, Timer::AlterPartition),
+            Action::FetchWaitExpired(id) => self.timeout(cfg, *id, Timer::FetchWait),
             Action::ControllerShrinkIsr(b) => {
-                if self.replica(*b).is_online() {
+                if self.is_online(*b) {
                     self.session_expiries += 1;
                 }
                 self.active_step(|c| c.step(cfg, now, ControllerInput::Expire(*b)))
             }
             Action::Reregister { broker, elects } => {
-                self.register(cfg, *broker, Registering::Fenced, *elects)
+                self.register(cfg, *broker, Registering::Fenced, elects)
             }
-            Action::ControllerElectLeader(b) => {
+            Action::ControllerElectLeader(id) => {
                 let elect = ControllerInput::Elect {
-                    partition: PARTITION,
-                    leader: *b,
+                    partition: id.partition,
+                    leader: id.broker,
                 };
                 self.active_step(|c| c.step(cfg, now, elect))
             }
             Action::CleanShutdown(b) => {
                 closed = Some(*b);
                 self.stop(*b, true);
-                let r = self.replica_mut(*b);
-                r.log_mut().flush();
-                r.step(cfg, now, ReplicaInput::Stop { clean: true })
+                self.stop_replicas(cfg, *b, true, true)
             }
             Action::UncleanCrash(b) => {
                 closed = Some(*b);
                 self.stop(*b, false);
-                self.replica_mut(*b)
-                    .step(cfg, now, ReplicaInput::Stop { clean: false })
+                self.stop_replicas(cfg, *b, false, false)
             }
             Action::Restart { broker: b, elects } => {
-                let _ = self.replica_mut(*b).step(cfg, now, ReplicaInput::Restart);
-                let effects = self.register(cfg, *b, Registering::Restarted, *elects);
-                let in_isr = self
-                    .controller
-                    .partition(PARTITION)
-                    .is_some_and(|s| s.isr.contains(b));
-                if !in_isr {
+                for p in self.partitions().collect::<Vec<_>>() {
+                    let restart = ReplicaInput::Restart;
+                    let _ = self
+                        .replica_mut(ReplicaId::new(*b, p))
+                        .step(cfg, now, restart);
+                }
+                let effects = self.register(cfg, *b, Registering::Restarted, elects);
+                if !self.in_every_isr(*b) {
                     self.awaiting_rejoin.insert(*b);
                 }
                 effects
             }
-            Action::Flush(b) => {
-                let r = self.replica_mut(*b);
+            Action::Flush(id) => {
+                let r = self.replica_mut(*id);
                 r.log_mut().flush();
                 let flushed = r.log().flushed_offset();
                 r.step(cfg, now, ReplicaInput::Flushed(flushed))
             }
-            Action::ConsumerRead(b) => {
+            Action::ConsumerRead(id) => {
                 let read = ReplicaInput::Read {
                     id: 0,
-                    from: self.consumer_offset,
+                    from: self.consumer_offset[id.partition.0 as usize],
                     max_entries: usize::MAX,
                     max_bytes: usize::MAX,
                 };
-                self.replica_mut(*b).step(cfg, now, read)
+                self.replica_mut(*id).step(cfg, now, read)
             }
             Action::ControllerFailover => {
                 let stored = self.stale_store.take();
@@ -831,10 +952,10 @@ impl Cluster {
             Action::ZombieShrinkIsr(b) => {
                 self.zombie_step(cfg, |z| z.step(cfg, now, ControllerInput::Expire(*b)))
             }
-            Action::ZombieElectLeader(b) => {
+            Action::ZombieElectLeader(id) => {
                 let elect = ControllerInput::Elect {
-                    partition: PARTITION,
-                    leader: *b,
+                    partition: id.partition,
+                    leader: id.broker,
                 };
                 self.zombie_step(cfg, |z| z.step(cfg, now, elect))
             }
@@ -846,15 +967,69 @@ impl Cluster {
                 self.zombie_step(cfg, |z| z.step(cfg, now, input))
             }
         };
-        let sent = self.route(bounds, effects);
+        let sent = self.route(bounds, effects, self.source(action));
         self.observe();
         Traffic { closed, sent }
     }
 
-    /// A timer of broker `b`'s replica fires.
-    fn timeout(&mut self, cfg: &Config, b: BrokerId, timer: Timer) -> Effects<Record> {
-        self.replica_mut(b)
+    /// The replica whose step `action` is, if it is one replica's.
+    fn source(&self, action: &Action) -> Option<ReplicaId> {
+        match action {
+            Action::LeaderWrite(id)
+            | Action::DiskFull(id)
+            | Action::FollowerFetch(id)
+            | Action::LeaderShrinkIsr { leader: id, .. }
+            | Action::LeaderRetryAlterPartition(id)
+            | Action::FetchWaitExpired(id)
+            | Action::Flush(id)
+            | Action::ConsumerRead(id) => Some(*id),
+            Action::Deliver(e) => match e.to {
+                Node::Broker(b) => Some(ReplicaId::new(b, e.message.partition()?)),
+                Node::Controller => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// A timer of replica `id` fires.
+    fn timeout(&mut self, cfg: &Config, id: ReplicaId, timer: Timer) -> Effects<Record> {
+        self.replica_mut(id)
             .step(cfg, Tick(0), ReplicaInput::Timeout(timer))
+    }
+
+    /// Stops every replica of broker `b`, cleanly or not, each log flushed first if `flush`
+    /// (a clean shutdown flushes; a full disk leaves the page cache, which survives, to the
+    /// OS): the effects of all of them, in partition order.
+    fn stop_replicas(
+        &mut self,
+        cfg: &Config,
+        b: BrokerId,
+        clean: bool,
+        flush: bool,
+    ) -> Effects<Record> {
+        let mut effects = Vec::new();
+        for p in self.partitions().collect::<Vec<_>>() {
+            let r = self.replica_mut(ReplicaId::new(b, p));
+            if flush {
+                r.log_mut().flush();
+            }
+            effects.extend(r.step(cfg, Tick(0), ReplicaInput::Stop { clean }));
+        }
+        effects
+    }
+
+    /// Whether the active controller has `b` in the ISR of every partition.
+    fn in_every_isr(&self, b: BrokerId) -> bool {
+        self.partitions().all(|p| {
+            self.controller
+                .partition(p)
+                .is_some_and(|s| s.isr.contains(&b))
+        })
+    }
+
+    /// Partition `p`'s history, to change.
+    fn history_mut(&mut self, p: PartitionId) -> &mut History<Record> {
+        Arc::make_mut(&mut self.history[p.0 as usize])
     }
 
     /// A step of the active controller. It holds the role, so the store takes its write: a
@@ -897,13 +1072,13 @@ impl Cluster {
         effects
     }
 
-    /// Broker `b` registers, electing `elects` if the registration elects.
+    /// Broker `b` registers, electing `elects` where the registration elects.
     fn register(
         &mut self,
         cfg: &Config,
         b: BrokerId,
         why: Registering,
-        elects: Option<BrokerId>,
+        elects: &[ReplicaId],
     ) -> Effects<Record> {
         let Some(clean) = self.registration(cfg, b, why) else {
             return Vec::new();
@@ -911,7 +1086,7 @@ impl Cluster {
         let register = ControllerInput::Register {
             broker: b,
             clean_shutdown: clean,
-            elects,
+            elects: elects.iter().map(|r| (r.partition, r.broker)).collect(),
         };
         self.active_step(|c| c.step(cfg, Tick(0), register))
     }
@@ -946,8 +1121,12 @@ impl Cluster {
                 self.active_step(|c| c.step(cfg, Tick(0), input))
             }
             Node::Broker(to) => {
+                let Some(partition) = message.partition() else {
+                    return Vec::new();
+                };
                 let input = ReplicaInput::Message { from, message };
-                self.replica_mut(to).step(cfg, Tick(0), input)
+                self.replica_mut(ReplicaId::new(to, partition))
+                    .step(cfg, Tick(0), input)
             }
         }
     }
@@ -956,44 +1135,57 @@ impl Cluster {
     /// history, and the messages sent are returned for the network ([`carry`]). Asks for
     /// flushes and checkpoints need nothing here: a flush is its own action, and a checkpoint is
     /// the replica's own record of it.
-    fn route(&mut self, bounds: &Bounds, effects: Effects<Record>) -> Vec<Envelope<Record>> {
+    ///
+    /// `source` is the replica whose step returned `effects`, if a replica's: an acknowledgement
+    /// is judged against the leader that made it. (Two replicas may both believe they lead and
+    /// hold the record — a deposed leader that has not heard yet, and its successor that
+    /// fetched it — and the successor may know fewer replicas to hold it.)
+    fn route(
+        &mut self,
+        bounds: &Bounds,
+        effects: Effects<Record>,
+        source: Option<ReplicaId>,
+    ) -> Vec<Envelope<Record>> {
         let mut sent = Vec::new();
         for effect in effects {
             match effect {
                 Effect::Send(e) => sent.push(e),
                 Effect::Acknowledge {
-                    id, base_offset, ..
+                    partition,
+                    id,
+                    base_offset,
                 } if bounds.acks == Acks::All => {
                     let acked = self
-                        .replicas
-                        .iter()
-                        .filter(|r| r.is_leader())
+                        .replicas_of(partition)
+                        .filter(|r| r.is_leader() && source.is_none_or(|s| s.broker == r.id()))
                         .find_map(|r| {
                             let entry =
                                 r.entry(base_offset).filter(|e| u64::from(e.record) == id)?;
                             Some((r, entry))
                         });
                     if let Some((leader, entry)) = acked {
-                        if let Some(short) = short_acknowledgement(leader, base_offset) {
-                            Arc::make_mut(&mut self.history)
-                                .short_acknowledgements
-                                .insert(short);
-                        }
+                        let short = short_acknowledgement(leader, base_offset);
                         let ack = (base_offset, entry);
-                        if !self.history.acknowledged.contains(&ack) {
-                            Arc::make_mut(&mut self.history).acknowledged.insert(ack);
+                        let history = &self.history[partition.0 as usize];
+                        if short.is_some() || !history.acknowledged.contains(&ack) {
+                            let history = self.history_mut(partition);
+                            history.short_acknowledgements.extend(short);
+                            history.acknowledged.insert(ack);
                         }
                     }
                 }
                 Effect::Read {
-                    result: Ok(answer), ..
+                    partition,
+                    result: Ok(answer),
+                    ..
                 } => {
-                    let from = self.consumer_offset;
-                    let history = Arc::make_mut(&mut self.history);
+                    let at = partition.0 as usize;
+                    let from = self.consumer_offset[at];
+                    let history = Arc::make_mut(&mut self.history[at]);
                     for (i, entry) in answer.entries.into_iter().enumerate() {
                         let offset = Offset(from.0 + i as u64);
                         history.consumed.insert((offset, entry));
-                        self.consumer_offset = offset.next();
+                        self.consumer_offset[at] = offset.next();
                     }
                 }
                 Effect::Acknowledge { .. }
@@ -1010,25 +1202,26 @@ impl Cluster {
     }
 
     /// Updates the ghost state after a step: the history of commits, and which restarted
-    /// replicas are back in the ISR.
+    /// brokers are back in every ISR.
     fn observe(&mut self) {
-        let new = self.history.new_commits(self.replicas.iter().map(|r| &**r));
-        if !new.is_empty() {
-            Arc::make_mut(&mut self.history).committed.extend(new);
+        for p in self.partitions().collect::<Vec<_>>() {
+            let history = &self.history[p.0 as usize];
+            let new = history.new_commits(self.replicas_of(p).map(|r| &**r));
+            if !new.is_empty() {
+                self.history_mut(p).committed.extend(new);
+            }
         }
-        if let Some(state) = self.controller.partition(PARTITION) {
-            let back: Vec<BrokerId> = self
-                .awaiting_rejoin
-                .iter()
-                .filter(|b| state.isr.contains(b) && self.replica(**b).is_online())
-                .copied()
-                .collect();
-            if !back.is_empty() {
-                self.rejoined = true;
-            }
-            for b in back {
-                self.awaiting_rejoin.remove(&b);
-            }
+        let back: Vec<BrokerId> = self
+            .awaiting_rejoin
+            .iter()
+            .filter(|&&b| self.in_every_isr(b) && self.is_online(b))
+            .copied()
+            .collect();
+        if !back.is_empty() {
+            self.rejoined = true;
+        }
+        for b in back {
+            self.awaiting_rejoin.remove(&b);
         }
     }
 }
@@ -1062,14 +1255,31 @@ impl InFlight for Envelope<Record> {
     }
 }
 
+/// Where replica `id` is in [`Cluster::replicas`], with `brokers` brokers.
+fn slot(brokers: usize, id: ReplicaId) -> usize {
+    id.partition.0 as usize * brokers + id.broker.0 as usize
+}
+
+/// The index in [`Cluster::replicas`] of the replica a message to a broker is for, with
+/// `brokers` brokers; `None` for a message to the controller.
+pub fn receiver_slot(brokers: usize, e: &Envelope<Record>) -> Option<usize> {
+    match e.to {
+        Node::Broker(b) => Some(slot(
+            brokers,
+            ReplicaId::new(b, e.message.partition().unwrap_or(PARTITION)),
+        )),
+        Node::Controller => None,
+    }
+}
+
 /// Carries out a step's [`Traffic`] on a network: closes the stopped broker's connections, adds
 /// the messages sent to running brokers and the controller (at the end: a caller that keeps its
 /// network sorted sorts it again), and discards the messages their receiver will ignore forever
 /// ([`Replica::ignores_forever`]): delivering one is a step that changes nothing, so every
 /// pruned state is one the unpruned network reaches too, and the properties never look at the
-/// network. `replicas` are the brokers after the step; of the messages already in flight, only
-/// those to a broker for which `changed` holds are looked at again (the others were kept
-/// against the same replica before).
+/// network. `replicas` are the cluster's after the step ([`Cluster::replicas`]); of the messages
+/// already in flight, only those to a replica whose index `changed` holds for are looked at
+/// again (the others were kept against the same replica before).
 pub fn carry<M: InFlight>(
     cfg: &Config,
     bounds: &Bounds,
@@ -1077,12 +1287,13 @@ pub fn carry<M: InFlight>(
     network: &mut Vec<M>,
     closed: Option<BrokerId>,
     sent: impl IntoIterator<Item = M>,
-    changed: impl Fn(BrokerId) -> bool,
+    changed: impl Fn(usize) -> bool,
 ) {
-    let ignored = |e: &Envelope<Record>| match e.to {
-        Node::Broker(_) if bounds.keep_dead => false,
-        Node::Broker(b) => {
-            let dead = replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message);
+    let brokers = bounds.replicas as usize;
+    let ignored = |e: &Envelope<Record>| match receiver_slot(brokers, e) {
+        Some(_) if bounds.keep_dead => false,
+        Some(at) => {
+            let dead = replicas[at].ignores_forever(cfg, e.from, &e.message);
             if dead && bounds.audit_dead {
                 if let Some(what) = dead_message_acts(cfg, replicas, e) {
                     panic!("the reduction is unsound: {what}");
@@ -1090,18 +1301,18 @@ pub fn carry<M: InFlight>(
             }
             dead
         }
-        Node::Controller => false,
+        None => false,
     };
     if let Some(b) = closed {
         network.retain(|m| m.envelope().to != Node::Broker(b));
     }
     network.retain(|m| {
         let e = m.envelope();
-        !matches!(e.to, Node::Broker(b) if changed(b)) || !ignored(e)
+        !receiver_slot(brokers, e).is_some_and(&changed) || !ignored(e)
     });
     for m in sent {
         let e = m.envelope();
-        let down = matches!(e.to, Node::Broker(b) if !replicas[b.0 as usize].is_online());
+        let down = receiver_slot(brokers, e).is_some_and(|at| !replicas[at].is_online());
         if !down && !ignored(e) {
             network.push(m);
         }
@@ -1121,10 +1332,11 @@ pub fn dead_message_acts(
     replicas: &[Arc<Replica<MemLog<Record>>>],
     e: &Envelope<Record>,
 ) -> Option<String> {
-    let Node::Broker(b) = e.to else {
-        return None;
-    };
-    let receiver = &*replicas[b.0 as usize];
+    let brokers = replicas
+        .iter()
+        .take_while(|r| r.partition() == PARTITION)
+        .count();
+    let receiver = &*replicas[receiver_slot(brokers, e)?];
     let mut copy = receiver.clone();
     let deliver = ReplicaInput::Message {
         from: e.from,
@@ -1132,13 +1344,10 @@ pub fn dead_message_acts(
     };
     let effects: Effects<Record> = copy.step(cfg, Tick(0), deliver);
     let dead_answer = |effect: &Effect<Record>| match effect {
-        Effect::Send(answer) => match answer.to {
-            Node::Broker(to) => {
-                let r = &replicas[to.0 as usize];
-                !r.is_online() || r.ignores_forever(cfg, answer.from, &answer.message)
-            }
-            Node::Controller => false,
-        },
+        Effect::Send(answer) => receiver_slot(brokers, answer).is_some_and(|at| {
+            let r = &replicas[at];
+            !r.is_online() || r.ignores_forever(cfg, answer.from, &answer.message)
+        }),
         _ => false,
     };
     (copy != *receiver || !effects.iter().all(dead_answer)).then(|| {
@@ -1149,26 +1358,28 @@ pub fn dead_message_acts(
     })
 }
 
-/// Whether `e` is a request of broker `b` to its leader, or the answer to one: while one is in
-/// flight, `b` sends no other (its FollowerFetch waits).
-fn request_of(e: &Envelope<Record>, b: BrokerId) -> bool {
-    match &e.message {
-        Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == Node::Broker(b),
-        Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => {
-            e.to == Node::Broker(b)
+/// Whether `e` is a request of replica `id` to its leader, or the answer to one: while one is
+/// in flight, it sends no other (its FollowerFetch waits).
+fn request_of(e: &Envelope<Record>, id: ReplicaId) -> bool {
+    let b = Node::Broker(id.broker);
+    e.message.partition() == Some(id.partition)
+        && match &e.message {
+            Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) => e.from == b,
+            Message::FetchResponse(_) | Message::OffsetForLeaderEpochResponse(_) => e.to == b,
+            _ => false,
         }
-        _ => false,
-    }
 }
 
-/// Whether `e` is leader `b`'s AlterPartition, or the answer to it: while one is in flight, its
-/// AlterPartition timer does not fire (the controller may still answer).
-fn proposal_of(e: &Envelope<Record>, b: BrokerId) -> bool {
-    match &e.message {
-        Message::AlterPartition(_) => e.from == Node::Broker(b),
-        Message::AlterPartitionResponse(_) => e.to == Node::Broker(b),
-        _ => false,
-    }
+/// Whether `e` is leader `id`'s AlterPartition, or the answer to it: while one is in flight,
+/// its AlterPartition timer does not fire (the controller may still answer).
+fn proposal_of(e: &Envelope<Record>, id: ReplicaId) -> bool {
+    let b = Node::Broker(id.broker);
+    e.message.partition() == Some(id.partition)
+        && match &e.message {
+            Message::AlterPartition(_) => e.from == b,
+            Message::AlterPartitionResponse(_) => e.to == b,
+            _ => false,
+        }
 }
 
 /// The enabled actions of a cluster apart from its messages in flight ([`Cluster::menu`]):
@@ -1177,14 +1388,14 @@ fn proposal_of(e: &Envelope<Record>, b: BrokerId) -> bool {
 /// differ only in their messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Menu {
-    /// The actions that name no message: per broker (a producer write, then its ISR shrinks and
-    /// a consumer read), then, from `later` on, those listed after the messages (stops,
-    /// restarts, registrations, fencing, elections, failovers, the zombie's shrinks and
-    /// elections).
+    /// The actions that name no message: per replica (a producer write, then its ISR shrinks
+    /// and a consumer read), then, from `later` on, those listed after the messages (stops,
+    /// restarts, registrations, fencing, flushes, elections, failovers, the zombie's shrinks
+    /// and elections).
     listed: Vec<Action>,
-    /// Per broker, in broker order: where its actions end in `listed`, and where its
-    /// FollowerFetch goes.
-    brokers: Vec<BrokerMenu>,
+    /// Per replica, in the order of [`Cluster::replicas`]: where its actions end in `listed`,
+    /// and where its FollowerFetch goes.
+    replicas: Vec<ReplicaMenu>,
     later: usize,
     /// Whether a message may be lost, or copied.
     drops: bool,
@@ -1194,7 +1405,9 @@ pub struct Menu {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct BrokerMenu {
+struct ReplicaMenu {
+    /// The replica.
+    id: ReplicaId,
     /// Its FollowerFetch goes before `listed[fetch_at]`, after its producer write.
     fetch_at: usize,
     /// Whether its request timer runs and nothing holds its request: it fires (a
@@ -1212,10 +1425,10 @@ struct BrokerMenu {
 pub enum Choice {
     /// An action that names no message in flight, by its index among the menu's.
     Listed(usize),
-    /// `FollowerFetch` of this broker.
-    Fetch(BrokerId),
-    /// `LeaderRetryAlterPartition` of this broker.
-    Resend(BrokerId),
+    /// `FollowerFetch` of this replica.
+    Fetch(ReplicaId),
+    /// `LeaderRetryAlterPartition` of this replica.
+    Resend(ReplicaId),
     /// `Deliver` of the message at this index of the network.
     Deliver(usize),
     /// `Drop` of the message at this index.
@@ -1238,8 +1451,8 @@ impl Menu {
     pub fn choices<M: InFlight>(&self, network: &[M]) -> Vec<Choice> {
         let mut out = Vec::new();
         let mut next = 0;
-        for (b, menu) in self.brokers.iter().enumerate() {
-            let b = BrokerId(b as u32);
+        for menu in &self.replicas {
+            let b = menu.id;
             out.extend((next..menu.fetch_at).map(Choice::Listed));
             if menu.fetches && !network.iter().any(|m| request_of(m.envelope(), b)) {
                 out.push(Choice::Fetch(b));

@@ -45,7 +45,11 @@ fn knobs() -> impl Strategy<Value = Knobs> {
         ),
         any::<bool>(),
         any::<bool>(),
-        (proptest::option::of(0u32..4), 0u16..=MAX_STEPS as u16),
+        (
+            proptest::option::of(0u32..4),
+            0u16..=MAX_STEPS as u16,
+            1u32..=2,
+        ),
     )
         .prop_map(
             |(
@@ -65,9 +69,10 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 ),
                 consumer,
                 background_flush,
-                (slow_broker, slow_steps),
+                (slow_broker, slow_steps, partitions),
             )| Knobs {
                 replicas,
+                partitions,
                 min_isr,
                 acks_all,
                 records,

@@ -33,6 +33,7 @@ impl Arbitrary for Schedule {
     fn arbitrary(g: &mut Gen) -> Self {
         let knobs = Knobs {
             replicas: u32::from(pick(g, 2, 4)),
+            partitions: u32::from(pick(g, 1, 2)),
             min_isr: usize::from(pick(g, 1, 3)),
             acks_all: bool::arbitrary(g),
             records: pick(g, 1, 4) as u8,
@@ -61,6 +62,12 @@ impl Arbitrary for Schedule {
         if self.knobs.slow_broker.is_some() {
             simpler.push(Knobs {
                 slow_broker: None,
+                ..self.knobs.clone()
+            });
+        }
+        if self.knobs.partitions > 1 {
+            simpler.push(Knobs {
+                partitions: 1,
                 ..self.knobs.clone()
             });
         }

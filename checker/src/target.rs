@@ -13,6 +13,10 @@ use std::collections::BTreeSet;
 pub struct Overrides {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=5))]
     pub replicas: Option<u32>,
+    /// Partitions, each replicated on every broker: with two or more, fencing a broker, its
+    /// registration or its controlled shutdown changes them all in one controller step.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub partitions: Option<u32>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
     pub records: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -127,6 +131,9 @@ impl Target {
         let mut b = preset.bounds.clone();
         if let Some(n) = o.replicas {
             b.replicas = n;
+        }
+        if let Some(n) = o.partitions {
+            b.partitions = n;
         }
         if let Some(n) = o.records {
             b.records = n;
@@ -289,10 +296,15 @@ fn parse_expectation(e: &str) -> Result<(Check, Option<Outcome>), Usage> {
 
 pub fn describe_bounds(b: &Bounds) -> String {
     format!(
-        "{} replicas, {} records, max leader epoch {}, {} clean + {} unclean crashes, \
+        "{} replicas{}, {} records, max leader epoch {}, {} clean + {} unclean crashes, \
          {} session expiries, {} controller failovers, {} drops, {} duplicates, acks={}, \
          consumer {}",
         b.replicas,
+        if b.partitions > 1 {
+            format!(" of each of {} partitions", b.partitions)
+        } else {
+            String::new()
+        },
         b.records,
         b.max_leader_epoch,
         b.clean_crashes,
@@ -350,7 +362,7 @@ pub fn describe_rules(cfg: &Config) -> String {
 
 pub fn bounds_json(b: &Bounds) -> Value {
     json!({
-        "replicas": b.replicas, "records": b.records, "max_leader_epoch": b.max_leader_epoch,
+        "replicas": b.replicas, "partitions": b.partitions, "records": b.records, "max_leader_epoch": b.max_leader_epoch,
         "clean_crashes": b.clean_crashes, "unclean_crashes": b.unclean_crashes,
         "drops": b.drops, "duplicates": b.duplicates, "session_expiries": b.session_expiries,
         "controller_failovers": b.controller_failovers,

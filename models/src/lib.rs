@@ -25,7 +25,7 @@ use isr::{Config, Property};
 use stateright::{Model, Path};
 use std::fmt;
 
-/// The stateright model of one partition's cluster: the configuration and the bounds it is
+/// The stateright model of a cluster of one partition or a few: the configuration and the bounds it is
 /// explored under. Properties are `fn` pointers, so they read these from the model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IsrModel {
@@ -71,8 +71,11 @@ impl Guard {
     /// Whether the guard's situation is reached in `c`.
     pub fn reached(self, c: &Cluster) -> bool {
         match self {
-            Guard::RecordCommitted => !c.history.committed.is_empty(),
-            Guard::FailoverCommits => c.history.committed.iter().any(|(_, e)| e.epoch.0 > 1),
+            Guard::RecordCommitted => c.history.iter().any(|h| !h.committed.is_empty()),
+            Guard::FailoverCommits => c
+                .history
+                .iter()
+                .any(|h| h.committed.iter().any(|(_, e)| e.epoch.0 > 1)),
             Guard::RestartedReplicaRejoins => c.rejoined,
         }
     }
@@ -177,13 +180,13 @@ impl IsrModel {
         }
     }
 
-    /// Changes of the partition state other than elections so far, in the controller state
-    /// that has made most of them (the active controller's, a zombie's or a stale store's):
-    /// every election bumps both the leader and the partition epoch, every other change only
-    /// the partition epoch.
+    /// Changes of a partition's state other than elections so far, in the partition and the
+    /// controller state that have made most of them (the active controller's, a zombie's or a
+    /// stale store's): every election bumps both the leader and the partition epoch, every
+    /// other change only the partition epoch.
     pub fn isr_changes(c: &Cluster) -> u32 {
         c.controllers()
-            .filter_map(|ctl| ctl.partition(isr::sim::PARTITION))
+            .flat_map(|ctl| c.partitions().filter_map(|p| ctl.partition(p)))
             .map(|s| s.partition_epoch.0.saturating_sub(s.leader_epoch.0))
             .max()
             .unwrap_or(0)

@@ -65,6 +65,7 @@ const UNLIMITED: usize = 1000;
 /// Bounds shared by the presets; each preset overrides what it needs.
 const BASE: Bounds = Bounds {
     replicas: 2,
+    partitions: 1,
     records: 1,
     max_leader_epoch: 2,
     clean_crashes: 0,
@@ -405,6 +406,27 @@ pub const PRESETS: &[Preset] = &[
         fetch_wait: false,
         bounds: TWO_RECORDS,
         isr_changes: 3,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "partitions",
+        about: "every rule on, two partitions on two brokers, both led by broker 0: its crash \
+                and fencing move both partitions in one step of the controller (the core's \
+                broker-wide steps: fencing, registration, elections), and its registration on \
+                restart brings it back into both ISRs. Holds exhaustively (`--partitions N` \
+                sets the partitions of any preset)",
+        rules: &[],
+        min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            partitions: 2,
+            clean_crashes: 1,
+            ..BASE
+        },
+        isr_changes: 2,
         fails: &[],
         unreached: &[],
         exhaustive: true,

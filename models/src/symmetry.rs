@@ -64,7 +64,7 @@ pub fn representative(c: &Cluster) -> Cluster {
 /// under its candidates; usually the signatures differ, and there is just one. The messages in
 /// flight play no part: a signature reads none.
 pub fn candidates(c: &Cluster) -> Vec<&'static [u32]> {
-    let n = c.replicas.len();
+    let n = c.broker_count();
     assert!(
         n <= MAX_SYMMETRIC_BROKERS,
         "symmetry supports up to {MAX_SYMMETRIC_BROKERS} brokers"

@@ -14,6 +14,7 @@ use isr_models::IsrModel;
 #[test]
 fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
     let bounds = Bounds {
+        partitions: 1,
         replicas: 3,
         records: 3,
         max_leader_epoch: 4,

@@ -4,10 +4,10 @@
 //! a message changes nothing but the network; a discard rule that dropped a message which could
 //! still act would lose behaviours, and a verdict with them. Run in release.
 //!
-//! Exhaustive presets are compared on every check. `kip966` and `safe-records` are left out
-//! here for time (94.7 M and 123 M states without the reduction, 229 s and 187 s on the CI
-//! machine; both as expected, see docs/checker.md); bug presets stop at their expected
-//! failure, which both runs must find.
+//! Exhaustive presets are compared on every check. `kip966`, `safe-records` and `partitions`
+//! are left out here for time (94.7 M, 123 M and 49.1 M unique states without the reduction,
+//! 229 s, 187 s and 97 s on the CI machine; all as expected, see docs/checker.md); bug presets
+//! stop at their expected failure, which both runs must find.
 
 use isr_models::check::{run, symmetry_pays, Run, Search};
 use isr_models::presets::{Outcome, Preset, PRESETS};
@@ -43,7 +43,7 @@ fn verdicts(r: &Run) -> Vec<(Check, Option<Outcome>)> {
 fn no_verdict_depends_on_the_dead_message_reduction() {
     for p in PRESETS
         .iter()
-        .filter(|p| !["kip966", "safe-records"].contains(&p.name))
+        .filter(|p| !["kip966", "safe-records", "partitions"].contains(&p.name))
     {
         let reduced = check(p, true);
         let unreduced = check(p, false);

@@ -29,6 +29,7 @@ fn successor_classes(model: &IsrModel, c: &Cluster) -> BTreeSet<u64> {
 /// elections offer several candidates.
 fn sampled_states() -> Vec<(IsrModel, Cluster)> {
     let bounds = Bounds {
+        partitions: 1,
         replicas: 3,
         records: 2,
         max_leader_epoch: 4,
@@ -114,10 +115,11 @@ fn an_election_offers_every_candidate() {
         .collect();
     assert_eq!(
         elections,
-        [1, 2].map(|b| Action::ControllerElectLeader(BrokerId(b)))
+        [1, 2].map(|b| Action::ControllerElectLeader(BrokerId(b).into()))
     );
     // Electing either leads to states that are renamings of each other.
-    let [one, two] = [1, 2].map(|b| model.step(&c, &Action::ControllerElectLeader(BrokerId(b))));
+    let [one, two] =
+        [1, 2].map(|b| model.step(&c, &Action::ControllerElectLeader(BrokerId(b).into())));
     assert_ne!(one, two);
     assert_eq!(representative(&one), representative(&two));
 }

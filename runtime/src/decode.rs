@@ -151,7 +151,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
         let register = ControllerInput::Register {
             broker: id,
             clean_shutdown: b == 1,
-            elects: None,
+            elects: Vec::new(),
         };
         effects.extend(metadata.controller.step::<Bytes>(&cfg, Tick(0), register));
         metadata

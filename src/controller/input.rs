@@ -33,18 +33,19 @@ pub enum Input<R> {
         /// changes nothing.
         leader: BrokerId,
     },
-    /// A broker's registration that elects `elects` where it elects and it is a candidate (the
-    /// preferred candidate with `None`, as for a registration message).
+    /// A broker's registration that elects, in each partition it leaves leaderless, the leader
+    /// `elects` names for it where that one is a candidate, and the preferred candidate
+    /// elsewhere (everywhere with `elects` empty, as for a registration message).
     Register {
         /// The broker registering, as a new incarnation (a new broker epoch).
         broker: BrokerId,
         /// Whether its last run stopped cleanly (KIP-966): if not, with ELR, it leaves every
         /// ELR, since it may have lost records.
         clean_shutdown: bool,
-        /// The leader to elect for each leaderless partition where it is a candidate
-        /// ([`crate::Controller::registration_candidates`]); elsewhere, and with `None`, the
-        /// preferred candidate.
-        elects: Option<BrokerId>,
+        /// The leader to elect in a partition, for the partitions left leaderless where it is
+        /// a candidate ([`crate::Controller::registration_candidates`]): the model checker
+        /// chooses one per partition, so its every combination is explored.
+        elects: Vec<(PartitionId, BrokerId)>,
     },
     /// A broker about to stop asks to be fenced now (Kafka's controlled shutdown).
     ControlledShutdown(BrokerId),

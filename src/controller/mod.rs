@@ -184,7 +184,7 @@ impl Controller {
                     broker,
                     clean_shutdown,
                 } if from == Node::Broker(broker) => {
-                    self.register(cfg, now, broker, clean_shutdown, Some(None))
+                    self.register(cfg, now, broker, clean_shutdown, Some(&[]))
                 }
                 Message::BrokerHeartbeat { broker } if from == Node::Broker(broker) => {
                     if self.on_heartbeat(broker, now) {
@@ -207,7 +207,7 @@ impl Controller {
                 broker,
                 clean_shutdown,
                 elects,
-            } => self.register(cfg, now, broker, clean_shutdown, Some(elects)),
+            } => self.register(cfg, now, broker, clean_shutdown, Some(&elects)),
             Input::ControlledShutdown(broker) => self.on_controlled_shutdown(cfg, broker),
             Input::SessionOpened(broker) => self.announce_to(broker),
         }
@@ -399,17 +399,17 @@ impl Controller {
     /// After an unclean shutdown it leaves every ELR: it may have lost committed records and is
     /// not electable until it rejoins the ISR (KIP-966). Then leaderless partitions get a leader
     /// if they can, and the broker learns the state of each of its partitions. `elect`: `None`
-    /// elects nobody (to ask who could be elected); `Some(prefer)` elects in every leaderless
-    /// partition, `prefer` where it is a candidate, else the preferred candidate (the model
-    /// checker explores every choice, [`Controller::registration_candidates`]; the runtime
-    /// takes the preferred one).
+    /// elects nobody (to ask who could be elected); `Some(chosen)` elects in every leaderless
+    /// partition, the leader `chosen` names for it where it is a candidate, else the preferred
+    /// candidate (the model checker explores every choice,
+    /// [`Controller::registration_candidates`]; the runtime takes the preferred ones).
     fn register<R>(
         &mut self,
         cfg: &Config,
         now: Tick,
         broker: BrokerId,
         clean_shutdown: bool,
-        elect: Option<Option<BrokerId>>,
+        elect: Option<&[(PartitionId, BrokerId)]>,
     ) -> Effects<R> {
         let mut effects = Vec::new();
         if self.is_alive(broker) {
@@ -437,8 +437,9 @@ impl Controller {
                 state.partition_epoch = state.partition_epoch.next();
                 effects.extend(self.announce(id));
             }
-            if let Some(prefer) = elect {
+            if let Some(chosen) = elect {
                 if self.partitions[&id].leader.is_none() {
+                    let prefer = chosen.iter().find(|(p, _)| *p == id).map(|&(_, b)| b);
                     let preferred = prefer.filter(|&b| {
                         self.election_candidates(cfg, id)
                             .iter()
@@ -1023,7 +1024,7 @@ mod tests {
         let register = Input::Register {
             broker: BrokerId(2),
             clean_shutdown: true,
-            elects: Some(BrokerId(3)),
+            elects: vec![(p, BrokerId(3))],
         };
         let _: Effects<()> = c.step(&cfg, Tick(0), register);
         assert_eq!(preferred, c);
@@ -1281,7 +1282,7 @@ mod tests {
         let register = Input::Register {
             broker: BrokerId(1),
             clean_shutdown: true,
-            elects: Some(BrokerId(1)),
+            elects: vec![(p, BrokerId(1))],
         };
         let _: Effects<()> = again.step(&cfg, Tick(0), register);
         let state = again.partition(p).expect("partition");

@@ -257,7 +257,7 @@ mod tests {
                 Input::Register {
                     broker: BrokerId(b),
                     clean_shutdown: true,
-                    elects: None,
+                    elects: Vec::new(),
                 },
             );
         }
@@ -350,7 +350,7 @@ mod tests {
             Input::Register {
                 broker: BrokerId(2),
                 clean_shutdown: false,
-                elects: None,
+                elects: Vec::new(),
             },
         );
         assert_ne!(c, before);
@@ -364,7 +364,7 @@ mod tests {
             Input::Register {
                 broker: BrokerId(9),
                 clean_shutdown: true,
-                elects: None,
+                elects: Vec::new(),
             },
         );
         assert_eq!(ready.records.len(), 1);

@@ -180,7 +180,7 @@ pub fn controller_input<R, S>(
         } => ControllerInput::Register {
             broker: *broker,
             clean_shutdown: *clean_shutdown,
-            elects: *elects,
+            elects: elects.clone(),
         },
         ControllerInput::ControlledShutdown(b) => ControllerInput::ControlledShutdown(*b),
         ControllerInput::SessionOpened(b) => ControllerInput::SessionOpened(*b),

@@ -8,7 +8,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use isr::sim::{describe, set, Action, Bounds, Cluster, PARTITION};
+use isr::sim::{describe, set, Action, Bounds, Cluster, ReplicaId};
 use isr::{
     Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Violation,
 };
@@ -23,6 +23,8 @@ use std::time::Instant;
 pub struct Knobs {
     /// 2–4 brokers.
     pub replicas: u32,
+    /// 1–2 partitions, each on every broker.
+    pub partitions: u32,
     /// Asked-for `min.insync.replicas`; clamped to `1..=replicas`.
     pub min_isr: usize,
     pub acks_all: bool,
@@ -80,6 +82,7 @@ impl Scenario {
         let mut cfg = Config::default();
         let mut bounds = Bounds {
             replicas,
+            partitions: k.partitions.clamp(1, 2),
             records: k.records,
             max_leader_epoch: k.max_leader_epoch,
             clean_crashes: k.clean_crashes,
@@ -175,10 +178,13 @@ impl fmt::Debug for Failure {
 /// The end state, one line per replica plus the controller and the network.
 pub fn summary(c: &Cluster) -> String {
     let mut out = String::from("state:\n");
-    if let Some(s) = c.controller.partition(PARTITION) {
+    for (p, s) in c
+        .partitions()
+        .filter_map(|p| Some((p, c.controller.partition(p)?)))
+    {
         let leader = s.leader.map_or("none".to_string(), |b| b.to_string());
         out += &format!(
-            "  controller: leader={leader} {} isr={} elr={} {}\n",
+            "  controller: {p} leader={leader} {} isr={} elr={} {}\n",
             s.leader_epoch,
             set(&s.isr),
             set(&s.elr),
@@ -206,7 +212,7 @@ pub fn summary(c: &Cluster) -> String {
             .collect();
         out += &format!(
             "  {}: {role} {} hw={} flushed={} log=[{}]\n",
-            r.id(),
+            ReplicaId::new(r.id(), r.partition()),
             r.leader_epoch(),
             r.high_watermark(),
             r.log().flushed_offset(),
@@ -239,7 +245,10 @@ pub fn check_state(c: &Cluster, properties: &[Property]) -> Result<(), Violation
 pub fn dead_messages_are_inert(c: &Cluster, cfg: &Config) -> Result<(), Violation> {
     for e in &c.network {
         let Node::Broker(b) = e.to else { continue };
-        if !c.replicas[b.0 as usize].ignores_forever(cfg, e.from, &e.message) {
+        let Some(at) = isr::sim::receiver_slot(c.broker_count(), e) else {
+            continue;
+        };
+        if !c.replicas[at].ignores_forever(cfg, e.from, &e.message) {
             continue;
         }
         if let Some(what) = isr::sim::dead_message_acts(cfg, &c.replicas, e) {
@@ -329,7 +338,7 @@ impl Stats {
         self.schedules.fetch_add(1, Ordering::Relaxed);
         self.steps.fetch_add(steps as u64, Ordering::Relaxed);
         let Some(c) = end else { return };
-        let committed = &c.history.committed;
+        let committed: Vec<_> = c.history.iter().flat_map(|h| &h.committed).collect();
         let flags = [
             (!committed.is_empty(), &self.committed),
             (

@@ -19,7 +19,7 @@ use crate::symmetry::{candidates, fingerprint, is_identity, renaming};
 use crate::{Check, IsrModel};
 use isr::message::Envelope;
 use isr::permute::{envelope_epochs, EpochTable, RenameBrokers};
-use isr::sim::{carry, Action, Choice, Cluster, InFlight, Menu, Record};
+use isr::sim::{carry, Action, Choice, Cluster, InFlight, Menu, Record, ReplicaId};
 use isr::{BrokerEpoch, BrokerId};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -152,7 +152,7 @@ impl State {
 struct Step {
     what: What,
     to: Weak<Nodes>,
-    /// The brokers whose replica the step changed, as bits.
+    /// The replicas the step changed, as bits of their index in [`Cluster::replicas`].
     changed: u64,
     closed: Option<BrokerId>,
     sent: Vec<Msg>,
@@ -163,8 +163,8 @@ struct Step {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum What {
     Listed(usize),
-    Fetch(BrokerId),
-    Resend(BrokerId),
+    Fetch(ReplicaId),
+    Resend(ReplicaId),
     Deliver(u64),
     Drop(u64),
     Duplicate(u64),
@@ -364,7 +364,7 @@ impl<'m> Worker<'m> {
             network,
             step.closed,
             step.sent.iter().cloned(),
-            |b| step.changed & 1 << b.0 != 0,
+            |at| step.changed & 1 << at != 0,
         );
         network.sort_unstable_by_key(Msg::fp);
     }
@@ -412,8 +412,8 @@ impl<'m> Worker<'m> {
 }
 
 /// Makes `after` share with `before` every replica and controller a step copied (copy on
-/// write) but left equal, so sharing survives steps that change little; returns the brokers
-/// whose replica changed, as bits.
+/// write) but left equal, so sharing survives steps that change little; returns the replicas
+/// that changed, as bits of their index.
 fn share_unchanged(before: &Cluster, after: &mut Cluster) -> u64 {
     fn share<T: PartialEq>(before: &Arc<T>, after: &mut Arc<T>) -> bool {
         if Arc::ptr_eq(before, after) {
@@ -426,7 +426,9 @@ fn share_unchanged(before: &Cluster, after: &mut Cluster) -> u64 {
         true
     }
     share(&before.controller, &mut after.controller);
-    share(&before.history, &mut after.history);
+    for (b, a) in before.history.iter().zip(after.history.iter_mut()) {
+        share(b, a);
+    }
     for (b, a) in before.zombie.iter().zip(after.zombie.iter_mut()) {
         share(b, a);
     }

@@ -4,7 +4,7 @@
 //! it for the state selected.
 
 use crate::shortest::Trace;
-use isr::sim::{describe, set, Bounds, Cluster, Record};
+use isr::sim::{describe, set, Bounds, Cluster, Record, ReplicaId};
 use isr::{Entry, FollowerPhase, Log, Offset, Property, Role, Violation};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -61,19 +61,34 @@ fn replica_cells(c: &Cluster, i: usize) -> [String; 6] {
     ]
 }
 
-/// The controller's line, with its controller epoch; a zombie controller's and a stale store's
-/// follow it when present.
+/// `p1 ` before what is said of a partition, when there are several.
+fn label(c: &Cluster, p: isr::PartitionId) -> String {
+    if c.history.len() > 1 {
+        format!("{p} ")
+    } else {
+        String::new()
+    }
+}
+
+/// The controller's line, with its controller epoch and each partition's state; a zombie
+/// controller's and a stale store's follow it when present.
 fn controller_line(c: &Cluster) -> String {
-    let describe = |ctl: &isr::Controller| match ctl.partition(isr::sim::PARTITION) {
-        Some(s) => format!(
-            "{}: leader {}, {}, ISR {}, ELR {}",
-            ctl.epoch(),
-            s.leader.map_or("none".to_string(), |b| b.to_string()),
-            s.leader_epoch,
-            set(&s.isr),
-            set(&s.elr)
-        ),
-        None => format!("{}: no partition", ctl.epoch()),
+    let describe = |ctl: &isr::Controller| {
+        let partitions: Vec<String> = c
+            .partitions()
+            .map(|p| match ctl.partition(p) {
+                Some(s) => format!(
+                    "{}leader {}, {}, ISR {}, ELR {}",
+                    label(c, p),
+                    s.leader.map_or("none".to_string(), |b| b.to_string()),
+                    s.leader_epoch,
+                    set(&s.isr),
+                    set(&s.elr)
+                ),
+                None => format!("{}no partition", label(c, p)),
+            })
+            .collect();
+        format!("{}: {}", ctl.epoch(), partitions.join("; "))
     };
     let mut line = describe(&c.controller);
     if let Some(zombie) = &c.zombie {
@@ -100,16 +115,23 @@ fn entries(records: &BTreeSet<(Offset, Entry<Record>)>) -> String {
 /// What the properties about the past judge: records committed, acknowledged to an acks=all
 /// producer, and (with a consumer) read.
 fn history_line(bounds: &Bounds, c: &Cluster) -> String {
-    let h = &c.history;
-    let mut line = format!(
-        "committed: {}  acknowledged: {}",
-        entries(&h.committed),
-        entries(&h.acknowledged)
-    );
-    if bounds.consumer {
-        let _ = write!(line, "  consumed: {}", entries(&h.consumed));
-    }
-    line
+    let lines: Vec<String> = c
+        .partitions()
+        .map(|p| {
+            let h = &c.history[p.0 as usize];
+            let mut line = format!(
+                "{}committed: {}  acknowledged: {}",
+                label(c, p),
+                entries(&h.committed),
+                entries(&h.acknowledged)
+            );
+            if bounds.consumer {
+                let _ = write!(line, "  consumed: {}", entries(&h.consumed));
+            }
+            line
+        })
+        .collect();
+    lines.join("\n  ")
 }
 
 /// `line`, marked with `*` when `before` had another.
@@ -164,7 +186,8 @@ pub fn table(bounds: &Bounds, before: Option<&Cluster>, c: &Cluster) -> String {
     for i in 0..c.replicas.len() {
         let now = replica_cells(c, i);
         let old = before.map(|b| replica_cells(b, i));
-        let mut row = vec![format!("b{i}")];
+        let r = &c.replicas[i];
+        let mut row = vec![ReplicaId::new(r.id(), r.partition()).to_string()];
         for (k, cell) in now.into_iter().enumerate() {
             let changed = old.as_ref().is_some_and(|o| o[k] != cell);
             row.push(if changed { format!("{cell}*") } else { cell });
