@@ -2,6 +2,7 @@
 
 use crate::types::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionEpoch};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use thiserror::Error;
 
 /// Why a leader refused a producer's write.
@@ -83,11 +84,13 @@ pub enum AlterPartitionError {
         /// The partition epoch at the controller.
         current: PartitionEpoch,
     },
-    /// A replica the request adds is not assigned, not alive, or registered since in another
-    /// broker epoch than the one whose Fetch proved it caught up (KIP-903): a restarted
-    /// incarnation may have lost what the old one fetched.
-    #[error("INELIGIBLE_REPLICA: {0} is not alive, or has re-registered since it fetched")]
-    IneligibleReplica(BrokerId),
+    /// Replicas the request adds that are not assigned, not alive, or registered since in
+    /// another broker epoch than the one whose Fetch proved them caught up (KIP-903): a
+    /// restarted incarnation may have lost what the old one fetched. Every one of them, so the
+    /// answer does not depend on which the controller looked at first (it would on broker
+    /// names, which the model checker's symmetry reduction assumes nothing does).
+    #[error("INELIGIBLE_REPLICA: {} not alive, or re-registered since they fetched", names(.0))]
+    IneligibleReplicas(BTreeSet<BrokerId>),
     /// The controller holds no such partition (never created, or deleted).
     #[error("unknown partition")]
     UnknownPartition,
@@ -156,4 +159,10 @@ pub enum ConfigError {
         /// Why a smaller one cannot run.
         why: &'static str,
     },
+}
+
+/// `b1, b2`: brokers for an error message.
+fn names(brokers: &BTreeSet<BrokerId>) -> String {
+    let names: Vec<String> = brokers.iter().map(ToString::to_string).collect();
+    names.join(", ")
 }

@@ -236,7 +236,7 @@ impl<R> RenameBrokers for Envelope<R> {
                 r.epochs_of(&mut m.requested_broker_epochs);
                 match &mut m.result {
                     Ok(state) => state.rename_brokers(r),
-                    Err(AlterPartitionError::IneligibleReplica(b)) => r.rename(b),
+                    Err(AlterPartitionError::IneligibleReplicas(brokers)) => r.set(brokers),
                     Err(_) => {}
                 }
             }

@@ -3,9 +3,7 @@
 
 use crate::target::Target;
 use clap::Args;
-use isr_models::check::{
-    run_with, symmetry_applies, symmetry_pays, Options, Progress, Run, Search,
-};
+use isr_models::check::{run_with, symmetry_pays, Options, Progress, Run, Search};
 use isr_models::engine::{Ending, Limits};
 use isr_models::presets::{Outcome, Preset};
 use isr_models::Check;
@@ -55,9 +53,7 @@ impl SearchArgs {
     pub fn run(&self, target: &Target, progress: impl FnMut(Progress)) -> Run {
         let options = Options {
             search: self.search(target.stop_at().is_some()),
-            // Never with several partitions (`symmetry_applies`), even when asked for.
-            symmetry: symmetry_applies(&target.bounds)
-                && (self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds))),
+            symmetry: self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
             threads: self.threads as usize,
             limits: Limits::with_time(self.time_limit, self.max_depth),
         };

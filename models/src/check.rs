@@ -103,15 +103,7 @@ pub struct Options {
 /// two, the first leader pins both names (the other is never a renaming of it until both have
 /// restarted), so canonicalising every state costs more than the few merges save.
 pub fn symmetry_pays(bounds: &Bounds) -> bool {
-    symmetry_applies(bounds) && (3..=MAX_SYMMETRIC_BROKERS).contains(&(bounds.replicas as usize))
-}
-
-/// Whether symmetry reduction may be used at `bounds`: with one partition only. With several,
-/// `models/tests/symmetry.rs`'s soundness check (renamed states have the same successor
-/// classes) fails on states its random walks reach, a dependence on broker names not yet
-/// found; until it is, several partitions are searched without the reduction.
-pub fn symmetry_applies(bounds: &Bounds) -> bool {
-    bounds.partitions <= 1
+    (3..=MAX_SYMMETRIC_BROKERS).contains(&(bounds.replicas as usize))
 }
 
 /// Explores `model` and compares each verdict with `expected`: exhaustively, or — when

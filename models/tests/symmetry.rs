@@ -24,9 +24,9 @@ fn successor_classes(model: &IsrModel, c: &Cluster) -> BTreeSet<u64> {
         .collect()
 }
 
-/// States along random walks of a model with every kind of fault, three brokers, and both
-/// flush policies' rules: crashes, restarts and re-registrations renumber broker epochs, and
-/// elections offer several candidates.
+/// States along random walks of a model with every kind of fault, three brokers, one partition
+/// or two, and both flush policies' rules: crashes, restarts and re-registrations renumber
+/// broker epochs, and elections offer several candidates.
 fn sampled_states() -> Vec<(IsrModel, Cluster)> {
     let bounds = Bounds {
         partitions: 1,
@@ -48,15 +48,21 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
     };
     let mut out = Vec::new();
     let mut walk = Walk(0x9e37_79b9_7f4a_7c15);
-    for name in [
-        "safe",
-        "kip966",
-        "unclean-election",
-        "last-replica-standing",
-        "kafka-6082",
+    for (name, partitions) in [
+        ("safe", 1),
+        ("safe", 2),
+        ("kip966", 1),
+        ("kip966", 2),
+        ("unclean-election", 1),
+        ("last-replica-standing", 1),
+        ("kafka-6082", 1),
     ] {
         let p = Preset::find(name).expect("preset exists");
-        let model = IsrModel::new(p.config(), bounds.clone(), 6);
+        let bounds = Bounds {
+            partitions,
+            ..bounds.clone()
+        };
+        let model = IsrModel::new(p.config(), bounds, 6);
         walk.walks(&model, 60, 40, |c| out.push((model.clone(), c.clone())));
     }
     out

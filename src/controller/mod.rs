@@ -753,12 +753,14 @@ impl Controller {
                 current: state.partition_epoch,
             });
         }
-        if let Some(&b) = req
+        let ineligible: BTreeSet<BrokerId> = req
             .new_isr
             .iter()
-            .find(|b| !state.isr.contains(b) && (!eligible(b) || !state.assigned.contains(b)))
-        {
-            return Err(AlterPartitionError::IneligibleReplica(b));
+            .filter(|b| !state.isr.contains(b) && (!eligible(b) || !state.assigned.contains(b)))
+            .copied()
+            .collect();
+        if !ineligible.is_empty() {
+            return Err(AlterPartitionError::IneligibleReplicas(ineligible));
         }
         let removed: Vec<BrokerId> = state.isr.difference(&req.new_isr).copied().collect();
         state.isr = req.new_isr.clone();

@@ -441,7 +441,7 @@ impl<L: Log> Replica<L> {
                 l.proposal_sent = None;
                 return;
             }
-            Err(AlterPartitionError::IneligibleReplica(_)) => {
+            Err(AlterPartitionError::IneligibleReplicas(_)) => {
                 // A joining follower has re-registered since the fetch that proved it caught
                 // up. Only a fetch of its new incarnation can prove it now: the held fetches
                 // are answered (as when their wait ends), so that the next one is sent, rather

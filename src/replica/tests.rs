@@ -618,7 +618,7 @@ fn a_refused_rejoin_answers_the_held_fetch_so_the_new_incarnation_fetches_again(
         refusal(
             &join,
             1,
-            AlterPartitionError::IneligibleReplica(BrokerId(2)),
+            AlterPartitionError::IneligibleReplicas(BTreeSet::from([BrokerId(2)])),
         ),
     );
     assert!(
@@ -1261,7 +1261,13 @@ fn a_duplicated_refusal_cannot_cancel_a_newer_identical_proposal() {
             .next()
             .unwrap_or_else(|| panic!("a proposal: {effects:?}"))
     };
-    let refused = |req| refusal(req, 1, AlterPartitionError::IneligibleReplica(BrokerId(2)));
+    let refused = |req| {
+        refusal(
+            req,
+            1,
+            AlterPartitionError::IneligibleReplicas(BTreeSet::from([BrokerId(2)])),
+        )
+    };
     // A Fetch of b2's old incarnation (epoch 2) proposes b2 back; the controller refuses.
     let old = proposal(&leader.step(&cfg, Tick(0), fetch_as(2)));
     leader.step(&cfg, Tick(0), refused(&old));
