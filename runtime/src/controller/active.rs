@@ -10,6 +10,7 @@
 //! whoever asked gets an error: a decision no later controller could know of must not leave.
 
 use super::connections::{Event, Inbox};
+use super::isr_changes::IsrChanges;
 use super::metadata::Metadata;
 use super::records::{Change, Record};
 use super::store::{Store, StoreError, Won};
@@ -62,6 +63,8 @@ struct Active<'a> {
     tracer: &'a mut Option<Tracer>,
     /// What is being committed, for the trace.
     stepped: Option<Committing>,
+    /// The AlterPartition answers of the current log window.
+    isr_changes: IsrChanges,
 }
 
 /// What a commit records in the trace, besides an admin operation's change of state.
@@ -116,6 +119,7 @@ pub async fn act(
         offset: 0,
         tracer,
         stepped: None,
+        isr_changes: IsrChanges::default(),
     };
     info!(epoch = %won.epoch, topics = active.meta.topics.len(), "taking over");
     active.stepped = Some(Committing::TakeOver);
@@ -375,6 +379,7 @@ impl Active<'_> {
 
     async fn on_tick(&mut self) -> Result<(), StepError> {
         self.now = Tick(self.now.0 + 1);
+        self.isr_changes.log_if_due();
         self.meta.begin();
         let effects = self
             .meta
@@ -571,6 +576,7 @@ impl Active<'_> {
                 None => effects.extend(self.meta.controller.step(cfg, now, input)),
             }
         }
+        self.isr_changes.count(&effects);
         let change = self.meta.finish(effects);
         self.stepped = traced.map(Committing::Steps);
         self.commit(change).await

@@ -9,6 +9,7 @@
 
 mod active;
 mod connections;
+mod isr_changes;
 pub(crate) mod metadata;
 pub(crate) mod records;
 mod standby;
