@@ -299,9 +299,17 @@ pub struct Config {
     /// except that one entry always goes: a frame limit is the core's to respect, not the
     /// driver's to enforce by cutting what the core decided to send.
     pub fetch_max_bytes: usize,
-    /// A follower's request unanswered for this long is sent again; so is a leader's
-    /// AlterPartition.
+    /// A follower's request unanswered for this long is sent again.
     pub request_timeout: Tick,
+    /// A leader's AlterPartition unanswered for this long is sent again. A resend helps only
+    /// when the request or its answer was lost; sent while the answer is merely late (a
+    /// controller working through a burst of ISR changes, or a broker behind on what the
+    /// controller sent it), it is refused as stale and answered with a LeaderAndIsr, which
+    /// adds to the backlog that made it late. Kafka's leaders resend only after their
+    /// request times out (30 s); a driver that knows when a request was lost with its
+    /// connection fires the timer itself then.
+    #[serde(default = "default_alter_partition_timeout")]
+    pub alter_partition_timeout: Tick,
     /// After an error answer, a follower asks again this much later (not at once: the leader may
     /// not have heard of its new epoch yet, and asking at network speed would only spin).
     pub retry_backoff: Tick,
@@ -387,12 +395,24 @@ impl Config {
             "a request needs time to be answered before it is sent again",
         )?;
         at_least(
+            "alter_partition_timeout",
+            self.alter_partition_timeout.0,
+            1,
+            "a request needs time to be answered before it is sent again",
+        )?;
+        at_least(
             "retry_backoff",
             self.retry_backoff.0,
             1,
             "asking again at once after an error only spins",
         )
     }
+}
+
+/// [`Config::alter_partition_timeout`] by default, and in configurations written before it:
+/// the default request timeout.
+fn default_alter_partition_timeout() -> Tick {
+    Tick(10)
 }
 
 impl Default for Config {
@@ -406,6 +426,7 @@ impl Default for Config {
             fetch_max_entries: 1000,
             fetch_max_bytes: usize::MAX,
             request_timeout: Tick(10),
+            alter_partition_timeout: default_alter_partition_timeout(),
             retry_backoff: Tick(1),
             fetch_max_wait: Tick(0),
             hw_checkpoint_interval: Tick(0),

@@ -41,10 +41,17 @@ const HW_CHECKPOINT_INTERVAL: Tick = Tick(10);
 /// connection is asked again when the connection closes or reopens (`Command::PeerLink`), and
 /// one for a partition its leader does not host yet waits there for it.
 const FETCH_MAX_WAIT: Tick = Tick(600);
-/// A follower resends its request, and a leader its AlterPartition, when no answer came within
-/// this long (1 s; a Fetch, which the leader may hold, `FETCH_MAX_WAIT` longer); after an error
-/// answer the follower asks again a tick later.
+/// A follower resends its request when no answer came within this long (1 s; a Fetch, which the
+/// leader may hold, `FETCH_MAX_WAIT` longer); after an error answer the follower asks again a
+/// tick later.
 const REQUEST_TIMEOUT: Tick = Tick(10);
+/// A leader resends its AlterPartition when no answer came within this long (30 s, Kafka's
+/// request timeout), and at once when its broker opens a session with a controller (a request
+/// lost with a connection is only lost then: `Command::ControllerLink`). Resent every second, as
+/// fetches are, proposals made a storm at 100,000 partitions: answers queued behind a burst of
+/// ISR changes came later than a second, every resend was refused as stale (50,000-70,000 a
+/// second) and answered with a LeaderAndIsr, and the queues grew past gigabytes.
+const ALTER_PARTITION_TIMEOUT: Tick = Tick(300);
 const RETRY_BACKOFF: Tick = Tick(1);
 /// An acks=all write not committed within this long is answered REQUEST_TIMED_OUT.
 pub const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,6 +78,7 @@ pub fn config_with(rules: Rules) -> Config {
         hw_checkpoint_interval: HW_CHECKPOINT_INTERVAL,
         fetch_max_wait: FETCH_MAX_WAIT,
         request_timeout: REQUEST_TIMEOUT,
+        alter_partition_timeout: ALTER_PARTITION_TIMEOUT,
         retry_backoff: RETRY_BACKOFF,
         // Kafka's replica.fetch.max.bytes: an answer carries batches up to this many bytes (and
         // always one), so that it fits one internal frame whatever the batch sizes.

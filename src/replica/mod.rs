@@ -126,7 +126,7 @@ pub struct LeaderState {
     /// The acks=all writes not yet committed, in the order they were appended (Kafka's
     /// produce purgatory).
     pub pending_writes: Vec<PendingWrite>,
-    /// When the pending proposal was last sent: it is sent again after `request_timeout`
+    /// When the pending proposal was last sent: it is sent again after `alter_partition_timeout`
     /// unanswered. `None` once the controller answered it with a version conflict: the
     /// LeaderAndIsr that comes with that answer settles it, so it is not sent again (as in
     /// Kafka, which resends only what got no answer).

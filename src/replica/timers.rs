@@ -52,7 +52,10 @@ impl<L: Log> Replica<L> {
             Role::Leader(l) => {
                 if l.proposed_isr.is_some() {
                     if let Some(sent) = l.proposal_sent {
-                        timers.push((Timer::AlterPartition, after(sent, cfg.request_timeout)));
+                        timers.push((
+                            Timer::AlterPartition,
+                            after(sent, cfg.alter_partition_timeout),
+                        ));
                     }
                 } else {
                     // `replica_lag_max` is the most a follower may lag: it leaves once it lags

@@ -230,6 +230,7 @@ impl Net {
                 // A resumed session's first heartbeat (its heartbeat connection's first) says
                 // whether the controller still knows this incarnation.
                 self.carry_out(self.session_step(SessionInput::SessionOpened), &link);
+                let _ = self.host.send(Command::ControllerLink);
                 let why = tokio::select! {
                     why = self.read_controller(reader, &link) => why,
                     why = self.heartbeat_connection(&active) => why,

@@ -85,6 +85,10 @@ pub enum Command {
     /// rather than when their request timers run out, which a leader holding idle fetches for
     /// long makes long.
     PeerLink(BrokerId),
+    /// A session with a controller opened: an AlterPartition sent to the one before, or while
+    /// there was none, may be lost with its connection. The leaders with a proposal out send
+    /// it again now rather than when their AlterPartition timers run out (30 s).
+    ControllerLink,
     Tick,
     /// Clean shutdown: flush and checkpoint everything, then stop.
     Shutdown,
@@ -226,6 +230,7 @@ impl Host {
                 let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
             }
             Command::PeerLink(peer) => self.on_peer_link(peer),
+            Command::ControllerLink => self.on_controller_link(),
             Command::Tick => self.on_tick(),
             Command::Shutdown => {
                 self.shutdown();
@@ -343,6 +348,25 @@ impl Host {
             .collect();
         for partition in following {
             self.step(partition, ReplicaInput::Timeout(Timer::Request));
+        }
+    }
+
+    /// A session with a controller opened: each leader with an ISR proposal out fires its
+    /// AlterPartition timer, sending the proposal to this controller. One pass over the hosted
+    /// partitions per session, which is rare.
+    fn on_controller_link(&mut self) {
+        let proposing: Vec<PartitionId> = self
+            .partitions
+            .iter()
+            .filter(|(_, h)| {
+                h.replica
+                    .leader_state()
+                    .is_some_and(|l| l.proposal_sent.is_some())
+            })
+            .map(|(&p, _)| p)
+            .collect();
+        for partition in proposing {
+            self.step(partition, ReplicaInput::Timeout(Timer::AlterPartition));
         }
     }
 
