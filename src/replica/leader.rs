@@ -451,6 +451,16 @@ impl<L: Log> Replica<L> {
             }
             Err(_) => l.clear_proposal(),
         }
+        // Followers whose Fetch is held here are caught up now; one that joined while the
+        // proposal was out could not be proposed then (one proposal at a time), and its next
+        // Fetch comes only once this one is answered, up to `fetch_max_wait` later. Propose it
+        // now. (Only on that fresh evidence: a follower just shrunk for lagging is judged by its
+        // next Fetch, as Kafka judges every expansion.)
+        let parked: Vec<BrokerId> = self
+            .leader_state()
+            .map(|l| l.parked.keys().copied().collect())
+            .unwrap_or_default();
+        self.maybe_expand_isr(cfg, parked, effects);
         self.maybe_advance_high_watermark(cfg, effects);
     }
 

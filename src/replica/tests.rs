@@ -692,6 +692,52 @@ fn followers_caught_up_in_held_fetches_join_the_isr_in_one_proposal() {
     );
 }
 
+/// A follower that caught up while another's expansion was out (its fetch held, since one
+/// proposal goes at a time) is proposed as soon as the controller accepts the first, not when
+/// its held fetch is next answered, up to `fetch_max_wait` later: at 100,000 partitions the
+/// wait made the cluster take minutes to get every follower back into the ISR.
+#[test]
+fn a_follower_held_behind_an_accepted_expansion_is_proposed_at_once() {
+    let cfg = holding(600);
+    let mut leader = R::new(BrokerId(1), PartitionId(0), MemLog::default());
+    leader.step(&cfg, Tick(0), order_over(&[1, 2, 3], 1, 1, 1, &[1], 1));
+    let effects = leader.step(&cfg, Tick(0), fetch_from(2, 1, 2, 0));
+    let [Message::AlterPartition(first)] = sent(&effects)[..] else {
+        panic!("b2 proposed: {effects:?}");
+    };
+    let first = first.clone();
+    // b3 catches up behind it: held, not proposed.
+    assert!(sent(&leader.step(&cfg, Tick(0), fetch_from(3, 1, 3, 0))).is_empty());
+    let accepted = Input::Message {
+        from: Node::Controller,
+        message: Message::AlterPartitionResponse(AlterPartitionResponse {
+            partition: PartitionId(0),
+            request_partition_epoch: first.partition_epoch,
+            requested_isr: first.new_isr.clone(),
+            requested_broker_epochs: first.broker_epochs.clone(),
+            controller_epoch: ControllerEpoch(1),
+            result: Ok(PartitionState {
+                assigned: vec![BrokerId(1), BrokerId(2), BrokerId(3)],
+                leader: Some(BrokerId(1)),
+                leader_epoch: LeaderEpoch(1),
+                isr: first.new_isr.clone(),
+                elr: BTreeSet::new(),
+                partition_epoch: PartitionEpoch(first.partition_epoch.0 + 1),
+                min_insync_replicas: 2,
+            }),
+        }),
+    };
+    let effects = leader.step(&cfg, Tick(1), accepted);
+    let [Message::AlterPartition(next)] = sent(&effects)[..] else {
+        panic!("b3 proposed at once, its fetch still held: {effects:?}");
+    };
+    assert_eq!(next.new_isr, [BrokerId(1), BrokerId(2), BrokerId(3)].into());
+    assert_eq!(
+        next.partition_epoch,
+        PartitionEpoch(first.partition_epoch.0 + 1)
+    );
+}
+
 #[test]
 fn a_lagging_follower_is_proposed_out_and_an_unanswered_proposal_is_sent_again() {
     let cfg = page_cache();
@@ -704,7 +750,7 @@ fn a_lagging_follower_is_proposed_out_and_an_unanswered_proposal_is_sent_again()
     };
     let first = first.clone();
     assert_eq!(first.new_isr, [BrokerId(1)].into());
-    // Unanswered for request_timeout: the same proposal again.
+    // Unanswered for alter_partition_timeout: the same proposal again.
     assert!(sent(&leader.step(&cfg, Tick(40), Input::Tick)).is_empty());
     let effects = leader.step(&cfg, Tick(41), Input::Tick);
     assert!(matches!(sent(&effects)[..], [Message::AlterPartition(again)] if *again == first));

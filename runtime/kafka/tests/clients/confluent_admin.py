@@ -133,7 +133,14 @@ wait(admin.create_partitions([NewPartitions(configured, 3)]))
 check(len(admin.list_topics(configured, timeout=10).topics[configured].partitions) == 3,
       "partitions after create_partitions")
 wait(admin.delete_topics([configured], operation_timeout=10))
-remaining = admin.list_topics(timeout=10).topics
+# The broker that answered the deletion has the change; another (list_topics asks any) may
+# apply it a moment later, as in Kafka, where metadata reaches brokers asynchronously.
+deadline = time.time() + 10
+while True:
+    remaining = admin.list_topics(timeout=10).topics
+    if configured not in remaining or time.time() > deadline:
+        break
+    time.sleep(0.2)
 check(configured not in remaining, "topic after delete_topics", list(remaining))
 print("topic admin ok", flush=True)
 
