@@ -246,8 +246,9 @@ fn safe_holds_exhaustively_at_a_small_bound() {
 /// Fetch of an incarnation older than one the leader counted is discarded; 8,769 since requests
 /// of an epoch to a replica that does not lead it, and answers of an epoch from a broker the
 /// receiver does not follow in it, are discarded; 8,823 since a leader remembers each
-/// follower's previous fetch (Kafka's caught-up rule).
-const SAFE_SMALL_UNIQUE: usize = 8_823;
+/// follower's previous fetch (Kafka's caught-up rule); 8,835 since a leader proposes the
+/// followers whose Fetch it holds as soon as the controller answers its previous proposal.
+const SAFE_SMALL_UNIQUE: usize = 8_835;
 
 /// The safe protocol through a controller failover: the old controller runs on as a zombie
 /// beside its successor, and the store refuses its steps (rule 11).
@@ -268,8 +269,10 @@ fn safe_holds_through_a_controller_failover_at_a_small_bound() {
 /// 159,878 before requests and answers of an epoch that neither end leads were, 157,860 before
 /// a leader remembered each follower's previous fetch (Kafka's caught-up rule), 158,578 before
 /// a stale AlterPartition answer from a controller newer than the leader heard of was kept
-/// (it teaches the leader that controller's epoch: found by `proptest_dead_messages_are_inert`).
-const SAFE_FAILOVER_SMALL_UNIQUE: usize = 167_170;
+/// (it teaches the leader that controller's epoch: found by `proptest_dead_messages_are_inert`),
+/// 167,170 before a leader proposed the followers whose Fetch it holds as soon as the
+/// controller answers its previous proposal.
+const SAFE_FAILOVER_SMALL_UNIQUE: usize = 167_511;
 
 #[test]
 fn kip966_fails_only_weak_isr_at_a_small_bound() {
