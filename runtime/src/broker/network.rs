@@ -237,7 +237,6 @@ impl Net {
                 };
                 self.session_step(SessionInput::SessionClosed);
                 self.outbox.set_controller(None);
-                self.rpc.abandon_all();
                 warn!(%why, "lost the session with the controller; looking for the active one");
             }
             tokio::time::sleep(timing::HEARTBEAT_INTERVAL).await;

@@ -63,8 +63,11 @@ impl Rpc {
 
     /// Fails every call still waiting with [`RpcError::NotConnected`]: the connection their
     /// requests went out on closed, so no answer will come, and the callers learn it now
-    /// rather than at their timeout (a broker answers NOT_CONTROLLER, not REQUEST_TIMED_OUT,
-    /// when the controller it asked stands down).
+    /// rather than at their timeout. (`isr status` does, once its connection ends. A broker
+    /// does not when its controller session ends: a request it sent may still reach the
+    /// controller later, and a client told at once to retry elsewhere can then see its newer
+    /// offset commit overtaken by the older one: the fault suite's partition-bridge and
+    /// partition-leader-controller did, with the broker failing its calls at once.)
     pub fn abandon_all(&self) {
         self.lock().clear();
     }
