@@ -83,9 +83,8 @@ mod tests {
     use super::*;
     use crate::wire::admin::Request;
 
-    /// A call whose connection closed fails at once as not connected; before, it waited out
-    /// its timeout, and a broker whose controller stood down mid-request answered
-    /// REQUEST_TIMED_OUT instead of NOT_CONTROLLER.
+    /// A call abandoned (its connection closed) fails at once as not connected, instead of
+    /// waiting out its timeout.
     #[tokio::test]
     async fn a_call_on_a_closed_connection_fails_as_not_connected() {
         let (link, mut sent) = Link::detached();
