@@ -182,6 +182,7 @@ fn broker(
                     id,
                     records: vec![record],
                     acks: Acks::All,
+                    producer: None,
                 })
             }
             Ok(Event::Session(input)) => {

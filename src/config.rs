@@ -70,6 +70,14 @@ pub struct Rules {
     /// fault suite's `disk-full-leader`). On when a serialized config (a trace's) predates it.
     #[serde(default = "on")]
     pub append_check: bool,
+    /// Rule 14 (KIP-98): every replica keeps its idempotent producers' latest batches from its
+    /// own log — the ones it appends as leader, the ones it replicates as follower, all of them
+    /// again on restart and after a truncation — so whichever replica leads recognises the
+    /// retry of a batch its log holds and stores it once. Off: a replica knows only the
+    /// batches it took as leader, in memory, so after a failover the new leader stores a
+    /// retried batch a second time. On when a serialized config predates it.
+    #[serde(default = "on")]
+    pub producer_state: bool,
 }
 
 fn on() -> bool {
@@ -89,6 +97,7 @@ impl Default for Rules {
             flush: FlushPolicy::Always,
             controller_fencing: true,
             append_check: true,
+            producer_state: true,
         }
     }
 }
@@ -113,7 +122,7 @@ impl Rules {
     /// The names accepted by [`Rules::set`].
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
          maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing, \
-         append-check";
+         append-check, producer-state";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -156,6 +165,7 @@ impl Rules {
             }
             "controller-fencing" => self.controller_fencing = flag("controller-fencing", value)?,
             "append-check" => self.append_check = flag("append-check", value)?,
+            "producer-state" => self.producer_state = flag("producer-state", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -242,6 +252,13 @@ impl Rules {
                 on(safe.append_check),
                 "on, off",
                 "13: a write the log did not take is refused, never acknowledged",
+            ),
+            row(
+                "producer-state",
+                on(self.producer_state),
+                on(safe.producer_state),
+                "on, off",
+                "14: every replica keeps its log's idempotent producer state (KIP-98)",
             ),
         ]
     }

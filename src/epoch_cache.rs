@@ -21,11 +21,11 @@ impl EpochCache {
         let mut offset = log.log_start_offset();
         let end = log.log_end_offset();
         while offset < end {
-            let Some((epoch, width)) = log.entry_shape(offset) else {
+            let Some(shape) = log.entry_shape(offset) else {
                 break;
             };
-            cache.record(epoch, offset);
-            offset = Offset(offset.0 + width);
+            cache.record(shape.epoch, offset);
+            offset = Offset(offset.0 + shape.width);
         }
         cache
     }

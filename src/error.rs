@@ -1,6 +1,6 @@
 //! Typed errors of the core.
 
-use crate::types::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionEpoch};
+use crate::types::{BrokerId, ControllerEpoch, LeaderEpoch, PartitionEpoch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use thiserror::Error;
@@ -25,13 +25,35 @@ pub enum WriteError {
     /// driver stops the replica; the producer retries with the next leader.
     #[error("KAFKA_STORAGE_ERROR: the leader's log did not take the records")]
     LogFailed,
-    /// A retry named records the log does not hold (`ReplicaInput::Retry`).
-    #[error("offsets {base_offset}..{end_offset} are not in the log")]
-    NotInLog {
-        /// The offset of the retried batch's first record.
-        base_offset: Offset,
-        /// The offset just after the retried batch's last record.
-        end_offset: Offset,
+    /// An idempotent producer's write holds more than one batch: its stamp would name them
+    /// all (Kafka's INVALID_RECORD; clients send one batch per partition).
+    #[error("INVALID_RECORD: an idempotent producer's write holds {count} batches, not one")]
+    NotOneBatch {
+        /// How many records (batches) the write held.
+        count: usize,
+    },
+    /// An idempotent producer's batch does not follow its last one (Kafka's
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER): a batch in between is missing, or a new producer epoch
+    /// does not start at 0. Nothing is stored.
+    #[error("OUT_OF_ORDER_SEQUENCE_NUMBER: producer {producer_id} sent sequence {got}, the log expects {expected}")]
+    OutOfOrderSequence {
+        /// The producer.
+        producer_id: i64,
+        /// The sequence number the log's latest batch of it calls for.
+        expected: i32,
+        /// The batch's first sequence number.
+        got: i32,
+    },
+    /// An idempotent producer's batch carries an older epoch of its id than the log's latest
+    /// (Kafka's INVALID_PRODUCER_EPOCH): a newer producer with the same id fenced it.
+    #[error("INVALID_PRODUCER_EPOCH: producer {producer_id} wrote in epoch {epoch}, the log holds epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's epoch.
+        epoch: i16,
+        /// The latest epoch the log holds of it.
+        current: i16,
     },
 }
 

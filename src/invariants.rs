@@ -212,6 +212,20 @@ pub enum Violation {
         /// Which part of the controller's partition state is inconsistent, and how.
         what: String,
     },
+    /// **IdempotentWritesStoredOnce** broken.
+    #[error("IdempotentWritesStoredOnce: replica {replica} holds below its HW producer {producer_id}'s sequence {sequence} at offset {offset}, {what}")]
+    StoredTwice {
+        /// The replica whose committed log breaks it.
+        replica: BrokerId,
+        /// The producer.
+        producer_id: i64,
+        /// The batch's first sequence number.
+        sequence: i32,
+        /// Where the offending batch lies.
+        offset: Offset,
+        /// Whether it repeats an earlier batch or comes out of sequence order.
+        what: &'static str,
+    },
     /// **LeaderEpochsAreUnique** broken.
     #[error("LeaderEpochsAreUnique: leader epoch {epoch} names both {a} and {b} as leader")]
     LeaderEpochTwice {
@@ -256,11 +270,14 @@ pub enum Property {
     ControllerStateIsConsistent,
     /// [`leader_epochs_are_unique`]: one leader per leader epoch.
     LeaderEpochsAreUnique,
+    /// [`idempotent_writes_stored_once`]: no idempotent producer's batch is committed twice or
+    /// out of order.
+    IdempotentWritesStoredOnce,
 }
 
 impl Property {
     /// Every property, in the order the checker reports them.
-    pub const ALL: [Property; 13] = [
+    pub const ALL: [Property; 14] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -274,6 +291,7 @@ impl Property {
         Property::AcknowledgedOnMinIsr,
         Property::ControllerStateIsConsistent,
         Property::LeaderEpochsAreUnique,
+        Property::IdempotentWritesStoredOnce,
     ];
 
     /// The property's name, as spec/properties.md and the checker spell it (the TLA+
@@ -295,6 +313,7 @@ impl Property {
             Property::AcknowledgedOnMinIsr => "AcknowledgedOnMinIsr",
             Property::ControllerStateIsConsistent => "ControllerStateIsConsistent",
             Property::LeaderEpochsAreUnique => "LeaderEpochsAreUnique",
+            Property::IdempotentWritesStoredOnce => "IdempotentWritesStoredOnce",
         }
     }
 
@@ -320,6 +339,10 @@ impl Property {
             Property::AcknowledgedOnMinIsr => acknowledged_on_min_isr(view),
             Property::ControllerStateIsConsistent => controller_state_is_consistent(view),
             Property::LeaderEpochsAreUnique => leader_epochs_are_unique(view),
+            Property::IdempotentWritesStoredOnce => view
+                .replicas
+                .iter()
+                .try_for_each(|r| idempotent_writes_stored_once(r)),
         }
     }
 }
@@ -718,6 +741,44 @@ where
         return Ok(());
     };
     Err(Violation::ControllerState { what })
+}
+
+/// **IdempotentWritesStoredOnce**: below a replica's high watermark — what a consumer may
+/// read — each batch of an idempotent producer is stored at most once, and a producer's batches
+/// of one epoch lie in sequence order. With every acks=all acknowledgement committed
+/// (**CommittedRecordsSurviveLeaderFailure**), each acknowledged write is then in the log
+/// exactly once, however often it was retried and whichever leaders took the retries.
+pub fn idempotent_writes_stored_once<L: Log>(r: &Replica<L>) -> Result<(), Violation> {
+    let mut last: BTreeMap<(i64, i16), i32> = BTreeMap::new();
+    let mut offset = Offset(0);
+    while offset < r.high_watermark() {
+        let Some(shape) = r.log().entry_shape(offset) else {
+            break;
+        };
+        if let Some(batch) = shape.producer {
+            let key = (batch.producer_id, batch.producer_epoch);
+            let what = match last.get(&key) {
+                Some(&previous) if batch.first_sequence == previous => Some("a second time"),
+                // Sequence numbers wrap at i32::MAX: compare by their distance.
+                Some(&previous) if batch.first_sequence.wrapping_sub(previous) < 0 => {
+                    Some("after a later one")
+                }
+                _ => None,
+            };
+            if let Some(what) = what {
+                return Err(Violation::StoredTwice {
+                    replica: r.id(),
+                    producer_id: batch.producer_id,
+                    sequence: batch.first_sequence,
+                    offset,
+                    what,
+                });
+            }
+            last.insert(key, batch.first_sequence);
+        }
+        offset = Offset(offset.0 + shape.width);
+    }
+    Ok(())
 }
 
 /// **LeaderEpochsAreUnique**: no two elections gave one leader epoch to different leaders, as

@@ -94,7 +94,7 @@
 //!
 //! // A producer writes one record with acks=all to the leader: acknowledged once committed.
 //! let leader = replicas.iter().position(|r| r.is_leader()).expect("a leader");
-//! let write = ReplicaInput::Write { id: 7, records: vec!["hello".to_string()], acks: Acks::All };
+//! let write = ReplicaInput::Write { id: 7, records: vec!["hello".to_string()], acks: Acks::All, producer: None };
 //! let effects = replicas[leader].step(&cfg, Tick(0), write);
 //! carry(&cfg, effects, Some(&mut replicas[leader]), &mut net, &mut acked);
 //! settle(&mut replicas, &mut controller, &mut net, &mut acked);
@@ -117,6 +117,7 @@ pub mod log;
 pub mod message;
 #[cfg(feature = "sim")]
 pub mod permute;
+pub mod producers;
 pub mod replica;
 #[cfg(feature = "sim")]
 pub mod sim;
@@ -133,12 +134,13 @@ pub use controller::{
 pub use epoch_cache::EpochCache;
 pub use error::{AlterPartitionError, ConfigError, EpochError, ParseError, ReadError, WriteError};
 pub use invariants::{ClusterView, History, Property, Violation};
-pub use log::{Entry, Log, MemLog};
+pub use log::{Entry, EntryShape, Log, MemLog};
 pub use message::{
     AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
     FetchResponse, FetchedRecords, LeaderAndIsr, Message, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse, PartitionState, ProduceId, ReadAnswer, ReadId,
 };
+pub use producers::{Admission, ProducerBatch, Producers};
 pub use replica::{
     FollowerPhase, FollowerProgress, FollowerState, Input as ReplicaInput, LeaderState,
     ParkedFetch, PendingWrite, Replica, Role, Timer,

@@ -9,6 +9,7 @@
 //! answers by taking the log directory offline. A disk implementation records the error and its
 //! driver stops the replica; the protocol never has to reason about half-applied appends.
 
+use crate::producers::ProducerBatch;
 use crate::types::{LeaderEpoch, Offset};
 use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
@@ -21,6 +22,34 @@ pub struct Entry<R> {
     pub epoch: LeaderEpoch,
     /// The payload: what the producer wrote.
     pub record: R,
+    /// The idempotent producer's stamp, if an idempotent producer wrote it: followers copy it
+    /// with the record, and every replica's [`crate::Producers`] is built from it (absent in
+    /// traces written before idempotent producers were in the core).
+    #[serde(default)]
+    pub producer: Option<ProducerBatch>,
+}
+
+impl<R> Entry<R> {
+    /// A plain producer's record, appended in `epoch`.
+    pub fn new(epoch: LeaderEpoch, record: R) -> Self {
+        Entry {
+            epoch,
+            record,
+            producer: None,
+        }
+    }
+}
+
+/// What a walk over a log's entry boundaries needs of an entry, without its record
+/// ([`Log::entry_shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryShape {
+    /// The leader epoch it was appended in.
+    pub epoch: LeaderEpoch,
+    /// How many offsets it occupies ([`Log::width`]).
+    pub width: u64,
+    /// Its idempotent producer's stamp, if any.
+    pub producer: Option<ProducerBatch>,
 }
 
 /// Storage for one replica's log.
@@ -96,12 +125,16 @@ pub trait Log {
         self.entry(offset).map(|e| e.epoch)
     }
 
-    /// The leader epoch and width of the entry holding `offset`, without its record: what a walk
-    /// over entry boundaries needs ([`crate::EpochCache::from_log`]). A disk log answers from its
-    /// index instead of reading every record back.
-    fn entry_shape(&self, offset: Offset) -> Option<(LeaderEpoch, u64)> {
-        self.entry(offset)
-            .map(|e| (e.epoch, Self::width(&e.record)))
+    /// The epoch, width and producer of the entry holding `offset`, without its record: what a
+    /// walk over entry boundaries needs ([`crate::EpochCache::from_log`],
+    /// [`crate::Producers::from_log`]). A disk log answers from its index instead of reading
+    /// every record back.
+    fn entry_shape(&self, offset: Offset) -> Option<EntryShape> {
+        self.entry(offset).map(|e| EntryShape {
+            epoch: e.epoch,
+            width: Self::width(&e.record),
+            producer: e.producer,
+        })
     }
 }
 

@@ -19,6 +19,7 @@ use crate::controller::{Controller, Input as ControllerInput};
 use crate::invariants::{short_acknowledgement, ClusterView, History, Property, Violation};
 use crate::log::{Entry, Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
+use crate::producers::ProducerBatch;
 use crate::replica::{Input as ReplicaInput, Replica, Timer};
 use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
@@ -122,6 +123,16 @@ pub struct Bounds {
     pub controller_failovers: u8,
     /// Times a leader's disk may fill up under a write (`DiskFull`).
     pub disk_failures: u8,
+    /// Whether the producer is idempotent (the checker's `--idempotent`): each record it
+    /// writes is a batch stamped with producer id 0, epoch 0 and the record's sequence number
+    /// in its partition, so that leaders admit it by their producer state (rule 14).
+    #[serde(default)]
+    pub idempotent: bool,
+    /// Times the idempotent producer may send a record again (`ProducerRetry`), to whichever
+    /// replica leads its partition then, as a producer whose request timed out or whose
+    /// answer was lost does (the checker's `--producer-retries`).
+    #[serde(default)]
+    pub producer_retries: u8,
     /// Keep the messages their receiver will ignore forever in flight, instead of discarding
     /// them (the checker's `--no-reduction`): their deliveries are then steps that change no
     /// node and send only messages dead in turn (an error answer its sender ignores), which is
@@ -160,6 +171,8 @@ impl Default for Bounds {
             background_flush: false,
             controller_failovers: 0,
             disk_failures: 0,
+            idempotent: false,
+            producer_retries: 0,
             keep_dead: false,
             audit_dead: false,
         }
@@ -243,6 +256,14 @@ pub enum Action {
     ZombieElectLeader(ReplicaId),
     /// A message in flight to the controller reaches the zombie instead.
     ZombieDeliver(Envelope<Record>),
+    /// The idempotent producer sends `record` again, with its first attempt's stamp, to the
+    /// replica that believes it leads the record's partition.
+    ProducerRetry {
+        /// The replica it goes to.
+        leader: ReplicaId,
+        /// The record, one the producer sent to that partition before.
+        record: Record,
+    },
 }
 
 impl fmt::Display for Action {
@@ -275,6 +296,9 @@ impl fmt::Display for Action {
             Action::ZombieShrinkIsr(b) => write!(f, "ZombieShrinkIsr({b})"),
             Action::ZombieElectLeader(b) => write!(f, "ZombieElectLeader({b})"),
             Action::ZombieDeliver(e) => write!(f, "ZombieDeliver({})", describe(e)),
+            Action::ProducerRetry { leader, record } => {
+                write!(f, "ProducerRetry(record {record} to {leader})")
+            }
         }
     }
 }
@@ -424,6 +448,13 @@ pub struct Cluster {
     pub history: Vec<Arc<History<Record>>>,
     /// Records written so far, to every partition (the next one is `written + 1`).
     pub written: u8,
+    /// Ghost, per partition: the records the idempotent producer sent there, in order (a
+    /// record's place is its sequence number). Empty unless [`Bounds::idempotent`].
+    #[serde(default)]
+    pub sent: Vec<Vec<Record>>,
+    /// Producer retries so far, against [`Bounds::producer_retries`].
+    #[serde(default)]
+    pub producer_retries: u8,
     /// The consumer's position in each partition.
     pub consumer_offset: Vec<Offset>,
     /// Whether each broker's last stop was clean.
@@ -469,6 +500,8 @@ impl Cluster {
             network: Vec::new(),
             history: vec![Arc::default(); partitions as usize],
             written: 0,
+            sent: vec![Vec::new(); partitions as usize],
+            producer_retries: 0,
             consumer_offset: vec![Offset(0); partitions as usize],
             last_stop_clean: vec![true; n as usize],
             clean_crashes: 0,
@@ -620,6 +653,11 @@ impl Cluster {
                 listed.push(Action::LeaderWrite(id));
                 if self.disk_failures < bounds.disk_failures {
                     listed.push(Action::DiskFull(id));
+                }
+            }
+            if r.is_leader() && self.producer_retries < bounds.producer_retries {
+                for &record in &self.sent[id.partition.0 as usize] {
+                    listed.push(Action::ProducerRetry { leader: id, record });
                 }
             }
             let fetch_at = listed.len();
@@ -814,18 +852,29 @@ impl Cluster {
         let mut closed = None;
         let effects = match action {
             Action::LeaderWrite(id) => {
-                let (record, write) = self.next_write(bounds);
+                let record = self.written + 1;
+                let write = self.write_of(bounds, id.partition, record);
                 let r = self.replica_mut(*id);
                 let before = r.log_end_offset();
                 let effects = r.step(cfg, now, write);
                 if r.log_end_offset() > before {
                     self.written = record;
+                    if bounds.idempotent {
+                        self.sent[id.partition.0 as usize].push(record);
+                    }
                 }
                 effects
             }
+            Action::ProducerRetry { leader, record } => {
+                self.producer_retries += 1;
+                let write = self.write_of(bounds, leader.partition, *record);
+                self.replica_mut(*leader).step(cfg, now, write)
+            }
             Action::DiskFull(id) => {
                 self.disk_failures += 1;
-                let (record, write) = self.next_write(bounds);
+                let record = self.written + 1;
+                let write = self.write_of(bounds, id.partition, record);
+                let producer = self.stamp(bounds, id.partition, record);
                 let r = self.replica_mut(*id);
                 let (base, epoch) = (r.log_end_offset(), r.leader_epoch());
                 r.log_mut().set_full(true);
@@ -840,7 +889,12 @@ impl Cluster {
                 if acked && bounds.acks == Acks::All {
                     let short = short_acknowledgement(self.replica(*id), base);
                     let history = self.history_mut(id.partition);
-                    history.acknowledged.insert((base, Entry { epoch, record }));
+                    let entry = Entry {
+                        epoch,
+                        record,
+                        producer,
+                    };
+                    history.acknowledged.insert((base, entry));
                     history.short_acknowledgements.extend(short);
                 }
                 closed = Some(id.broker);
@@ -972,8 +1026,9 @@ impl Cluster {
         Traffic { closed, sent }
     }
 
-    /// The replica whose step `action` is, if it is one replica's.
-    fn source(&self, action: &Action) -> Option<ReplicaId> {
+    /// The broker whose step `action` is, if it is one broker's: one of its replicas', or its
+    /// stop.
+    fn source(&self, action: &Action) -> Option<BrokerId> {
         match action {
             Action::LeaderWrite(id)
             | Action::DiskFull(id)
@@ -982,9 +1037,11 @@ impl Cluster {
             | Action::LeaderRetryAlterPartition(id)
             | Action::FetchWaitExpired(id)
             | Action::Flush(id)
-            | Action::ConsumerRead(id) => Some(*id),
+            | Action::ConsumerRead(id)
+            | Action::ProducerRetry { leader: id, .. } => Some(id.broker),
+            Action::CleanShutdown(b) | Action::UncleanCrash(b) => Some(*b),
             Action::Deliver(e) => match e.to {
-                Node::Broker(b) => Some(ReplicaId::new(b, e.message.partition()?)),
+                Node::Broker(b) => Some(b),
                 Node::Controller => None,
             },
             _ => None,
@@ -1091,18 +1148,35 @@ impl Cluster {
         self.active_step(|c| c.step(cfg, Tick(0), register))
     }
 
-    /// A broker stops: its budget is spent (its connections close: see [`Traffic::closed`]).
-    /// The producer's next record, and its write (the record is its own id).
-    fn next_write(&self, bounds: &Bounds) -> (Record, ReplicaInput<Record>) {
-        let record = self.written + 1;
-        let write = ReplicaInput::Write {
+    /// The producer's write of `record` to partition `p` (the record is its own id), stamped
+    /// when the producer is idempotent.
+    fn write_of(&self, bounds: &Bounds, p: PartitionId, record: Record) -> ReplicaInput<Record> {
+        ReplicaInput::Write {
             id: u64::from(record),
             records: vec![record],
             acks: bounds.acks,
-        };
-        (record, write)
+            producer: self.stamp(bounds, p, record),
+        }
     }
 
+    /// The idempotent producer's stamp of `record` in partition `p`: its place among the
+    /// records sent there (the next place for a record not sent yet).
+    fn stamp(&self, bounds: &Bounds, p: PartitionId, record: Record) -> Option<ProducerBatch> {
+        if !bounds.idempotent {
+            return None;
+        }
+        let sent = &self.sent[p.0 as usize];
+        let place = sent.iter().position(|&r| r == record).unwrap_or(sent.len());
+        let sequence = i32::try_from(place).unwrap_or(i32::MAX);
+        Some(ProducerBatch {
+            producer_id: 0,
+            producer_epoch: 0,
+            first_sequence: sequence,
+            last_sequence: sequence,
+        })
+    }
+
+    /// A broker stops: its budget is spent (its connections close: see [`Traffic::closed`]).
     fn stop(&mut self, b: BrokerId, clean: bool) {
         if clean {
             self.clean_crashes += 1;
@@ -1136,15 +1210,18 @@ impl Cluster {
     /// flushes and checkpoints need nothing here: a flush is its own action, and a checkpoint is
     /// the replica's own record of it.
     ///
-    /// `source` is the replica whose step returned `effects`, if a replica's: an acknowledgement
-    /// is judged against the leader that made it. (Two replicas may both believe they lead and
-    /// hold the record — a deposed leader that has not heard yet, and its successor that
-    /// fetched it — and the successor may know fewer replicas to hold it.)
+    /// `source` is the broker whose step returned `effects`, if a broker's: an acknowledgement
+    /// is judged against the leader that made it, never another. (Two replicas may both
+    /// believe they lead and hold the record — a deposed leader that has not heard yet, and its
+    /// successor that fetched it — and the successor may know fewer replicas to hold it; with
+    /// an idempotent producer's retries, they may even hold the record in different epochs.)
+    /// An acknowledgement a leader gives as it shuts down cleanly is not recorded: it is no
+    /// longer a leader to judge it by.
     fn route(
         &mut self,
         bounds: &Bounds,
         effects: Effects<Record>,
-        source: Option<ReplicaId>,
+        source: Option<BrokerId>,
     ) -> Vec<Envelope<Record>> {
         let mut sent = Vec::new();
         for effect in effects {
@@ -1157,16 +1234,24 @@ impl Cluster {
                 } if bounds.acks == Acks::All => {
                     let acked = self
                         .replicas_of(partition)
-                        .filter(|r| r.is_leader() && source.is_none_or(|s| s.broker == r.id()))
+                        .filter(|r| r.is_leader() && source.is_none_or(|s| s == r.id()))
                         .find_map(|r| {
                             let entry =
                                 r.entry(base_offset).filter(|e| u64::from(e.record) == id)?;
                             Some((r, entry))
                         });
                     if let Some((leader, entry)) = acked {
-                        let short = short_acknowledgement(leader, base_offset);
                         let ack = (base_offset, entry);
                         let history = &self.history[partition.0 as usize];
+                        // A retry of a write committed in an earlier step is answered at once:
+                        // that commit is what the answer rests on, and it was judged then. The
+                        // leader's view of its followers may have gone back since (a duplicated
+                        // old Fetch), which says nothing of the copies.
+                        let short = if history.committed.contains(&ack) {
+                            None
+                        } else {
+                            short_acknowledgement(leader, base_offset)
+                        };
                         if short.is_some() || !history.acknowledged.contains(&ack) {
                             let history = self.history_mut(partition);
                             history.short_acknowledgements.extend(short);

@@ -51,6 +51,7 @@ fn drive(ops: &[Op]) -> (MemLog<u32>, EpochCache) {
                         Entry {
                             epoch,
                             record: next_record,
+                            producer: None,
                         }
                     })
                     .collect();
@@ -115,7 +116,7 @@ proptest! {
         prop_assert_eq!(log.flushed_offset(), flushed_before.min(Offset(kept as u64)));
         let epoch = before.last().map_or(LeaderEpoch(0), |e| e.epoch);
         let appended: Vec<Entry<u32>> =
-            (0..count).map(|i| Entry { epoch, record: 1000 + u32::from(i) }).collect();
+            (0..count).map(|i| Entry { epoch, record: 1000 + u32::from(i), producer: None }).collect();
         log.append(&appended);
         let mut expected = before[..kept].to_vec();
         expected.extend(appended.iter().cloned());
@@ -185,7 +186,7 @@ proptest! {
         prop_assert_eq!(log.flushed_offset(), log.log_end_offset());
         let epoch = before.last().map_or(LeaderEpoch(0), |e| e.epoch);
         let extra: Vec<Entry<u32>> =
-            (0..more).map(|i| Entry { epoch, record: 500 + u32::from(i) }).collect();
+            (0..more).map(|i| Entry { epoch, record: 500 + u32::from(i), producer: None }).collect();
         log.append(&extra);
         prop_assert_eq!(log.flushed_offset(), Offset(before.len() as u64));
         let mut after_flush = log.clone();
@@ -218,6 +219,7 @@ fn end_offset_for_worked_example() {
         log.append(&[Entry {
             epoch: LeaderEpoch(epoch),
             record,
+            producer: None,
         }]);
     }
     let cache = EpochCache::from_log(&log);
@@ -343,7 +345,7 @@ proptest! {
                 cache.truncate_to(to);
             } else {
                 let last = log.entries.last().map_or(0, |(_, e)| e.epoch.0);
-                let entry = Entry { epoch: LeaderEpoch(last + bump), record: width };
+                let entry = Entry { epoch: LeaderEpoch(last + bump), record: width, producer: None };
                 let first = log.log_end_offset();
                 log.append(std::slice::from_ref(&entry));
                 cache.record_all::<BatchLog>(first, std::slice::from_ref(&entry));

@@ -57,6 +57,9 @@ enum Step {
     ZombieElect,
     /// Delivers to broker n the zombie controller's newest LeaderAndIsr.
     ZombieOrder(u32),
+    /// The idempotent producer sends record r again to broker n, which must believe it leads;
+    /// flushed as a write is.
+    Retry(u32, Record),
 }
 use Step::*;
 
@@ -73,6 +76,8 @@ struct Variant {
     rules: Rules,
     min_isr: usize,
     acks: Acks,
+    /// Whether the producer is idempotent (and may retry).
+    idempotent: bool,
 }
 
 impl Variant {
@@ -81,6 +86,14 @@ impl Variant {
             rules: self.rules,
             min_insync_replicas: self.min_isr,
             ..Config::default()
+        }
+    }
+
+    /// The same, with an idempotent producer that may retry.
+    fn idempotent(self) -> Variant {
+        Variant {
+            idempotent: true,
+            ..self
         }
     }
 }
@@ -112,6 +125,8 @@ impl Run {
             acks: v.acks,
             consumer: true,
             background_flush: false,
+            idempotent: v.idempotent,
+            producer_retries: if v.idempotent { 5 } else { 0 },
             keep_dead: false,
             // Every discard of the reduction checked against the core as the scripts run.
             audit_dead: true,
@@ -251,8 +266,14 @@ impl Run {
     fn step(&mut self, step: Step) -> Result<(), Violation> {
         let id = BrokerId;
         match step {
-            Write(n) => {
-                self.act(Action::LeaderWrite(id(n).into()))?;
+            Write(n) | Retry(n, _) => {
+                self.act(match step {
+                    Retry(_, record) => Action::ProducerRetry {
+                        leader: id(n).into(),
+                        record,
+                    },
+                    _ => Action::LeaderWrite(id(n).into()),
+                })?;
                 let flush = Action::Flush(id(n).into());
                 match self.first_enabled(|a| *a == flush) {
                     Some(flush) if self.cfg.rules.flush == FlushPolicy::Always => self.act(flush),
@@ -407,6 +428,7 @@ fn property_of(v: &Violation) -> Option<Property> {
         Violation::LogMatching { .. } => Property::LogMatching,
         Violation::CommittedRecordLost { .. } => Property::CommittedRecordsSurviveLeaderFailure,
         Violation::ConsumedRecordRevoked { .. } => Property::ConsumerReadsAreNeverRevoked,
+        Violation::StoredTwice { .. } => Property::IdempotentWritesStoredOnce,
         _ => return None,
     })
 }
@@ -416,6 +438,7 @@ fn safe(min_isr: usize, acks: Acks) -> Variant {
         rules: Rules::default(),
         min_isr,
         acks,
+        idempotent: false,
     }
 }
 
@@ -424,6 +447,7 @@ fn with(rules: Rules, min_isr: usize, acks: Acks) -> Variant {
         rules,
         min_isr,
         acks,
+        idempotent: false,
     }
 }
 
@@ -772,6 +796,7 @@ fn rule_9_acks_all_refused_below_min_insync_replicas() {
         id,
         records: vec![1],
         acks,
+        producer: None,
     };
     let refusing = holds(2, safe(2, Acks::All), &steps);
     let mut leader = isr::Replica::clone(&refusing.cluster.replicas[0]);
@@ -916,6 +941,36 @@ fn rule_10_eligible_leader_replicas() {
 /// committed record (CommittedRecordsSurviveLeaderFailure, checked after StrongIsr).
 /// With fencing the store refuses the zombie's first step: it stops, nothing it decided leaves
 /// it, and the new controller's leader b0 commits as usual.
+/// Rule 14: every replica keeps the idempotent producer state of its own log. b0 appends the
+/// producer's record and b1 replicates it; b0 stops before anyone answers the producer, the
+/// controller fences it and elects b1, and the producer retries the record there. b1 knows the batch from its log and
+/// answers the retry with its first offset. A replica that knew only the batches it took as
+/// leader appends it a second time, and commits the duplicate.
+#[test]
+fn rule_14_producer_state_on_every_replica() {
+    let script = [
+        Write(0),
+        Round(1),
+        CleanShutdown(0),
+        Fence(0),
+        TryElect,
+        SETTLE,
+        Retry(1, 1),
+    ];
+    let run = holds(2, safe(1, Acks::All).idempotent(), &script);
+    assert_eq!(log_of(&run, 1), [(1, 1)], "stored once");
+    let leader_only = Rules {
+        producer_state: false,
+        ..Rules::default()
+    };
+    breaks(
+        2,
+        with(leader_only, 1, Acks::All).idempotent(),
+        &script,
+        Property::IdempotentWritesStoredOnce,
+    );
+}
+
 #[test]
 fn rule_11_controller_fencing() {
     let run = holds(

@@ -49,6 +49,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             proptest::option::of(0u32..4),
             0u16..=MAX_STEPS as u16,
             1u32..=2,
+            proptest::option::of(0u8..=2),
         ),
     )
         .prop_map(
@@ -69,7 +70,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 ),
                 consumer,
                 background_flush,
-                (slow_broker, slow_steps, partitions),
+                (slow_broker, slow_steps, partitions, producer_retries),
             )| Knobs {
                 replicas,
                 partitions,
@@ -86,6 +87,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 disk_failures,
                 consumer,
                 background_flush,
+                producer_retries,
                 slow_broker,
                 slow_steps,
             },

@@ -47,6 +47,7 @@ impl Arbitrary for Schedule {
             disk_failures: pick(g, 0, 1) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
+            producer_retries: bool::arbitrary(g).then(|| pick(g, 0, 2) as u8),
             slow_broker: bool::arbitrary(g).then(|| u32::from(pick(g, 0, 3))),
             slow_steps: pick(g, 0, MAX_STEPS as u16),
         };

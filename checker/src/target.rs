@@ -60,6 +60,14 @@ pub struct Overrides {
     /// Whether a consumer reads: on or off.
     #[arg(long, value_name = "on|off")]
     pub consumer: Option<String>,
+    /// Whether the producer is idempotent (its records are batches stamped with sequence
+    /// numbers, admitted by the leader's producer state): on or off.
+    #[arg(long, value_name = "on|off")]
+    pub idempotent: Option<String>,
+    /// Times the producer may send a record again to the partition's leader of the moment (a
+    /// timed-out request, a lost answer); makes the producer idempotent.
+    #[arg(long, value_name = "N")]
+    pub producer_retries: Option<u8>,
     /// A rule switch, as NAME=VALUE (repeatable).
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rules: Vec<String>,
@@ -167,6 +175,22 @@ impl Target {
         }
         if let Some(c) = &o.consumer {
             b.consumer = on_off("consumer", c)?;
+        }
+        if let Some(i) = &o.idempotent {
+            b.idempotent = on_off("idempotent", i)?;
+        }
+        if let Some(n) = o.producer_retries {
+            b.producer_retries = n;
+            if n > 0 && o.idempotent.is_none() {
+                b.idempotent = true;
+            }
+        }
+        if b.producer_retries > 0 && !b.idempotent {
+            return Err(Usage(
+                "invalid --producer-retries with --idempotent off: a plain producer's retry \
+                 is stored twice by design (at-least-once)"
+                    .into(),
+            ));
         }
         b.keep_dead = o.no_reduction;
         b.audit_dead = o.audit_reduction;
@@ -319,6 +343,10 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", {} disk failures", b.disk_failures)
     } else {
         String::new()
+    } + &if b.idempotent {
+        format!(", idempotent producer, {} retries", b.producer_retries)
+    } else {
+        String::new()
     } + if b.keep_dead {
         ", dead messages kept (no reduction)"
     } else if b.audit_dead {
@@ -368,6 +396,7 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "controller_failovers": b.controller_failovers,
         "disk_failures": b.disk_failures,
         "acks": b.acks.to_string(), "consumer": b.consumer,
+        "idempotent": b.idempotent, "producer_retries": b.producer_retries,
         "dead_messages_kept": b.keep_dead,
         "reduction_audited": b.audit_dead,
     })

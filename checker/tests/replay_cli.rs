@@ -144,6 +144,7 @@ fn digested(entries: &[Entry<u64>]) -> Vec<Entry<Digest>> {
         .map(|e| Entry {
             epoch: e.epoch,
             record: digest(&e.record),
+            producer: None,
         })
         .collect()
 }
@@ -164,6 +165,7 @@ fn run() -> (Vec<Event>, Vec<Event>, Led) {
             id,
             records: vec![record],
             acks: Acks::All,
+            producer: None,
         });
         inputs.push(ReplicaInput::Flushed(isr::Offset(id)));
     }
@@ -238,6 +240,7 @@ fn a_record_spanning_no_offsets_is_rejected_before_it_can_stall_the_replay() {
                 size: 1,
                 checksum: 0,
             },
+            producer: None,
         });
     }
     let c = write(dir.path(), "controller.jsonl", &ctl);
@@ -333,6 +336,7 @@ fn a_restart_recovers_a_prefix_or_one_step_the_kill_cut_from_the_trace() {
     let record = |epoch, r: u64| Entry {
         epoch,
         record: digest(&r),
+        producer: None,
     };
 
     // A prefix: the unflushed tail lost; or a write it led, whose line the kill cut off.
@@ -412,6 +416,7 @@ fn follower_run() -> (Vec<Event>, Vec<Event>, Vec<Event>, Vec<Entry<Digest>>) {
                 id: 1,
                 records: vec![7],
                 acks: Acks::Leader,
+                producer: None,
             };
             deliver(b1, write, &mut queue);
         }

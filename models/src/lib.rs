@@ -162,6 +162,9 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::LeaderEpochsAreUnique) => {
             always!(Property::LeaderEpochsAreUnique)
         }
+        Check::Always(Property::IdempotentWritesStoredOnce) => {
+            always!(Property::IdempotentWritesStoredOnce)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {

@@ -80,6 +80,8 @@ const BASE: Bounds = Bounds {
     audit_dead: false,
     controller_failovers: 0,
     disk_failures: 0,
+    idempotent: false,
+    producer_retries: 0,
 };
 
 /// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
@@ -430,6 +432,51 @@ pub const PRESETS: &[Preset] = &[
         fails: &[],
         unreached: &[],
         exhaustive: true,
+    },
+    Preset {
+        name: "idempotent",
+        about: "every rule on, an idempotent producer that retries: each record is a batch \
+                stamped with its sequence number, and a retry may go to whichever replica \
+                leads after a clean failover. Every replica keeps its log's producer state \
+                (rule 14), so a retry of a batch the old leader appended is answered with its \
+                first offsets and stored once. Holds exhaustively",
+        rules: &[],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            records: 2,
+            clean_crashes: 1,
+            idempotent: true,
+            producer_retries: 1,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "producer-state-leader-only",
+        about: "rule 14 off: a replica knows only the batches it appended as leader. The \
+                leader appends a batch, its follower replicates it, a clean shutdown makes the \
+                follower leader, and the producer's retry of the unanswered batch is appended \
+                a second time: IdempotentWritesStoredOnce fails (librdkafka#4953 reports \
+                duplicates across a leader change; no Kafka JIRA found for this cause)",
+        rules: &[("producer-state", "off")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            clean_crashes: 1,
+            idempotent: true,
+            producer_retries: 1,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[IdempotentWritesStoredOnce],
+        unreached: &[],
+        exhaustive: false,
     },
 ];
 

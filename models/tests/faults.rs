@@ -29,6 +29,8 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
         consumer: true,
         background_flush: false,
         keep_dead: false,
+        idempotent: false,
+        producer_retries: 0,
         audit_dead: false,
     };
     // Page-cache acknowledgement: running replicas hold unflushed data, stopped ones must not.

@@ -44,6 +44,8 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         consumer: true,
         background_flush: false,
         keep_dead: false,
+        idempotent: false,
+        producer_retries: 0,
         audit_dead: false,
     };
     let mut out = Vec::new();

@@ -223,10 +223,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
                 leader_epoch: LeaderEpoch(1),
                 fetch_offset: Offset(0),
                 result: Ok(FetchedRecords {
-                    entries: vec![Entry {
-                        epoch: LeaderEpoch(1),
-                        record: stamped,
-                    }],
+                    entries: vec![Entry::new(LeaderEpoch(1), stamped)],
                     high_watermark: Offset(0),
                 }),
             }),

@@ -112,6 +112,7 @@ impl Tracer {
             .map(|e| Entry {
                 epoch: e.epoch,
                 record: digest(&e.record),
+                producer: e.producer,
             })
             .collect();
         self.write(&Event::Open {
@@ -265,15 +266,9 @@ mod tests {
             );
         };
         for (i, values) in batches.iter().enumerate() {
-            let entry = Entry {
-                epoch: LeaderEpoch(1 + i as u32 / 2),
-                record: batch_of(values),
-            };
+            let entry = Entry::new(LeaderEpoch(1 + i as u32 / 2), batch_of(values));
             disk.append(std::slice::from_ref(&entry));
-            digests.append(&[Entry {
-                epoch: entry.epoch,
-                record: digest(&entry.record),
-            }]);
+            digests.append(&[Entry::new(entry.epoch, digest(&entry.record))]);
             check(&disk, &digests, &format!("append {i}"));
         }
         disk.flush();
@@ -292,6 +287,7 @@ mod tests {
             .map(|e| Entry {
                 epoch: e.epoch,
                 record: digest(&e.record),
+                producer: e.producer,
             })
             .collect();
         assert_eq!(

@@ -14,10 +14,12 @@ use crate::config::{Config, FlushPolicy};
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
 use crate::message::{Effect, Effects, Message};
+use crate::producers::Producers;
 use crate::types::{BrokerEpoch, ControllerEpoch, Offset, PartitionEpoch};
 
 impl<L: Log> Replica<L> {
-    /// Appends entries at the log end, keeping the epoch cache in step, and asks for them to be
+    /// Appends entries at the log end, keeping the epoch cache and the producer state in step
+    /// (rule 14: a follower's too, unless `producer-state` is off), and asks for them to be
     /// made durable under `flush=always`.
     ///
     /// Returns whether the log took them all. [`Log::append`] cannot fail, but a log on a disk
@@ -33,12 +35,17 @@ impl<L: Log> Replica<L> {
         let first = self.log.log_end_offset();
         self.log.append(entries);
         let end = self.log.log_end_offset();
+        let keeps_producers = cfg.rules.producer_state || self.is_leader();
         let mut offset = first;
         let taken = entries
             .iter()
             .take_while(|e| {
                 let fits = offset < end;
-                offset = Offset(offset.0 + L::width(&e.record));
+                let next = Offset(offset.0 + L::width(&e.record));
+                if let (true, true, Some(batch)) = (fits, keeps_producers, e.producer) {
+                    self.producers.appended(batch, offset, next);
+                }
+                offset = next;
                 fits
             })
             .count();
@@ -54,13 +61,25 @@ impl<L: Log> Replica<L> {
 
     /// Truncates the log (and what depends on it) to `offset`. A high watermark checkpoint above
     /// the new end would outlive the records it counted: it is lowered, and written, at once.
-    pub(super) fn truncate_to(&mut self, offset: Offset, effects: &mut Effects<L::Record>) {
+    /// The producer state is rebuilt from what is left (rule 14): a producer's batches below
+    /// the cut that had been pushed out of its latest five are its latest again.
+    pub(super) fn truncate_to(
+        &mut self,
+        cfg: &Config,
+        offset: Offset,
+        effects: &mut Effects<L::Record>,
+    ) {
         let from = self.log.log_end_offset();
         if offset >= from {
             return;
         }
         self.log.truncate_to(offset);
         self.epoch_cache.truncate_to(offset);
+        if !cfg.rules.producer_state {
+            self.producers.truncate_to(offset);
+        } else if !self.producers.is_empty() {
+            self.producers = Producers::from_log(&self.log);
+        }
         self.high_watermark = self.high_watermark.min(offset);
         effects.push(Effect::Truncated {
             partition: self.partition,
@@ -177,6 +196,7 @@ impl<L: Log> Replica<L> {
         } else {
             self.log.lose_unflushed();
             self.epoch_cache = EpochCache::from_log(&self.log);
+            self.producers = Producers::from_log(&self.log);
             self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
             self.hw_checkpoint = self.high_watermark;
         }
@@ -187,11 +207,12 @@ impl<L: Log> Replica<L> {
     /// Restart after a stop: recover from what is durable and wait, as a follower of nobody,
     /// for the controller's LeaderAndIsr. The driver registers the broker.
     ///
-    /// Only what is durable survives: the log, its epochs (rebuilt from it) and the checkpointed
-    /// high watermark. The current leader epoch is taken from the log, and any partition epoch
+    /// Only what is durable survives: the log, its epochs and producers (rebuilt from it) and
+    /// the checkpointed high watermark. The current leader epoch is taken from the log, and any partition epoch
     /// is accepted from the controller again.
     pub(super) fn restart(&mut self) {
         self.epoch_cache = EpochCache::from_log(&self.log);
+        self.producers = Producers::from_log(&self.log);
         self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
         self.hw_checkpoint = self.high_watermark;
         self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();

@@ -209,7 +209,7 @@ impl<L: Log> Replica<L> {
                 end.min(own_end)
             }
         };
-        self.truncate_to(target, effects);
+        self.truncate_to(cfg, target, effects);
         let done = answer.is_none_or(|(epoch, _)| epoch == requested)
             || cfg.rules.truncation != TruncationRule::Kip279;
         let phase = match self.epoch_cache.latest_epoch() {

@@ -1,6 +1,7 @@
 //! Everything that can happen to a replica, as one type: the input of [`crate::Replica::step`].
 
 use crate::message::{Message, ProduceId, ReadId};
+use crate::producers::ProducerBatch;
 use crate::types::{Acks, BrokerId, Node, Offset};
 use serde::{Deserialize, Serialize};
 
@@ -18,6 +19,12 @@ pub enum Input<R> {
     },
     /// A producer's records, to append as leader. Answered by [`crate::Effect::Acknowledge`]
     /// or [`crate::Effect::FailWrite`] carrying `id`.
+    ///
+    /// An idempotent producer's write is one batch with its stamp (`producer`). A retry of a
+    /// batch the log holds (its first attempt was appended, here or by an earlier leader, and
+    /// never answered) is answered as that write, with its offsets, and nothing is appended;
+    /// a gap in the producer's sequence numbers or a fenced producer epoch is refused (rule 14,
+    /// [`crate::Producers::admit`]).
     Write {
         /// The driver's id for the write, which its answer carries.
         id: ProduceId,
@@ -26,19 +33,10 @@ pub enum Input<R> {
         /// When to acknowledge: not at all, once the leader holds the records, or once they
         /// are committed.
         acks: Acks,
-    },
-    /// A producer's retry of a write the log already holds at `base_offset..end_offset` (an
-    /// idempotent producer's batch, written here or by an earlier leader and never answered).
-    /// Nothing is appended; it is answered as the write would have been.
-    Retry {
-        /// The driver's id for the retry, which its answer carries.
-        id: ProduceId,
-        /// Where the log holds the batch's first record.
-        base_offset: Offset,
-        /// The offset just after its last record.
-        end_offset: Offset,
-        /// When to acknowledge, as for a write.
-        acks: Acks,
+        /// The idempotent producer's stamp of the write's one batch; `None` for a plain
+        /// producer (and in traces written before it was here).
+        #[serde(default)]
+        producer: Option<ProducerBatch>,
     },
     /// A consumer reads committed records from `from`: at most `max_entries` entries and about
     /// `max_bytes` bytes (one entry always, so a large entry cannot stall it). Answered by

@@ -10,6 +10,7 @@ use crate::message::{
     FetchResponse, FetchedRecords, Message, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse, ProduceId, ReadAnswer, ReadId,
 };
+use crate::producers::{Admission, ProducerBatch};
 use crate::types::{Acks, BrokerEpoch, BrokerId, LeaderEpoch, Node, Offset, Tick};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,63 +19,54 @@ impl<L: Log> Replica<L> {
     ///
     /// An acks=all write is refused while the ISR is below `min.insync.replicas` (rule 9) and is
     /// acknowledged once the high watermark passes it; acks=0/1 once the leader holds it, durably
-    /// under `flush=always` (rule 10).
+    /// under `flush=always` (rule 10). An idempotent producer's batch is first admitted by the
+    /// log's producer state (rule 14): the retry of a batch the log holds is answered as that
+    /// write and appends nothing, so it is stored once whichever leader took it first.
     pub(super) fn write(
         &mut self,
         cfg: &Config,
         id: ProduceId,
         records: Vec<L::Record>,
         acks: Acks,
+        producer: Option<ProducerBatch>,
         effects: &mut Effects<L::Record>,
     ) {
-        if let Err(error) = self.check_writable(acks) {
-            effects.push(self.fail(id, error));
-            return;
-        }
-        let epoch = self.leader_epoch;
-        let base_offset = self.log.log_end_offset();
-        let entries: Vec<_> = records
-            .into_iter()
-            .map(|record| Entry { epoch, record })
-            .collect();
-        if !self.append(cfg, &entries, effects) && cfg.rules.append_check {
-            effects.push(self.fail(id, WriteError::LogFailed));
-            return;
-        }
-        let end_offset = self.log.log_end_offset();
-        self.answer_when_committed(cfg, id, base_offset, end_offset, acks, effects);
-        self.answer_parked(cfg, effects);
-    }
-
-    /// `LeaderWrite` of records the log already holds: a producer's retry of a write whose first
-    /// attempt was appended (here, or by an earlier leader that replicated it here) but never
-    /// answered. The driver recognises the retry (Kafka's idempotent producers number their
-    /// batches); nothing is appended, so the records are not stored twice, and the write is
-    /// answered as [`Replica::write`] would answer it. Refused like a write when not leading or,
-    /// for acks=all, below `min.insync.replicas`, and with [`WriteError::NotInLog`] unless
-    /// `base_offset..end_offset` lies within the log.
-    pub(super) fn retry(
-        &mut self,
-        cfg: &Config,
-        id: ProduceId,
-        base_offset: Offset,
-        end_offset: Offset,
-        acks: Acks,
-        effects: &mut Effects<L::Record>,
-    ) {
-        let in_log = base_offset < end_offset
-            && base_offset >= self.log.log_start_offset()
-            && end_offset <= self.log.log_end_offset();
-        let checked = self.check_writable(acks).and_then(|()| {
-            in_log.then_some(()).ok_or(WriteError::NotInLog {
+        let admitted = self.check_writable(acks).and_then(|()| match producer {
+            None => Ok(Admission::Append),
+            Some(_) if records.len() != 1 => Err(WriteError::NotOneBatch {
+                count: records.len(),
+            }),
+            Some(batch) => self.producers.admit(&batch),
+        });
+        let (base_offset, end_offset) = match admitted {
+            Err(error) => {
+                effects.push(self.fail(id, error));
+                return;
+            }
+            Ok(Admission::Duplicate {
                 base_offset,
                 end_offset,
-            })
-        });
-        match checked {
-            Ok(()) => self.answer_when_committed(cfg, id, base_offset, end_offset, acks, effects),
-            Err(error) => effects.push(self.fail(id, error)),
-        }
+            }) => (base_offset, end_offset),
+            Ok(Admission::Append) => {
+                let epoch = self.leader_epoch;
+                let base_offset = self.log.log_end_offset();
+                let entries: Vec<_> = records
+                    .into_iter()
+                    .map(|record| Entry {
+                        epoch,
+                        record,
+                        producer,
+                    })
+                    .collect();
+                if !self.append(cfg, &entries, effects) && cfg.rules.append_check {
+                    effects.push(self.fail(id, WriteError::LogFailed));
+                    return;
+                }
+                (base_offset, self.log.log_end_offset())
+            }
+        };
+        self.answer_when_committed(cfg, id, base_offset, end_offset, acks, effects);
+        self.answer_parked(cfg, effects);
     }
 
     fn fail(&self, id: ProduceId, error: WriteError) -> Effect<L::Record> {

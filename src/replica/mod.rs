@@ -26,6 +26,7 @@ use crate::log::{Entry, Log};
 use crate::message::{
     Effect, Effects, FetchRequest, Message, OffsetForLeaderEpochRequest, ProduceId,
 };
+use crate::producers::Producers;
 use crate::types::{
     BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
     Tick,
@@ -187,6 +188,9 @@ pub struct Replica<L: Log> {
     pub(crate) partition: PartitionId,
     pub(crate) log: L,
     pub(crate) epoch_cache: EpochCache,
+    /// The idempotent producers' latest batches in the log (rule 14), derived from it as the
+    /// epoch cache is.
+    pub(crate) producers: Producers,
     pub(crate) high_watermark: Offset,
     /// The high watermark checkpoint as last written (the lower of the HW and the flushed
     /// offset, at most every `hw_checkpoint_interval`, at once after a truncation): what an
@@ -231,6 +235,7 @@ impl<L: Log> Replica<L> {
             partition,
             log,
             epoch_cache: EpochCache::default(),
+            producers: Producers::default(),
             high_watermark: hw_checkpoint,
             hw_checkpoint,
             leader_epoch: LeaderEpoch(0),
@@ -255,13 +260,12 @@ impl<L: Log> Replica<L> {
         let mut effects = Vec::new();
         match input {
             Input::Message { from, message } => self.on_message(cfg, from, message, &mut effects),
-            Input::Write { id, records, acks } => self.write(cfg, id, records, acks, &mut effects),
-            Input::Retry {
+            Input::Write {
                 id,
-                base_offset,
-                end_offset,
+                records,
                 acks,
-            } => self.retry(cfg, id, base_offset, end_offset, acks, &mut effects),
+                producer,
+            } => self.write(cfg, id, records, acks, producer, &mut effects),
             Input::Read {
                 id,
                 from,
@@ -280,7 +284,13 @@ impl<L: Log> Replica<L> {
             }
             Input::Flushed(_) => self.on_flushed(cfg, &mut effects),
             Input::Stop { clean } => self.stop(cfg, clean, &mut effects),
-            Input::Restart => self.restart(),
+            Input::Restart => {
+                self.restart();
+                if !cfg.rules.producer_state {
+                    // A replica that keeps its producers only in memory restarts without them.
+                    self.producers = Producers::default();
+                }
+            }
         }
         effects
     }
@@ -338,6 +348,11 @@ impl<L: Log> Replica<L> {
     /// [`EpochCache::from_log`] derives from the log.
     pub fn epoch_cache(&self) -> &EpochCache {
         &self.epoch_cache
+    }
+    /// The idempotent producers' latest batches in the log (rule 14): always the ones
+    /// [`Producers::from_log`] derives from it, unless `producer-state` is off.
+    pub fn producers(&self) -> &Producers {
+        &self.producers
     }
     /// The high watermark (HW): offsets below it are committed as far as this replica knows.
     /// Never above the LEO; a leader's never decreases in its term, a follower's may (it takes

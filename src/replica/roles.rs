@@ -126,7 +126,7 @@ impl<L: Log> Replica<L> {
     ) {
         if cfg.rules.truncation == TruncationRule::HighWatermark && leader.is_some() {
             // The seeds' rule (pre-KIP-101): drop everything above the own high watermark.
-            self.truncate_to(self.high_watermark, effects);
+            self.truncate_to(cfg, self.high_watermark, effects);
         }
         let phase = match (cfg.rules.truncation, self.epoch_cache.latest_epoch()) {
             (TruncationRule::HighWatermark, _) | (_, None) => FollowerPhase::Fetching,

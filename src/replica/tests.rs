@@ -8,6 +8,7 @@ use crate::message::{
     AlterPartitionRequest, AlterPartitionResponse, Envelope, FetchRequest, FetchResponse,
     LeaderAndIsr, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, PartitionState,
 };
+use crate::producers::{Admission, ProducerBatch};
 use crate::types::{Acks, LeaderEpoch};
 
 type R = Replica<MemLog<u64>>;
@@ -106,7 +107,16 @@ fn replica(cfg: &Config, id: u32) -> R {
 }
 
 fn write(r: &mut R, cfg: &Config, id: ProduceId, records: Vec<u64>, acks: Acks) -> Effects<u64> {
-    r.step(cfg, Tick(0), Input::Write { id, records, acks })
+    r.step(
+        cfg,
+        Tick(0),
+        Input::Write {
+            id,
+            records,
+            acks,
+            producer: None,
+        },
+    )
 }
 
 fn fetch_from_b2(offset: u64) -> Input<u64> {
@@ -232,65 +242,160 @@ fn flush(r: &mut R, cfg: &Config) -> Effects<u64> {
     r.step(cfg, Tick(0), Input::Flushed(flushed))
 }
 
-#[test]
-fn a_retry_of_held_records_is_acknowledged_with_them_and_appends_nothing() {
-    let cfg = page_cache();
-    let mut r = replica(&cfg, 1);
-    assert!(acknowledged(&write(&mut r, &cfg, 1, vec![7, 8], Acks::All)).is_empty());
-    // The producer, never answered, retries the same two records.
-    let retry = |id| Input::Retry {
+/// Producer 9's batch of one record with sequence number `sequence`, in producer epoch `epoch`.
+fn batch(epoch: i16, sequence: i32) -> ProducerBatch {
+    ProducerBatch {
+        producer_id: 9,
+        producer_epoch: epoch,
+        first_sequence: sequence,
+        last_sequence: sequence,
+    }
+}
+
+/// An idempotent producer's write of `record` as `stamp`.
+fn stamped_write(id: ProduceId, record: u64, stamp: ProducerBatch, acks: Acks) -> Input<u64> {
+    Input::Write {
         id,
-        base_offset: Offset(0),
-        end_offset: Offset(2),
-        acks: Acks::All,
-    };
-    assert!(
-        r.step(&cfg, Tick(0), retry(2)).is_empty(),
-        "not committed yet"
-    );
-    assert_eq!(r.log_end_offset(), Offset(2), "nothing appended");
-    let effects = r.step(&cfg, Tick(1), fetch_from_b2(2));
-    assert_eq!(acknowledged(&effects), vec![1, 2]);
-    // Once committed, a later retry is answered at once.
-    assert_eq!(acknowledged(&r.step(&cfg, Tick(1), retry(3))), vec![3]);
+        records: vec![record],
+        acks,
+        producer: Some(stamp),
+    }
 }
 
 #[test]
-fn a_retry_must_name_records_in_the_log_of_a_leader() {
+fn a_retry_of_a_stored_batch_is_acknowledged_with_its_offsets_and_appends_nothing() {
     let cfg = page_cache();
     let mut r = replica(&cfg, 1);
-    write(&mut r, &cfg, 1, vec![7], Acks::All);
-    for (base, end) in [(0, 2), (1, 1), (3, 4)] {
-        let retry = Input::Retry {
-            id: 2,
-            base_offset: Offset(base),
-            end_offset: Offset(end),
-            acks: Acks::All,
-        };
-        let refused = Effect::FailWrite {
+    let first = r.step(&cfg, Tick(0), stamped_write(1, 7, batch(0, 0), Acks::All));
+    assert!(acknowledged(&first).is_empty(), "not committed yet");
+    // The producer, never answered, retries the same batch.
+    let retry = |id| stamped_write(id, 7, batch(0, 0), Acks::All);
+    assert!(r.step(&cfg, Tick(0), retry(2)).is_empty());
+    assert_eq!(r.log_end_offset(), Offset(1), "nothing appended");
+    let effects = r.step(&cfg, Tick(1), fetch_from_b2(1));
+    assert_eq!(acknowledged(&effects), vec![1, 2]);
+    // Once committed, a later retry is answered at once, with the first attempt's offset.
+    assert_eq!(
+        r.step(&cfg, Tick(1), retry(3)),
+        vec![Effect::Acknowledge {
             partition: PartitionId(0),
-            id: 2,
-            error: WriteError::NotInLog {
-                base_offset: Offset(base),
-                end_offset: Offset(end),
-            },
-        };
-        assert_eq!(r.step(&cfg, Tick(0), retry), vec![refused]);
-    }
-    let mut follower = replica(&cfg, 2);
-    let retry = Input::Retry {
-        id: 1,
-        base_offset: Offset(0),
-        end_offset: Offset(1),
-        acks: Acks::Leader,
-    };
-    assert!(matches!(
-        follower.step(&cfg, Tick(0), retry)[..],
-        [Effect::FailWrite {
-            error: WriteError::NotLeader,
-            ..
+            id: 3,
+            base_offset: Offset(0),
         }]
-    ));
+    );
+}
+
+#[test]
+fn an_idempotent_write_out_of_sequence_or_fenced_or_of_two_batches_stores_nothing() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 1);
+    r.step(
+        &cfg,
+        Tick(0),
+        stamped_write(1, 7, batch(3, 0), Acks::Leader),
+    );
+    let refused = |r: &mut R, input| match &r.step(&cfg, Tick(0), input)[..] {
+        [Effect::FailWrite { error, .. }] => *error,
+        other => panic!("not refused: {other:?}"),
+    };
+    assert_eq!(
+        refused(&mut r, stamped_write(2, 8, batch(3, 2), Acks::Leader)),
+        WriteError::OutOfOrderSequence {
+            producer_id: 9,
+            expected: 1,
+            got: 2
+        }
+    );
+    assert_eq!(
+        refused(&mut r, stamped_write(3, 8, batch(2, 1), Acks::Leader)),
+        WriteError::InvalidProducerEpoch {
+            producer_id: 9,
+            epoch: 2,
+            current: 3
+        }
+    );
+    let two = Input::Write {
+        id: 4,
+        records: vec![8, 9],
+        acks: Acks::Leader,
+        producer: Some(batch(3, 1)),
+    };
+    assert_eq!(refused(&mut r, two), WriteError::NotOneBatch { count: 2 });
+    assert_eq!(r.log_end_offset(), Offset(1), "nothing refused was stored");
+    let mut follower = replica(&cfg, 2);
+    assert_eq!(
+        refused(
+            &mut follower,
+            stamped_write(5, 8, batch(3, 1), Acks::Leader)
+        ),
+        WriteError::NotLeader
+    );
+}
+
+/// Rule 14: a follower keeps the producer state of what it replicates, so as leader it answers
+/// the retry of a batch its predecessor appended and never answered, instead of storing it
+/// again. A replica that knew only the batches it took as leader stores it twice.
+#[test]
+fn a_new_leader_answers_a_retry_its_predecessor_appended_unless_producer_state_is_off() {
+    for (producer_state, end) in [(true, 1), (false, 2)] {
+        let cfg = with_rules(Rules {
+            producer_state,
+            ..Rules::default()
+        });
+        let mut follower = replica(&cfg, 2);
+        let stamped = Entry {
+            epoch: LeaderEpoch(1),
+            record: 7,
+            producer: Some(batch(0, 0)),
+        };
+        follower.step(&cfg, Tick(0), records_from_b1(1, 0, vec![stamped]));
+        flush(&mut follower, &cfg);
+        follower.step(&cfg, Tick(0), order(2, 2, 2, &[2], 1));
+        assert!(follower.is_leader());
+        follower.step(
+            &cfg,
+            Tick(0),
+            stamped_write(1, 7, batch(0, 0), Acks::Leader),
+        );
+        flush(&mut follower, &cfg);
+        assert_eq!(
+            follower.log_end_offset(),
+            Offset(end),
+            "producer-state={producer_state}"
+        );
+    }
+}
+
+/// The producer state is the log's: rebuilt on restart, and after a truncation that removes a
+/// producer's latest batch, its earlier one is the latest again.
+#[test]
+fn the_producer_state_follows_the_log_through_truncation_and_restart() {
+    let cfg = Config::default();
+    let mut log: MemLog<u64> = MemLog::default();
+    let entries: Vec<_> = (0..3i32)
+        .map(|i| Entry {
+            epoch: LeaderEpoch(1),
+            record: u64::from(i.unsigned_abs()),
+            producer: Some(batch(0, i)),
+        })
+        .collect();
+    log.append(&entries);
+    log.flush();
+    let mut r = Replica::new(BrokerId(1), PartitionId(0), log);
+    assert_eq!(r.producers(), &Producers::from_log(r.log()));
+    let mut effects = Vec::new();
+    r.truncate_to(&cfg, Offset(2), &mut effects);
+    assert_eq!(r.producers(), &Producers::from_log(r.log()));
+    assert_eq!(r.producers().admit(&batch(0, 2)), Ok(Admission::Append));
+    r.step(&cfg, Tick(0), Input::Stop { clean: true });
+    r.step(&cfg, Tick(0), Input::Restart);
+    assert_eq!(
+        r.producers().admit(&batch(0, 1)),
+        Ok(Admission::Duplicate {
+            base_offset: Offset(1),
+            end_offset: Offset(2)
+        })
+    );
 }
 
 #[test]
@@ -324,6 +429,7 @@ fn under_flush_always_answers_and_progress_wait_for_the_flush() {
         vec![Entry {
             epoch: LeaderEpoch(1),
             record: 7,
+            producer: None,
         }],
     );
     let effects = follower.step(&cfg, Tick(0), answer);
@@ -641,6 +747,7 @@ fn a_follower_waits_longer_for_a_fetch_the_leader_may_hold() {
     log.append(&[Entry {
         epoch: LeaderEpoch(1),
         record: 7,
+        producer: None,
     }]);
     let mut reconciling = Replica::new(BrokerId(2), PartitionId(0), log);
     reconciling.step(&cfg, Tick(0), order(1, 2, 1, &[1, 2], 1));
@@ -1069,6 +1176,7 @@ fn answers_from_a_broker_not_followed_in_the_epoch_are_dead_unless_restarted() {
     let entry = Entry {
         epoch: LeaderEpoch(1),
         record: 7,
+        producer: None,
     };
     r.step(&cfg, Tick(0), records_from_b1(1, 0, vec![entry]));
     r.step(&cfg, Tick(0), Input::Stop { clean: true });
@@ -1169,6 +1277,7 @@ fn a_truncation_below_the_checkpoint_lowers_it_and_one_to_it_writes_nothing() {
     let entry = |record| Entry {
         epoch: LeaderEpoch(1),
         record,
+        producer: None,
     };
     r.log_mut().append(&[entry(7), entry(8), entry(9)]);
     r.high_watermark = Offset(2);
@@ -1180,10 +1289,10 @@ fn a_truncation_below_the_checkpoint_lowers_it_and_one_to_it_writes_nothing() {
             .count()
     };
     let mut effects = Vec::new();
-    r.truncate_to(Offset(2), &mut effects);
+    r.truncate_to(&cfg, Offset(2), &mut effects);
     assert_eq!((r.hw_checkpoint(), written(&effects)), (Offset(2), 0));
     let mut effects = Vec::new();
-    r.truncate_to(Offset(1), &mut effects);
+    r.truncate_to(&cfg, Offset(1), &mut effects);
     assert_eq!(r.hw_checkpoint(), Offset(1));
     assert!(effects.contains(&Effect::CheckpointHighWatermark {
         partition: PartitionId(0),
@@ -1418,6 +1527,7 @@ fn a_write_the_log_did_not_take_is_refused_never_acknowledged() {
             id,
             records: vec![7],
             acks,
+            producer: None,
         };
         r.step(&cfg, Tick(0), write(1));
         r.log_mut().flush();
@@ -1458,6 +1568,7 @@ fn a_write_the_log_did_not_take_is_refused_never_acknowledged() {
         id: 3,
         records: vec![9],
         acks: Acks::All,
+        producer: None,
     };
     assert_eq!(acknowledged(&r.step(&cfg, Tick(0), write)), vec![3]);
     assert_eq!(r.log_end_offset(), Offset(0), "acknowledged, held nowhere");

@@ -113,10 +113,17 @@ impl Event {
 fn replica_input_label(input: &ReplicaInput<Digest>) -> String {
     match input {
         ReplicaInput::Message { from, message } => format!("{}({from})", message.kind()),
-        ReplicaInput::Write { id, records, acks } => {
-            format!("Write(#{id}, {} records, {acks:?})", records.len())
+        ReplicaInput::Write {
+            id,
+            records,
+            acks,
+            producer,
+        } => {
+            let stamp = producer.map_or(String::new(), |b| {
+                format!(", producer {} seq {}", b.producer_id, b.first_sequence)
+            });
+            format!("Write(#{id}, {} records, {acks:?}{stamp})", records.len())
         }
-        ReplicaInput::Retry { id, .. } => format!("Retry(#{id})"),
         ReplicaInput::Read { id, from, .. } => format!("Read(#{id}, from {from})"),
         ReplicaInput::Flushed(offset) => format!("Flushed({offset})"),
         other => format!("{other:?}"),

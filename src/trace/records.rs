@@ -12,6 +12,7 @@ fn entries<R, S>(entries: &[Entry<R>], f: &impl Fn(&R) -> S) -> Vec<Entry<S>> {
         .map(|e| Entry {
             epoch: e.epoch,
             record: f(&e.record),
+            producer: e.producer,
         })
         .collect()
 }
@@ -122,21 +123,16 @@ pub fn replica_input<R, S>(input: &ReplicaInput<R>, f: &impl Fn(&R) -> S) -> Rep
             from: *from,
             message: message(m, f),
         },
-        ReplicaInput::Write { id, records, acks } => ReplicaInput::Write {
+        ReplicaInput::Write {
+            id,
+            records,
+            acks,
+            producer,
+        } => ReplicaInput::Write {
             id: *id,
             records: records.iter().map(f).collect(),
             acks: *acks,
-        },
-        ReplicaInput::Retry {
-            id,
-            base_offset,
-            end_offset,
-            acks,
-        } => ReplicaInput::Retry {
-            id: *id,
-            base_offset: *base_offset,
-            end_offset: *end_offset,
-            acks: *acks,
+            producer: *producer,
         },
         ReplicaInput::Read {
             id,

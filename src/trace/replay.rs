@@ -701,19 +701,10 @@ impl<'t> Replayer<'t> {
         }
         let process = &mut self.processes[p];
         match input {
-            ReplicaInput::Write { id, records, acks } => {
-                let width = records.iter().map(|r| r.width).sum();
-                process
-                    .writes
-                    .insert((partition, *id), Write { acks: *acks, width });
-            }
-            ReplicaInput::Retry {
-                id,
-                base_offset,
-                end_offset,
-                acks,
+            ReplicaInput::Write {
+                id, records, acks, ..
             } => {
-                let width = end_offset.0.saturating_sub(base_offset.0);
+                let width = records.iter().map(|r| r.width).sum();
                 process
                     .writes
                     .insert((partition, *id), Write { acks: *acks, width });

@@ -43,6 +43,8 @@ pub struct Knobs {
     pub disk_failures: u8,
     pub consumer: bool,
     pub background_flush: bool,
+    /// An idempotent producer that may retry this many times; `None` for a plain producer.
+    pub producer_retries: Option<u8>,
     /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
     /// first `slow_steps` steps (unless nothing else is enabled). Uniform random choice delivers
     /// control messages quickly; the bugs of epoch fencing (rule 4) and of ISR expansion
@@ -95,6 +97,8 @@ impl Scenario {
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
+            idempotent: k.producer_retries.is_some(),
+            producer_retries: k.producer_retries.unwrap_or(0),
             keep_dead: false,
             // Each discard of the reduction is checked against the core as the schedule runs.
             audit_dead: true,

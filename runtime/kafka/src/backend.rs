@@ -226,6 +226,14 @@ pub enum BackendError {
     SecurityDisabled(String),
     #[error("KAFKA_STORAGE_ERROR: {0}")]
     Storage(String),
+    /// An idempotent producer's batch does not follow its last one: nothing was stored.
+    #[error("OUT_OF_ORDER_SEQUENCE_NUMBER: {0}")]
+    OutOfOrderSequence(String),
+    /// An idempotent producer fenced by a newer epoch of its id.
+    #[error("INVALID_PRODUCER_EPOCH: {0}")]
+    InvalidProducerEpoch(String),
+    #[error("INVALID_RECORD: {0}")]
+    InvalidRecord(String),
     #[error("UNKNOWN_SERVER_ERROR: {0}")]
     Internal(String),
 }
@@ -266,6 +274,9 @@ impl BackendError {
             BackendError::InvalidReplicaAssignment(_) => 39,
             BackendError::InvalidRequest(_) => 42,
             BackendError::Storage(_) => 56,
+            BackendError::OutOfOrderSequence(_) => 45,
+            BackendError::InvalidProducerEpoch(_) => 47,
+            BackendError::InvalidRecord(_) => 87,
             BackendError::TopicAuthorizationFailed(_) => 29,
             BackendError::GroupAuthorizationFailed(_) => 30,
             BackendError::ClusterAuthorizationFailed(_) => 31,

@@ -7,7 +7,7 @@
 //! valid.
 
 use bytes::{Bytes, BytesMut};
-use isr::{LeaderEpoch, Offset};
+use isr::{LeaderEpoch, Offset, ProducerBatch};
 
 /// The largest batch a broker stores, whatever its configs say: recovery takes a longer length
 /// field in a segment for corruption, and one such batch always fits an internal frame.
@@ -248,20 +248,11 @@ pub fn leader_epoch(batch: &[u8]) -> Option<LeaderEpoch> {
         .map(LeaderEpoch)
 }
 
-/// Who wrote a batch, for an idempotent producer: its id and epoch, and the sequence numbers
-/// of the batch's first and last records. A retry resends the same batch, so the same stamp
-/// identifies it (KIP-98).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ProducerStamp {
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub first_sequence: i32,
-    pub last_sequence: i32,
-}
-
-/// The idempotent producer's stamp of a batch; `None` for a plain producer (producer id or
+/// The idempotent producer's stamp of a batch (KIP-98: its id and epoch, and the sequence
+/// numbers of its first and last records; a retry resends the same batch, so the same stamp
+/// identifies it); `None` for a plain producer (producer id or
 /// base sequence -1) or a header too short to say.
-pub fn producer(batch: &[u8]) -> Option<ProducerStamp> {
+pub fn producer(batch: &[u8]) -> Option<ProducerBatch> {
     if batch.len() < HEADER_LEN {
         return None;
     }
@@ -278,7 +269,7 @@ pub fn producer(batch: &[u8]) -> Option<ProducerStamp> {
     } else {
         first_sequence + delta
     };
-    Some(ProducerStamp {
+    Some(ProducerBatch {
         producer_id,
         producer_epoch: i16::from_be_bytes([
             batch[PRODUCER_EPOCH_AT],
@@ -444,7 +435,7 @@ mod tests {
     fn the_producer_stamp_names_the_sequences_a_batch_covers() {
         assert_eq!(producer(&batch(3)), None, "a plain producer's batch");
         let stamped = as_producer(&batch(3), 7, 2, 10);
-        let expected = ProducerStamp {
+        let expected = ProducerBatch {
             producer_id: 7,
             producer_epoch: 2,
             first_sequence: 10,

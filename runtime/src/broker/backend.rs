@@ -163,7 +163,15 @@ fn host_error(e: HostError) -> BackendError {
         HostError::Read(ReadError::OffsetOutOfRange) => BackendError::OffsetOutOfRange,
         HostError::Storage(s) => BackendError::Storage(s),
         HostError::Write(e @ WriteError::LogFailed) => BackendError::Storage(e.to_string()),
-        HostError::Write(e @ WriteError::NotInLog { .. }) => BackendError::Internal(e.to_string()),
+        HostError::Write(e @ WriteError::NotOneBatch { .. }) => {
+            BackendError::InvalidRecord(e.to_string())
+        }
+        HostError::Write(e @ WriteError::OutOfOrderSequence { .. }) => {
+            BackendError::OutOfOrderSequence(e.to_string())
+        }
+        HostError::Write(e @ WriteError::InvalidProducerEpoch { .. }) => {
+            BackendError::InvalidProducerEpoch(e.to_string())
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 pub use isr_kafka::batch::{
     base_offset, crc, first_at_or_after, latest_record, leader_epoch, max_timestamp, producer,
-    stamp, validate, width, BatchError, ProducerStamp, HEADER_LEN, MAX_BATCH,
+    stamp, validate, width, BatchError, HEADER_LEN, MAX_BATCH,
 };
 use thiserror::Error;
 

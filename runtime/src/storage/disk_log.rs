@@ -9,10 +9,9 @@
 //! the replica when it sees the failure.
 
 use super::batch;
-use super::producers::Producers;
 use super::segment::{self, BatchPosition, Segment};
 use bytes::Bytes;
-use isr::{Entry, Log, Offset};
+use isr::{Entry, EntryShape, Log, Offset};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,8 +34,6 @@ pub struct DiskLog {
     index: Vec<Indexed>,
     flushed: Offset,
     failure: Option<io::Error>,
-    /// Idempotent producers' latest batches, kept with the index.
-    producers: Producers,
 }
 
 impl DiskLog {
@@ -55,7 +52,6 @@ impl DiskLog {
             index: Vec::new(),
             flushed: Offset(0),
             failure: None,
-            producers: Producers::default(),
         };
         let mut cut = false;
         for base in bases {
@@ -81,10 +77,6 @@ impl DiskLog {
             }
             let n = log.segments.len();
             for at in scan.batches {
-                if let Some(stamp) = at.producer {
-                    log.producers
-                        .appended(stamp, Offset(at.base), Offset(at.base + at.width));
-                }
                 log.index.push(Indexed { at, segment: n });
             }
             log.segments.push(seg);
@@ -124,6 +116,7 @@ impl DiskLog {
             Ok(bytes) => Some(Entry {
                 epoch: e.at.epoch,
                 record: Bytes::from(bytes),
+                producer: e.at.producer,
             }),
             Err(err) => {
                 // Reads cannot record the failure (they take &self); a missing entry makes the
@@ -132,12 +125,6 @@ impl DiskLog {
                 None
             }
         }
-    }
-
-    /// Where the log holds `batch` already, if it is an idempotent producer's retry of one of
-    /// its latest batches: the offsets the first attempt was given.
-    pub fn stored_as(&self, batch: &[u8]) -> Option<(Offset, Offset)> {
-        self.producers.find(&batch::producer(batch)?)
     }
 
     /// How many entries from the one holding `from` (and below `until`) fit in `max_bytes`:
@@ -227,10 +214,6 @@ impl DiskLog {
             len: stamped.len() as u32,
             producer: batch::producer(&stamped),
         };
-        if let Some(stamp) = at.producer {
-            self.producers
-                .appended(stamp, Offset(base), Offset(base + at.width));
-        }
         self.index.push(Indexed { at, segment: n });
         Ok(())
     }
@@ -241,7 +224,6 @@ impl DiskLog {
             None => return Ok(()),
         };
         self.index.truncate(i);
-        self.producers.truncated(Offset(self.end()));
         // A segment emptied entirely is removed, unless it is the first (the log keeps one).
         let keep = if position == 0 && segment > 0 {
             segment
@@ -350,9 +332,12 @@ impl Log for DiskLog {
         self.find(offset).map(|i| self.index[i].at.epoch)
     }
 
-    fn entry_shape(&self, offset: Offset) -> Option<(isr::LeaderEpoch, u64)> {
-        self.find(offset)
-            .map(|i| (self.index[i].at.epoch, self.index[i].at.width))
+    fn entry_shape(&self, offset: Offset) -> Option<EntryShape> {
+        self.find(offset).map(|i| EntryShape {
+            epoch: self.index[i].at.epoch,
+            width: self.index[i].at.width,
+            producer: self.index[i].at.producer,
+        })
     }
 }
 
@@ -367,6 +352,7 @@ mod tests {
         Entry {
             epoch: LeaderEpoch(epoch),
             record: batch_of(values),
+            producer: None,
         }
     }
 
@@ -427,6 +413,7 @@ mod tests {
         Entry {
             epoch: LeaderEpoch(epoch),
             record: batch_at(timestamp, values),
+            producer: None,
         }
     }
 

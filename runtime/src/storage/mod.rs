@@ -7,7 +7,6 @@ mod disk_log;
 pub mod faults;
 mod handles;
 mod partition_dir;
-mod producers;
 pub(crate) mod segment;
 
 pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES};

@@ -1,10 +1,10 @@
 //! One segment file: an append-only run of stamped record batches, named after its base offset,
 //! with its time index.
 
-use super::batch::{self, ProducerStamp};
+use super::batch;
 use super::faults;
 use super::handles::Handle;
-use isr::LeaderEpoch;
+use isr::{LeaderEpoch, ProducerBatch};
 use std::io::{self, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ pub struct BatchPosition {
     pub position: u64,
     pub len: u32,
     /// The idempotent producer that wrote the batch, if any.
-    pub producer: Option<ProducerStamp>,
+    pub producer: Option<ProducerBatch>,
 }
 
 /// A segment's time index, as Kafka keeps one per segment: (timestamp, base offset) of each

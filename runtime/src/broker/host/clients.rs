@@ -2,14 +2,15 @@
 
 use super::{Host, HostError};
 use crate::broker::hosted::{ProduceReply, ReadReply};
+use crate::storage::batch;
 use bytes::Bytes;
 use isr::{Acks, Log, Offset, PartitionId, ReadError, ReplicaInput};
 use isr_kafka::{ListedOffset, OffsetSpec};
-use tracing::debug;
 
 impl Host {
-    /// A producer's batches: a write for the leader, or, when the log holds them already,
-    /// a retry. Answered when the core acknowledges or fails it.
+    /// A producer's batches, a write for the leader: answered when the core acknowledges or
+    /// fails it. An idempotent producer's batch goes with its stamp, and the core decides
+    /// whether it is new, a retry of a stored batch, or out of sequence (rule 14).
     pub(super) fn on_produce(
         &mut self,
         partition: PartitionId,
@@ -26,29 +27,15 @@ impl Host {
                 return;
             }
         };
-        // An idempotent producer's retry of a batch the log holds (its first attempt was never
-        // answered, perhaps by an earlier leader): answered with the first attempt's offsets, as
-        // Kafka does, instead of being stored twice. Producers send one batch per partition.
-        let retry = match &batches[..] {
-            [batch] => h.replica.log().stored_as(batch),
-            _ => None,
-        };
+        // Idempotent producers send one batch per partition; the stamp of the first names the
+        // write, and the core refuses a stamped write of several (INVALID_RECORD).
+        let producer = batches.iter().find_map(|b| batch::producer(b));
         h.waiting.insert(id, reply);
-        let input = match retry {
-            Some((base_offset, end_offset)) => {
-                debug!(%partition, %base_offset, %end_offset, "a producer's retry of a stored batch");
-                ReplicaInput::Retry {
-                    id,
-                    base_offset,
-                    end_offset,
-                    acks,
-                }
-            }
-            None => ReplicaInput::Write {
-                id,
-                records: batches,
-                acks,
-            },
+        let input = ReplicaInput::Write {
+            id,
+            records: batches,
+            acks,
+            producer,
         };
         self.step(partition, input);
     }

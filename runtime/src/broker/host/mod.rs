@@ -625,4 +625,28 @@ mod tests {
         let log = host.partitions[&PartitionId(0)].replica.log();
         assert_eq!(log.log_end_offset(), Offset(4));
     }
+
+    #[test]
+    fn a_batch_far_ahead_of_its_producers_sequence_is_refused_and_stores_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut host = sole_leader(dir.path());
+        let mut first = produce_batch(&mut host, Acks::All, idempotent(0));
+        let mut gap = produce_batch(&mut host, Acks::All, idempotent(1000));
+        host.group_commit();
+        assert_eq!(first.try_recv().expect("answered").ok(), Some(Offset(0)));
+        let refused = gap.try_recv().expect("answered");
+        assert!(
+            matches!(
+                refused,
+                Err(HostError::Write(WriteError::OutOfOrderSequence {
+                    expected: 2,
+                    got: 1000,
+                    ..
+                }))
+            ),
+            "{refused:?}"
+        );
+        let log = host.partitions[&PartitionId(0)].replica.log();
+        assert_eq!(log.log_end_offset(), Offset(2), "the gap stored nothing");
+    }
 }
