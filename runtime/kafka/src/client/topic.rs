@@ -19,10 +19,13 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
 use std::io::Write;
+use std::time::Duration;
 
 /// How long the broker may take to carry out a topic change before answering
 /// REQUEST_TIMED_OUT.
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
+/// How long a created topic may take to reach the metadata of the broker that answers.
+const CREATED_VISIBLE_WITHIN: Duration = Duration::from_secs(10);
 /// DescribeConfigs resource type of topics.
 const TOPIC: i8 = 2;
 /// IncrementalAlterConfigs operations.
@@ -191,7 +194,14 @@ async fn create(args: CreateArgs, out: &mut impl Write) -> Result<(), ClientErro
                 .try_for_each(|t| refused(t.error_code, &t.error_message))
         })
         .await?;
+    // The controller has the topic; the broker answering metadata learns of it by the next
+    // delta, a moment later.
+    let deadline = tokio::time::Instant::now() + CREATED_VISIBLE_WITHIN;
     cluster.refresh().await?;
+    while cluster.topic(&args.name).is_none() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        cluster.refresh().await?;
+    }
     let created = cluster.existing_topic(&args.name)?;
     let factor = created.partitions.first().map_or(0, |p| p.replicas.len());
     output(
