@@ -18,14 +18,8 @@ impl EpochCache {
     /// Rebuilds the cache by scanning a log.
     pub fn from_log<L: Log>(log: &L) -> EpochCache {
         let mut cache = EpochCache::default();
-        let mut offset = log.log_start_offset();
-        let end = log.log_end_offset();
-        while offset < end {
-            let Some(shape) = log.entry_shape(offset) else {
-                break;
-            };
+        for (offset, shape) in crate::log::shapes(log) {
             cache.record(shape.epoch, offset);
-            offset = Offset(offset.0 + shape.width);
         }
         cache
     }

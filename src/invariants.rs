@@ -750,11 +750,8 @@ where
 /// exactly once, however often it was retried and whichever leaders took the retries.
 pub fn idempotent_writes_stored_once<L: Log>(r: &Replica<L>) -> Result<(), Violation> {
     let mut last: BTreeMap<(i64, i16), i32> = BTreeMap::new();
-    let mut offset = Offset(0);
-    while offset < r.high_watermark() {
-        let Some(shape) = r.log().entry_shape(offset) else {
-            break;
-        };
+    let committed = crate::log::shapes(r.log()).take_while(|&(o, _)| o < r.high_watermark());
+    for (offset, shape) in committed {
         if let Some(batch) = shape.producer {
             let key = (batch.producer_id, batch.producer_epoch);
             let what = match last.get(&key) {
@@ -776,7 +773,6 @@ pub fn idempotent_writes_stored_once<L: Log>(r: &Replica<L>) -> Result<(), Viola
             }
             last.insert(key, batch.first_sequence);
         }
-        offset = Offset(offset.0 + shape.width);
     }
     Ok(())
 }

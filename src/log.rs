@@ -138,6 +138,21 @@ pub trait Log {
     }
 }
 
+/// Every entry's offset and shape, from the log start to its end: the walk over entry
+/// boundaries that what is derived from a log ([`crate::EpochCache::from_log`],
+/// [`crate::Producers::from_log`]) is built by.
+pub fn shapes<L: Log>(log: &L) -> impl Iterator<Item = (Offset, EntryShape)> + '_ {
+    let end = log.log_end_offset();
+    let mut next = Some(log.log_start_offset()).filter(|&o| o < end);
+    std::iter::from_fn(move || {
+        let offset = next?;
+        let shape = log.entry_shape(offset)?;
+        let after = Offset(offset.0 + shape.width);
+        next = Some(after).filter(|&o| o < end && shape.width > 0);
+        Some((offset, shape))
+    })
+}
+
 /// An in-memory log backed by a persistent vector: cloning shares structure.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct MemLog<R: Clone> {

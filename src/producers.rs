@@ -13,7 +13,7 @@
 //! at most five requests in flight, and retries only those.
 
 use crate::error::WriteError;
-use crate::log::Log;
+use crate::log::{shapes, Log};
 use crate::types::Offset;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
@@ -70,17 +70,10 @@ impl Producers {
     /// index, without reading records back).
     pub fn from_log<L: Log>(log: &L) -> Producers {
         let mut producers = Producers::default();
-        let mut offset = log.log_start_offset();
-        let end = log.log_end_offset();
-        while offset < end {
-            let Some(shape) = log.entry_shape(offset) else {
-                break;
-            };
-            let next = Offset(offset.0 + shape.width);
+        for (offset, shape) in shapes(log) {
             if let Some(batch) = shape.producer {
-                producers.appended(batch, offset, next);
+                producers.appended(batch, offset, Offset(offset.0 + shape.width));
             }
-            offset = next;
         }
         producers
     }
