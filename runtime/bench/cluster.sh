@@ -31,11 +31,13 @@
 #   every partition led with a full ISR (as a client's Metadata sees it), and to every partition
 #   replicated (its leader counted a Fetch of each follower, as `isr status` shows), and to every
 #   partition with a full ISR again after that (stable); the whole cluster's
-#   idle CPU over 10 s and each process's RSS; the partitions still with a full ISR after it,
+#   idle CPU over IDLE_WINDOW s (default 10) from IDLE_AFTER s (default 5) after stable, and each
+#   process's RSS; the partitions still with a full ISR after it,
 #   and 100 acks=all writes to the last topic (one per partition); SIGKILL of broker 3: the seconds until every
 #   partition it led has a new leader, then its restart: the seconds until it is back in every ISR; with etcd, SIGKILL of the active controller: the seconds
 #   until a topic creation succeeds; and the brokers' controller sessions lost throughout.
-# Environment: KEEP_LOG (a file to keep the cluster's output in), RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
+# Environment: IDLE_AFTER and IDLE_WINDOW (scale: when and how long idle CPU is measured),
+#   KEEP_LOG (a file to keep the cluster's output in), RECORDS (default 2000000), PRODUCERS, TOPICS (default 300), PORT (default 39090), ISR (the binary;
 #   default target/release/isr, built if missing). Run on a quiet machine: the brokers, the
 #   controller and the load generator share its cores.
 set -euo pipefail
@@ -388,11 +390,11 @@ scale() {
   scale_client stable "$total" "$created_at"
   local before after hz
   hz=$(getconf CLK_TCK)
-  sleep 5
+  sleep "${IDLE_AFTER:-5}"
   before=$(cpu_ticks)
-  sleep 10
+  sleep "${IDLE_WINDOW:-10}"
   after=$(cpu_ticks)
-  echo "idle CPU of the whole cluster over 10 s: $(( (after - before) * 100 / hz / 10 ))% of one core"
+  echo "idle CPU of the whole cluster over ${IDLE_WINDOW:-10} s, ${IDLE_AFTER:-5} s after stable: $(( (after - before) * 100 / hz / ${IDLE_WINDOW:-10} ))% of one core"
   local pid
   for pid in $(pgrep -P "$CLUSTER"); do
     echo "RSS $(awk '/VmRSS/ {print $2, $3}' "/proc/$pid/status"): $(tr '\0' ' ' <"/proc/$pid/cmdline" | cut -c1-40)"
