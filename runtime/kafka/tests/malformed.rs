@@ -6,7 +6,10 @@ use bytes::{BufMut, Bytes, BytesMut};
 use common::TestServer;
 use isr_kafka::client::Connection;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetFetchRequest,
+    ProduceRequest, SyncGroupRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -162,6 +165,35 @@ async fn bad_batches_are_refused_with_kafka_codes() {
     assert_eq!(server.backend.end("t", 0), 0, "nothing was stored");
     assert_eq!(produce_code(&server, valid_batch()).await, 0);
     assert_eq!(server.backend.end("t", 0), 1);
+}
+
+/// Kafka refuses the empty group id in the membership requests (INVALID_GROUP_ID) and accepts
+/// it in the offset requests, for old clients that commit without a group.
+#[tokio::test]
+async fn membership_requests_for_the_empty_group_are_refused_as_invalid_group_id() {
+    let server = TestServer::start().await;
+    let mut conn = Connection::open(&server.bootstrap()).await.expect("open");
+    let empty = GroupId(StrBytes::default());
+    let join = JoinGroupRequest::default()
+        .with_group_id(empty.clone())
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000);
+    let joined = conn.send(&join).await.expect("join answered");
+    assert_eq!(joined.error_code, 24, "JoinGroup");
+    let sync = SyncGroupRequest::default().with_group_id(empty.clone());
+    assert_eq!(conn.send(&sync).await.expect("answer").error_code, 24);
+    let heartbeat = HeartbeatRequest::default().with_group_id(empty.clone());
+    assert_eq!(conn.send(&heartbeat).await.expect("answer").error_code, 24);
+    let leave = LeaveGroupRequest::default().with_group_id(empty.clone());
+    assert_eq!(conn.send(&leave).await.expect("answer").error_code, 24);
+    let fetch = OffsetFetchRequest::default().with_group_id(empty);
+    let fetched = conn.send(&fetch).await.expect("answer");
+    assert_ne!(
+        fetched.error_code, 24,
+        "the offset APIs take the empty group"
+    );
+    still_serves(&server).await;
 }
 
 #[tokio::test]

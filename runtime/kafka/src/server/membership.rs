@@ -34,6 +34,22 @@ pub(super) async fn coordinating<'a, B: Backend>(
     }
 }
 
+/// INVALID_GROUP_ID: a membership request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) naming
+/// the empty group. Kafka refuses it there; the offset APIs accept it, for old clients that
+/// commit offsets without a group.
+const INVALID_GROUP_ID: i16 = 24;
+
+/// [`coordinating`] for a membership request: its group id must not be empty.
+async fn coordinating_members<'a, B: Backend>(
+    backend: &'a B,
+    group: &str,
+) -> Result<&'a Coordinator, i16> {
+    if group.is_empty() {
+        return Err(INVALID_GROUP_ID);
+    }
+    coordinating(backend, group, Operation::Read).await
+}
+
 fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
@@ -60,7 +76,7 @@ pub async fn join_group<B: Backend>(
             .with_protocol_name(Some(StrBytes::default()))
             .with_member_id(request.member_id.clone())
     };
-    let coordinator = match coordinating(backend, group, Operation::Read).await {
+    let coordinator = match coordinating_members(backend, group).await {
         Ok(c) => c,
         Err(code) => return refused(code),
     };
@@ -113,7 +129,7 @@ pub async fn join_group<B: Backend>(
 
 pub async fn sync_group<B: Backend>(backend: &B, request: SyncGroupRequest) -> SyncGroupResponse {
     let group = request.group_id.0.as_str();
-    let result = match coordinating(backend, group, Operation::Read).await {
+    let result = match coordinating_members(backend, group).await {
         Ok(coordinator) => {
             let assignments: Vec<(String, Bytes)> = request
                 .assignments
@@ -149,7 +165,7 @@ pub async fn sync_group<B: Backend>(backend: &B, request: SyncGroupRequest) -> S
 
 pub async fn heartbeat<B: Backend>(backend: &B, request: HeartbeatRequest) -> HeartbeatResponse {
     let group = request.group_id.0.as_str();
-    let code = match coordinating(backend, group, Operation::Read).await {
+    let code = match coordinating_members(backend, group).await {
         Ok(c) => c
             .heartbeat(
                 group,
@@ -174,7 +190,7 @@ pub async fn leave_group<B: Backend>(
     version: i16,
 ) -> LeaveGroupResponse {
     let group = request.group_id.0.as_str();
-    let coordinator = match coordinating(backend, group, Operation::Read).await {
+    let coordinator = match coordinating_members(backend, group).await {
         Ok(c) => c,
         Err(code) => return LeaveGroupResponse::default().with_error_code(code),
     };
