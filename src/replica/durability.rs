@@ -36,19 +36,18 @@ impl<L: Log> Replica<L> {
         self.log.append(entries);
         let end = self.log.log_end_offset();
         let keeps_producers = cfg.rules.producer_state || self.is_leader();
-        let mut offset = first;
-        let taken = entries
-            .iter()
-            .take_while(|e| {
-                let fits = offset < end;
-                let next = Offset(offset.0 + L::width(&e.record));
-                if let (true, true, Some(batch)) = (fits, keeps_producers, e.producer) {
-                    self.producers.appended(batch, offset, next);
-                }
-                offset = next;
-                fits
-            })
-            .count();
+        let (mut offset, mut taken) = (first, 0);
+        for e in entries {
+            if offset >= end {
+                break;
+            }
+            let next = Offset(offset.0 + L::width(&e.record));
+            if let (true, Some(batch)) = (keeps_producers, e.producer) {
+                self.producers.appended(batch, offset, next);
+            }
+            offset = next;
+            taken += 1;
+        }
         self.epoch_cache.record_all::<L>(first, &entries[..taken]);
         if cfg.rules.flush == FlushPolicy::Always && end > first {
             effects.push(Effect::Flush {
