@@ -125,7 +125,12 @@ impl Producers {
 
     /// Notes `batch` appended at `base_offset..end_offset`. A newer epoch of its producer
     /// forgets the older one's batches.
-    pub fn appended(&mut self, batch: ProducerBatch, base_offset: Offset, end_offset: Offset) {
+    pub(crate) fn appended(
+        &mut self,
+        batch: ProducerBatch,
+        base_offset: Offset,
+        end_offset: Offset,
+    ) {
         let stored = self.latest.entry(batch.producer_id).or_default();
         if stored
             .back()
@@ -146,7 +151,7 @@ impl Producers {
     /// Forgets the batches at or above `offset` (the log was truncated there), without
     /// rebuilding from the log: what a replica that keeps only the batches it took as leader
     /// can do (`producer-state=off`).
-    pub fn truncate_to(&mut self, offset: Offset) {
+    pub(crate) fn truncate_to(&mut self, offset: Offset) {
         self.latest.retain(|_, stored| {
             stored.retain(|s| s.end_offset <= offset);
             !stored.is_empty()
