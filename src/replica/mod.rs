@@ -403,6 +403,16 @@ impl<L: Log> Replica<L> {
     pub fn is_leader(&self) -> bool {
         matches!(self.role, Role::Leader(_))
     }
+    /// Whether this replica leads and its high watermark has reached the start of its leader
+    /// epoch: only then is every record an earlier leader committed below its HW. A new
+    /// leader's HW may lag its predecessor's until its followers' fetches move it (Kafka
+    /// answers ListOffsets OFFSET_NOT_AVAILABLE meanwhile), so a reader that must see every
+    /// committed record, such as a group coordinator loading the offsets a previous one
+    /// acknowledged, waits for this.
+    pub fn has_high_watermark_reached_current_epoch(&self) -> bool {
+        self.leader_state()
+            .is_some_and(|l| self.high_watermark >= l.epoch_start_offset)
+    }
     /// Whether its broker is running: not stopped since its last restart.
     pub fn is_online(&self) -> bool {
         !matches!(self.role, Role::Offline)

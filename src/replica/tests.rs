@@ -1229,6 +1229,39 @@ fn a_leader_elected_again_in_a_new_epoch_starts_its_term_afresh() {
     assert_eq!(l.followers[&BrokerId(2)].log_end_offset, None);
 }
 
+/// A leader's term is settled once its HW reaches the start of its epoch: until then a record
+/// its predecessor committed may lie above its HW (here offset 1, which b2 holds too), and a
+/// group coordinator loading the offsets acknowledged before it would miss it. A follower is
+/// never settled.
+#[test]
+fn a_new_leaders_term_is_settled_once_its_high_watermark_reaches_the_epoch_start() {
+    let cfg = page_cache();
+    let mut r = replica(&cfg, 1);
+    assert!(
+        r.has_high_watermark_reached_current_epoch(),
+        "an empty log: the epoch starts at 0"
+    );
+    write(&mut r, &cfg, 1, vec![7, 8], Acks::Leader);
+    r.step(&cfg, Tick(0), fetch_from_b2(1));
+    assert_eq!(r.high_watermark(), Offset(1));
+    assert!(
+        r.has_high_watermark_reached_current_epoch(),
+        "its own records above the HW are not its predecessor's"
+    );
+    r.step(&cfg, Tick(0), order(1, 2, 2, &[1, 2], 1));
+    assert!(
+        !r.has_high_watermark_reached_current_epoch(),
+        "epoch 2 starts at 2, the HW is 1"
+    );
+    r.step(&cfg, Tick(0), fetch_from_b2_in(2, 2, 2));
+    assert_eq!(r.high_watermark(), Offset(2));
+    assert!(r.has_high_watermark_reached_current_epoch());
+    assert!(
+        !replica(&cfg, 2).has_high_watermark_reached_current_epoch(),
+        "a follower"
+    );
+}
+
 /// What a replica reports of where it stands, which drivers read (the runtime's metadata and
 /// logs, a model's renaming): the partition it replicates, and the epochs of the order it acts
 /// on. A restart forgets the epochs, since the controller tells them again. Nothing in the core
