@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|all]
+#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|commits|all]
 #   runtime/bench/cluster.sh scale [PARTITIONS] [file|etcd]
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
@@ -24,6 +24,11 @@
 #   ISR 2), acks=all, 100-byte records in batches of 100, 3 producers, then a consumer; once
 #   each with isr cluster --security plaintext, ssl (TLS listeners and mutual TLS between the
 #   brokers, client certificate) and sasl-ssl (TLS, and a SCRAM-SHA-512 login per connection).
+# commits: consumer groups' synchronous offset commits (confluent-kafka, each group one consumer
+#   committing one partition of a 12-partition RF 3 topic after every "message"), for each
+#   flush policy, with COMMITTERS groups at once (default "1 12") for COMMIT_SECS s (default 10):
+#   commits per second of the whole cluster. Each commit is a record in __consumer_offsets,
+#   acknowledged once committed (acks=all, min ISR 2).
 # scale [PARTITIONS] [STORE]: three brokers (page cache) and the file store (STORE=file, the
 #   default) or three controllers on etcd (STORE=etcd); PARTITIONS (default 100000) partitions
 #   as topics of 100 (RF 3, min ISR 2), created through confluent-kafka's admin client, 10
@@ -47,6 +52,8 @@ ISR=${ISR:-target/release/isr}
 RECORDS=${RECORDS:-2000000}
 PRODUCERS=${PRODUCERS:-"3 12"}
 TOPICS=${TOPICS:-300}
+COMMITTERS=${COMMITTERS:-"1 12"}
+COMMIT_SECS=${COMMIT_SECS:-10}
 PORT=${PORT:-39090}
 BOOT=
 WORK=$(mktemp -d)
@@ -210,6 +217,42 @@ for i in range(n):
 secs = time.monotonic() - started
 print(f"{n} topic creations (RF 3) in {secs:.2f} s: {n / secs:.0f} per second")
 PY
+    stop
+  done
+}
+
+commits() {
+  for flush in page-cache always; do
+    start "$flush"
+    "$ISR" topic create c --bootstrap "$BOOT" --partitions 12 --replication-factor 3 --min-insync-replicas 2 >/dev/null
+    sleep 1
+    for k in $COMMITTERS; do
+      printf 'flush=%-10s groups=%-3s ' "$flush" "$k"
+      python3 - "$BOOT" "$k" "$COMMIT_SECS" <<'PY'
+import sys, threading, time
+from confluent_kafka import Consumer, TopicPartition
+bootstrap, k, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+counts = [0] * k
+def commit(i):
+    # One consumer per group, each committing one partition synchronously, as an application
+    # that commits after every message would.
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{k}-{i}",
+                  "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition("c", i % 12, 1)], asynchronous=False)  # warm up
+    end = time.monotonic() + secs
+    n = 0
+    while time.monotonic() < end:
+        n += 1
+        c.commit(offsets=[TopicPartition("c", i % 12, n)], asynchronous=False)
+    counts[i] = n
+    c.close()
+threads = [threading.Thread(target=commit, args=(i,)) for i in range(k)]
+for t in threads: t.start()
+for t in threads: t.join()
+total = sum(counts)
+print(f"{total} synchronous commits in {secs:.0f} s: {total / secs:.0f} per second")
+PY
+    done
     stop
   done
 }
@@ -431,7 +474,8 @@ case "${1:-all}" in
   metadata) metadata ;;
   large) large ;;
   tls) tls ;;
+  commits) commits ;;
   scale) scale "${2:-100000}" "${3:-file}" ;;
-  all) throughput; failover; controller_failover; metadata; large; tls ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
+  all) throughput; failover; controller_failover; metadata; large; tls; commits ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
 esac

@@ -167,7 +167,6 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     if let Ok(more) = metadata.create_topic(&cfg, &spec) {
         effects.extend(more);
     }
-    let _ = metadata.commit_offset("group", "orders", 0, Offset(7), "m".into());
     let p = PartitionId(0);
     let (b1, b2) = (Node::Broker(BrokerId(1)), Node::Broker(BrokerId(2)));
     let envelope = |from, to, message| Frame::Envelope(Envelope { from, to, message });
@@ -202,7 +201,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
         },
         Frame::Response {
             id: 3,
-            result: Ok(Response::Offset(Some((Offset(9), "metadata".into())))),
+            result: Ok(Response::ProducerId(9)),
         },
         envelope(
             b2,

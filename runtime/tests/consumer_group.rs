@@ -8,9 +8,8 @@
 mod common;
 
 use common::clients::{bootstrap, confluent_kafka_present, script, Client};
-use common::TestCluster;
-use isr::BrokerId;
-use isr_kafka::coordinator::coordinator_of;
+use common::{isr, isr_topic_create, TestCluster};
+use isr_kafka::offsets_topic::{partition_for, DEFAULT_PARTITIONS, OFFSETS_TOPIC};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -36,8 +35,10 @@ fn subscribing_consumers_share_take_over_and_resume_on_a_cluster() {
     eprintln!("{out}in {:?}", start.elapsed());
 }
 
-/// The broker coordinating a group is SIGKILLed: its member finds the next coordinator, joins
-/// again and goes on reading from its commits (nothing lost, nothing committed read twice).
+/// The broker coordinating a group (the leader of its `__consumer_offsets` partition) is
+/// SIGKILLed: its member finds the next coordinator, the new leader of that partition, joins
+/// again and goes on reading from its commits (nothing lost, nothing committed read twice):
+/// the commits made before are records the new leader replicated.
 #[test]
 fn a_group_member_rides_out_the_loss_of_its_coordinator() {
     if !confluent_kafka_present() {
@@ -46,8 +47,6 @@ fn a_group_member_rides_out_the_loss_of_its_coordinator() {
     const GROUP: &str = "survivors";
     let mut cluster = TestCluster::start(3);
     cluster.create_topic("events", 3, 2);
-    let brokers = [BrokerId(1), BrokerId(2), BrokerId(3)];
-    let coordinator = coordinator_of(GROUP, &brokers).expect("a coordinator").0;
 
     let mut client = Client::spawn(
         Command::new("python3")
@@ -67,12 +66,18 @@ fn a_group_member_rides_out_the_loss_of_its_coordinator() {
             err.join().unwrap_or_default()
         );
     }
+    // The member committed: the offsets topic exists, and the group's partition has a leader.
+    let offsets = u64::from(partition_for(GROUP, DEFAULT_PARTITIONS));
+    let coordinator = TestCluster::partition(&cluster.status(), OFFSETS_TOPIC, offsets)["leader"]
+        .as_u64()
+        .expect("the group's offsets partition has a leader") as u32;
     cluster.kill(coordinator);
     cluster.wait_for(Duration::from_secs(10), "leaders without it", |s| {
-        (0..3).all(|p| {
-            let leader = TestCluster::partition(s, "events", p)["leader"].as_u64();
+        let moved = |topic, p| {
+            let leader = TestCluster::partition(s, topic, p)["leader"].as_u64();
             leader.is_some_and(|l| l != u64::from(coordinator))
-        })
+        };
+        (0..3).all(|p| moved("events", p)) && moved(OFFSETS_TOPIC, offsets)
     });
     let mut stdin = client.0.stdin.take().expect("stdin");
     writeln!(stdin, "go").expect("tell the script");
@@ -87,5 +92,61 @@ fn a_group_member_rides_out_the_loss_of_its_coordinator() {
         "the member did not ride out the coordinator's loss ({status})\nstdout: {rest:?}\n\
          stderr:\n{}",
         err.join().unwrap_or_default()
+    );
+}
+
+/// Offsets live in `__consumer_offsets`, not with the controller: a group's commits are records
+/// in its partition, acknowledged once committed, so SIGKILL of the broker coordinating the
+/// group loses none of them. The next leader of that partition coordinates the group and
+/// answers from the records it replicated: the group resumes where it committed.
+#[test]
+fn acknowledged_commits_survive_the_loss_of_the_coordinator() {
+    const GROUP: &str = "keepers";
+    let mut cluster = TestCluster::start(3);
+    let b1 = cluster.address(1).expect("broker 1");
+    let (ok, out) = isr_topic_create(&b1, "kept", 1, &["--min-insync-replicas", "2"]);
+    assert!(ok, "{out}");
+    let consume = |bootstrap: &str| {
+        let args = [
+            "consume",
+            "kept",
+            "--bootstrap",
+            bootstrap,
+            "--group",
+            GROUP,
+        ];
+        let args = [&args[..], &["--from-beginning", "--until-end"]].concat();
+        let (ok, out) = isr(&args, "");
+        assert!(ok, "{out}");
+        out
+    };
+    let (ok, out) = isr(&["produce", "kept", "--bootstrap", &b1], "a\nb\nc\n");
+    assert!(ok, "{out}");
+    assert_eq!(consume(&b1), "0 a\n1 b\n2 c\n");
+
+    let offsets = u64::from(partition_for(GROUP, DEFAULT_PARTITIONS));
+    let status = cluster.status();
+    let row = TestCluster::partition(&status, OFFSETS_TOPIC, offsets);
+    let coordinator = row["leader"]
+        .as_u64()
+        .expect("the offsets partition is led") as u32;
+    assert_eq!(
+        row["assigned"].as_array().map(Vec::len),
+        Some(3),
+        "replicated on every broker: {row}"
+    );
+    cluster.kill(coordinator);
+    cluster.wait_for(Duration::from_secs(10), "a new coordinator", |s| {
+        let leader = TestCluster::partition(s, OFFSETS_TOPIC, offsets)["leader"].as_u64();
+        leader.is_some_and(|l| l != u64::from(coordinator))
+    });
+    let survivor = (1..=3).find(|&b| b != coordinator).expect("a survivor");
+    let bootstrap = cluster.address(survivor).expect("a live broker");
+    let (ok, out) = isr(&["produce", "kept", "--bootstrap", &bootstrap], "d\n");
+    assert!(ok, "{out}");
+    assert_eq!(
+        consume(&bootstrap),
+        "3 d\n",
+        "resumed from the commit made before the coordinator died"
     );
 }

@@ -145,6 +145,9 @@ pub struct BrokerSettings {
     pub message_max_bytes: u32,
     /// `log.segment.bytes`: where the log starts a new segment file.
     pub segment_bytes: u64,
+    /// `offsets.topic.num.partitions`: the partitions of `__consumer_offsets` when the first
+    /// group needs it (see [`crate::offsets_topic`]).
+    pub offsets_topic_partitions: u32,
 }
 
 impl Default for BrokerSettings {
@@ -157,8 +160,17 @@ impl Default for BrokerSettings {
             min_insync_replicas: 1,
             message_max_bytes: crate::configs::MESSAGE_MAX_BYTES,
             segment_bytes: 1 << 30,
+            offsets_topic_partitions: crate::offsets_topic::DEFAULT_PARTITIONS,
         }
     }
+}
+
+/// Where a consumer group is coordinated ([`Backend::group_coordinator`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupCoordinator {
+    pub broker: BrokerId,
+    /// Whether it is this broker.
+    pub here: bool,
 }
 
 /// A consumer group's committed position in one partition.
@@ -208,6 +220,13 @@ pub enum BackendError {
     CorruptMessage(String),
     #[error("COORDINATOR_NOT_AVAILABLE: the group coordinator is not available")]
     CoordinatorNotAvailable,
+    /// This broker does not coordinate the group (any more): the client looks it up again.
+    #[error("NOT_COORDINATOR: another broker coordinates this group")]
+    NotCoordinator,
+    /// This broker has just become the group's coordinator and has not read every offset
+    /// committed before it yet: the client asks again.
+    #[error("COORDINATOR_LOAD_IN_PROGRESS: the coordinator is loading the group's offsets")]
+    CoordinatorLoadInProgress,
     /// A metadata change (a topic created) needs the active controller, and there is none that
     /// can act: none elected, or its store unreachable. Kafka's NOT_CONTROLLER, which clients
     /// retry after refreshing their metadata.
@@ -261,7 +280,9 @@ impl BackendError {
             BackendError::LeaderNotAvailable => 5,
             BackendError::NotLeaderOrFollower => 6,
             BackendError::RequestTimedOut => 7,
+            BackendError::CoordinatorLoadInProgress => 14,
             BackendError::CoordinatorNotAvailable => 15,
+            BackendError::NotCoordinator => 16,
             BackendError::ControllerUnavailable(_) => 41,
             BackendError::InvalidTopic(_) => 17,
             BackendError::NotEnoughReplicas => 19,
@@ -370,7 +391,16 @@ pub trait Backend: Send + Sync + 'static {
         spec: OffsetSpec,
     ) -> impl Future<Output = Result<Option<ListedOffset>, BackendError>> + Send;
 
-    /// Records a consumer group's position in a partition (OffsetCommit).
+    /// The broker that coordinates `group`: its members join there, and its offsets are
+    /// committed and read there. COORDINATOR_NOT_AVAILABLE while there is none.
+    fn group_coordinator(
+        &self,
+        group: &str,
+    ) -> impl Future<Output = Result<GroupCoordinator, BackendError>> + Send;
+
+    /// Records a consumer group's position in a partition (OffsetCommit), on the group's
+    /// coordinator: answered once it is durable as the backend promises (the `isr` broker:
+    /// committed in the group's offsets partition).
     fn commit_offset(
         &self,
         group: &str,
@@ -394,7 +424,8 @@ pub trait Backend: Send + Sync + 'static {
         group: &str,
     ) -> impl Future<Output = Result<Vec<GroupOffset>, BackendError>> + Send;
 
-    /// The groups that have committed offsets, in the whole cluster (ListGroups).
+    /// The groups with committed offsets that this broker coordinates (ListGroups: admin
+    /// clients ask every broker).
     fn offset_groups(&self) -> impl Future<Output = Result<Vec<String>, BackendError>> + Send;
 
     /// Deletes a group's committed offsets: those of the named partitions (OffsetDelete), or
@@ -408,7 +439,7 @@ pub trait Backend: Send + Sync + 'static {
     /// A producer id unique in the cluster (InitProducerId), for idempotent producers. The
     /// producer stamps each batch with its id and sequence numbers, and a backend that
     /// recognises a retry of a batch it holds answers it with the stored offsets (the `isr`
-    /// broker does, for each producer's latest five batches); sequence gaps are not enforced.
+    /// broker does, for each producer's latest five batches, and refuses a sequence gap).
     fn allocate_producer_id(&self) -> impl Future<Output = Result<i64, BackendError>> + Send;
 
     /// How this broker authorizes: whether ACLs are enabled, its super users, and the

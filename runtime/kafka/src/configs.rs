@@ -313,6 +313,7 @@ impl BrokerConfigs<'_> {
             "broker.id" => self.id.0.to_string(),
             "auto.create.topics.enable" => s.auto_create_topics.to_string(),
             "num.partitions" => s.num_partitions.to_string(),
+            "offsets.topic.num.partitions" => s.offsets_topic_partitions.to_string(),
             "default.replication.factor" => s.default_replication_factor.to_string(),
             "min.insync.replicas" => s.min_insync_replicas.to_string(),
             "message.max.bytes" => s.message_max_bytes.to_string(),
@@ -335,6 +336,9 @@ impl BrokerConfigs<'_> {
             "broker.id" => true,
             "auto.create.topics.enable" => s.auto_create_topics != d.auto_create_topics,
             "num.partitions" => s.num_partitions != d.num_partitions,
+            "offsets.topic.num.partitions" => {
+                s.offsets_topic_partitions != d.offsets_topic_partitions
+            }
             "default.replication.factor" => {
                 s.default_replication_factor != d.default_replication_factor
             }
@@ -380,6 +384,7 @@ impl BrokerConfigs<'_> {
             "broker.id",
             "default.replication.factor",
             "num.partitions",
+            "offsets.topic.num.partitions",
         ];
         names.extend(TOPIC.iter().map(|d| d.broker));
         names.sort_unstable();

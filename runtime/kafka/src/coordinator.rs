@@ -15,12 +15,12 @@
 //! identity and assignment, and a stable group does not rebalance. They leave only by session
 //! timeout or an explicit LeaveGroup naming their instance id.
 //!
-//! Membership lives in the memory of one broker per group ([`coordinator_of`] picks it from the
-//! live brokers). If that broker goes, the members find the next one and join it afresh, as
-//! after a Kafka coordinator failover; committed offsets are kept by the cluster, not here.
+//! Membership lives in the memory of the group's coordinator: the broker that leads the group's
+//! partition of `__consumer_offsets` ([`crate::offsets_topic`]). If that broker goes, the
+//! members find the partition's next leader and join it afresh; committed offsets are records
+//! in that partition, not kept here, so the new coordinator reads them from its replica.
 
 use bytes::Bytes;
-use isr::BrokerId;
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -143,20 +143,6 @@ pub struct MemberDescription {
     pub metadata: Bytes,
     /// What the leader assigned it in the current generation.
     pub assignment: Bytes,
-}
-
-/// Which live broker coordinates `group`: a hash of its name over the brokers in id order, so
-/// that every broker answers FindCoordinator alike.
-pub fn coordinator_of(group: &str, live: &[BrokerId]) -> Option<BrokerId> {
-    let mut brokers = live.to_vec();
-    brokers.sort_unstable();
-    brokers.dedup();
-    // FNV-1a: stable across processes and builds, unlike std's hasher.
-    let hash = group.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let n = u64::try_from(brokers.len()).ok().filter(|&n| n > 0)?;
-    brokers.get(usize::try_from(hash % n).ok()?).copied()
 }
 
 #[derive(Debug)]
@@ -819,21 +805,6 @@ mod tests {
             instance_id: None,
             generation,
         }
-    }
-
-    #[test]
-    fn the_coordinator_is_the_same_live_broker_for_everyone() {
-        let brokers = [BrokerId(3), BrokerId(1), BrokerId(2)];
-        let chosen = coordinator_of("orders", &brokers).expect("one");
-        assert_eq!(
-            coordinator_of("orders", &[BrokerId(2), BrokerId(3), BrokerId(1)]),
-            Some(chosen)
-        );
-        let spread: std::collections::BTreeSet<_> = (0..30)
-            .filter_map(|i| coordinator_of(&format!("g{i}"), &brokers))
-            .collect();
-        assert_eq!(spread.len(), 3, "groups spread over the brokers");
-        assert_eq!(coordinator_of("orders", &[]), None);
     }
 
     #[tokio::test]

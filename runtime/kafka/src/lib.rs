@@ -63,13 +63,14 @@ pub mod coordinator;
 pub mod error;
 mod guard;
 pub mod names;
+pub mod offsets_topic;
 mod server;
 pub mod versions;
 
 pub use backend::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
-    FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
-    POLL_INTERVAL,
+    FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
+    TopicInfo, POLL_INTERVAL,
 };
 pub use coordinator::Coordinator;
 pub use error::KafkaError;

@@ -22,6 +22,17 @@ pub fn check_topic(name: &str) -> Result<(), BackendError> {
     Ok(())
 }
 
+/// A topic clients may write to or delete: any but the internal `__consumer_offsets`, which only
+/// group coordinators write (Kafka refuses both alike).
+pub fn check_not_internal(name: &str, doing: &str) -> Result<(), BackendError> {
+    if name == crate::offsets_topic::OFFSETS_TOPIC {
+        return Err(BackendError::InvalidTopic(format!(
+            "{name} is internal: clients cannot {doing} it"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +45,8 @@ mod tests {
         for bad in ["", ".", "..", "a/b", "ü", "with space", &"x".repeat(250)] {
             assert_eq!(check_topic(bad).map_err(|e| e.code()), Err(17), "{bad:?}");
         }
+        assert_eq!(check_not_internal("orders", "write to"), Ok(()));
+        let refused = check_not_internal("__consumer_offsets", "delete").map_err(|e| e.code());
+        assert_eq!(refused, Err(17));
     }
 }

@@ -1,5 +1,8 @@
 //! The broker as the Kafka layer sees it: [`isr_kafka::Backend`] over the replica thread (for
-//! data) and the controller (for metadata, topics, configs and group offsets).
+//! data and, in `__consumer_offsets`, consumer groups' offsets: [`offsets`]) and the controller
+//! (for metadata, topics, configs and producer ids).
+
+mod offsets;
 
 use super::host::{Command, HostError};
 use super::network::Net;
@@ -13,8 +16,8 @@ use isr_kafka::auth::{SecurityAnswer, SecurityChange};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
-    Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
-    TopicInfo,
+    Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
+    PartitionInfo, TopicInfo,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -30,6 +33,8 @@ pub struct BrokerBackend {
     commits: Arc<Notify>,
     /// Membership of the consumer groups this broker coordinates.
     groups: Coordinator,
+    /// What this broker has read of the offsets partitions it coordinates.
+    views: offsets::Views,
 }
 
 impl BrokerBackend {
@@ -46,6 +51,7 @@ impl BrokerBackend {
             super_users: Arc::new(access.super_users.iter().cloned().collect()),
             commits,
             groups: Coordinator::default(),
+            views: offsets::Views::default(),
         }
     }
 
@@ -68,8 +74,8 @@ impl BrokerBackend {
             })
     }
 
-    /// [`BackendError::ControllerUnavailable`] as a group or producer-id coordinator's error:
-    /// clients look for the coordinator again.
+    /// [`BackendError::ControllerUnavailable`] as a producer-id coordinator's error: clients
+    /// look for the coordinator again.
     async fn ask_coordinator(&self, request: Request) -> Result<Response, BackendError> {
         self.ask(request).await.map_err(|e| match e {
             BackendError::ControllerUnavailable(_) => BackendError::CoordinatorNotAvailable,
@@ -386,6 +392,10 @@ impl Backend for BrokerBackend {
         .await
     }
 
+    async fn group_coordinator(&self, group: &str) -> Result<GroupCoordinator, BackendError> {
+        self.coordinator_of(group).await
+    }
+
     async fn commit_offset(
         &self,
         group: &str,
@@ -393,16 +403,7 @@ impl Backend for BrokerBackend {
         partition: u32,
         committed: CommittedOffset,
     ) -> Result<(), BackendError> {
-        done(
-            self.ask_coordinator(Request::CommitOffset {
-                group: group.to_string(),
-                topic: topic.to_string(),
-                partition,
-                offset: committed.offset,
-                metadata: committed.metadata,
-            })
-            .await?,
-        )
+        self.commit(group, topic, partition, committed).await
     }
 
     async fn fetch_offset(
@@ -411,41 +412,15 @@ impl Backend for BrokerBackend {
         topic: &str,
         partition: u32,
     ) -> Result<Option<CommittedOffset>, BackendError> {
-        let request = Request::FetchOffset {
-            group: group.to_string(),
-            topic: topic.to_string(),
-            partition,
-        };
-        match self.ask_coordinator(request).await? {
-            Response::Offset(committed) => {
-                Ok(committed.map(|(offset, metadata)| CommittedOffset { offset, metadata }))
-            }
-            other => Err(unexpected(other)),
-        }
+        self.committed(group, topic, partition).await
     }
 
     async fn group_offsets(&self, group: &str) -> Result<Vec<GroupOffset>, BackendError> {
-        let request = Request::GroupOffsets {
-            group: group.to_string(),
-        };
-        match self.ask_coordinator(request).await? {
-            Response::GroupOffsets(offsets) => Ok(offsets
-                .into_iter()
-                .map(|(topic, partition, offset, metadata)| GroupOffset {
-                    topic,
-                    partition,
-                    committed: CommittedOffset { offset, metadata },
-                })
-                .collect()),
-            other => Err(unexpected(other)),
-        }
+        self.offsets_of(group).await
     }
 
     async fn offset_groups(&self) -> Result<Vec<String>, BackendError> {
-        match self.ask_coordinator(Request::OffsetGroups).await? {
-            Response::Groups(groups) => Ok(groups),
-            other => Err(unexpected(other)),
-        }
+        self.coordinated_groups().await
     }
 
     async fn delete_offsets(
@@ -453,13 +428,7 @@ impl Backend for BrokerBackend {
         group: &str,
         partitions: Option<Vec<(String, u32)>>,
     ) -> Result<(), BackendError> {
-        done(
-            self.ask_coordinator(Request::DeleteOffsets {
-                group: group.to_string(),
-                partitions,
-            })
-            .await?,
-        )
+        self.delete(group, partitions).await
     }
 
     async fn allocate_producer_id(&self) -> Result<i64, BackendError> {

@@ -130,6 +130,12 @@ pub struct TopicDefaults {
     #[arg(long, default_value_t = isr_kafka::configs::MESSAGE_MAX_BYTES,
         value_parser = clap::value_parser!(u32).range(0..=crate::storage::batch::MAX_BATCH as i64))]
     pub message_max_bytes: u32,
+    /// offsets.topic.num.partitions: the partitions of `__consumer_offsets`, where consumer
+    /// groups' offsets are committed, when the first group creates it (every broker should
+    /// say the same; a group's coordinator is the leader of one of them).
+    #[arg(long, default_value_t = isr_kafka::offsets_topic::DEFAULT_PARTITIONS,
+        value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub offsets_topic_partitions: u32,
 }
 
 impl TopicDefaults {
@@ -143,6 +149,10 @@ impl TopicDefaults {
                 self.default_replication_factor
             ),
             format!("--message-max-bytes={}", self.message_max_bytes),
+            format!(
+                "--offsets-topic-partitions={}",
+                self.offsets_topic_partitions
+            ),
         ]
     }
 
@@ -154,6 +164,7 @@ impl TopicDefaults {
             min_insync_replicas: u16::try_from(cfg.min_insync_replicas).unwrap_or(u16::MAX),
             message_max_bytes: self.message_max_bytes,
             segment_bytes: crate::storage::DEFAULT_SEGMENT_BYTES,
+            offsets_topic_partitions: self.offsets_topic_partitions,
         }
     }
 }

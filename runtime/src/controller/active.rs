@@ -328,11 +328,11 @@ impl Active<'_> {
     }
 
     /// Sends every broker the records of a committed change that a broker's view holds: one
-    /// delta per change, whatever it touched. Committed offsets and producer ids stay here.
+    /// delta per change, whatever it touched. Producer ids stay here.
     fn push_records(&mut self, records: Vec<Record>) {
         let delta: Vec<Record> = records
             .into_iter()
-            .filter(|r| !matches!(r, Record::GroupOffset { .. } | Record::NextProducerId(_)))
+            .filter(|r| !matches!(r, Record::NextProducerId(_)))
             .collect();
         if delta.is_empty() {
             return;
@@ -598,19 +598,6 @@ impl Active<'_> {
                 Ok(Response::Done)
             }
             Request::Metadata => Ok(Response::Metadata(self.view())),
-            Request::FetchOffset {
-                group,
-                topic,
-                partition,
-            } => Ok(Response::Offset(
-                self.meta.committed(&group, &topic, partition)?,
-            )),
-            Request::GroupOffsets { group } => {
-                Ok(Response::GroupOffsets(self.meta.group_offsets(&group)))
-            }
-            Request::OffsetGroups => Ok(Response::Groups(
-                self.meta.offset_groups().into_iter().collect(),
-            )),
             Request::Replicas => Err(AdminError::Unsupported("Replicas".into()).into()),
             Request::MetadataOffset => Ok(Response::MetadataOffset {
                 offset: self.offset,
@@ -664,21 +651,6 @@ impl Active<'_> {
                     .alter_configs(&self.cfg, &resource, &ops, replace)?;
                 info!(?resource, ?ops, replace, "configs changed");
                 done(effects)
-            }
-            Request::CommitOffset {
-                group,
-                topic,
-                partition,
-                offset,
-                metadata,
-            } => {
-                self.meta
-                    .commit_offset(&group, &topic, partition, offset, metadata)?;
-                done(Vec::new())
-            }
-            Request::DeleteOffsets { group, partitions } => {
-                self.meta.delete_offsets(&group, partitions.as_deref());
-                done(Vec::new())
             }
             Request::AllocateProducerId => {
                 let id = self.meta.next_producer_id;

@@ -1,17 +1,16 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids, configs, consumer groups' committed offsets, users and
-//! ACLs): none of it is replication protocol, so none of it is in the core. Every change is made
+//! names, broker addresses, producer ids, configs, users and ACLs): none of it is replication protocol, so none of it is in the core. Every change is made
 //! as records ([`super::records`]), which the controller commits to its store
 //! ([`super::store`]) before the change's messages leave.
 
 use super::records::{Journal, Record};
 use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
 use crate::wire::BrokerAddress;
-use isr::{BrokerId, Config, Controller, Effects, Offset, PartitionId};
+use isr::{BrokerId, Config, Controller, Effects, PartitionId};
 use isr_kafka::auth::SecurityState;
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The most partitions a topic may have.
 const MAX_PARTITIONS: u32 = 10_000;
@@ -32,9 +31,6 @@ pub struct Metadata {
     pub topic_configs: BTreeMap<String, Overrides>,
     /// Dynamic broker config overrides: `""` cluster-wide, else by broker id.
     pub broker_configs: BTreeMap<String, Overrides>,
-    /// Consumer groups' committed offsets, with their metadata strings, kept by the cluster so
-    /// that a consumer resumes after a restart.
-    pub group_offsets: BTreeMap<(String, PartitionId), (Offset, String)>,
     /// The users' SCRAM credentials (salted and iterated; never a password) and the ACLs,
     /// changed with `SecurityState::apply`.
     pub security: SecurityState,
@@ -71,23 +67,6 @@ impl Metadata {
             security: Box::new(self.security.clone()),
             offset: 0,
         }
-    }
-
-    /// The core partition of a topic's partition index.
-    pub fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, AdminError> {
-        self.topics
-            .get(topic)
-            .and_then(|ids| ids.get(index as usize))
-            .copied()
-            .ok_or(AdminError::UnknownTopicOrPartition)
-    }
-
-    /// The topic and index of a core partition.
-    fn locate(&self, id: PartitionId) -> Option<(&str, u32)> {
-        self.topics.iter().find_map(|(name, ids)| {
-            let index = ids.iter().position(|&p| p == id)?;
-            Some((name.as_str(), u32::try_from(index).ok()?))
-        })
     }
 
     /// Creates a topic: partition `i` is assigned to `replication_factor` live brokers starting
@@ -219,20 +198,6 @@ impl Metadata {
             name: topic.to_owned(),
             overrides: None,
         });
-        let ids: BTreeSet<PartitionId> = ids.into_iter().collect();
-        let offsets: Vec<(String, PartitionId)> = self
-            .group_offsets
-            .keys()
-            .filter(|(_, p)| ids.contains(p))
-            .cloned()
-            .collect();
-        for (group, partition) in offsets {
-            self.set(Record::GroupOffset {
-                group,
-                partition,
-                committed: None,
-            });
-        }
         Ok(())
     }
 
@@ -299,79 +264,6 @@ impl Metadata {
         });
         Ok(effects)
     }
-
-    /// Records a group's committed offset and its metadata string.
-    pub fn commit_offset(
-        &mut self,
-        group: &str,
-        topic: &str,
-        index: u32,
-        offset: Offset,
-        metadata: String,
-    ) -> Result<(), AdminError> {
-        let id = self.partition_id(topic, index)?;
-        self.set(Record::GroupOffset {
-            group: group.to_owned(),
-            partition: id,
-            committed: Some((offset, metadata)),
-        });
-        Ok(())
-    }
-
-    /// A group's committed offset in one partition, with its metadata.
-    pub fn committed(
-        &self,
-        group: &str,
-        topic: &str,
-        index: u32,
-    ) -> Result<Option<(Offset, String)>, AdminError> {
-        let id = self.partition_id(topic, index)?;
-        Ok(self.group_offsets.get(&(group.to_owned(), id)).cloned())
-    }
-
-    /// The committed offsets of `group`, by partition id.
-    fn offsets_of<'a>(
-        &'a self,
-        group: &'a str,
-    ) -> impl Iterator<Item = (PartitionId, &'a (Offset, String))> + 'a {
-        self.group_offsets
-            .iter()
-            .filter(move |((g, _), _)| g == group)
-            .map(|((_, id), committed)| (*id, committed))
-    }
-
-    /// The groups that have committed an offset (ListGroups).
-    pub fn offset_groups(&self) -> BTreeSet<String> {
-        self.group_offsets.keys().map(|(g, _)| g.clone()).collect()
-    }
-
-    /// Every committed offset of a group: (topic, partition, offset, metadata).
-    pub fn group_offsets(&self, group: &str) -> Vec<(String, u32, Offset, String)> {
-        self.offsets_of(group)
-            .filter_map(|(id, (offset, metadata))| {
-                let (topic, index) = self.locate(id)?;
-                Some((topic.to_owned(), index, *offset, metadata.clone()))
-            })
-            .collect()
-    }
-
-    /// Deletes a group's offsets in the named partitions, or all of them.
-    pub fn delete_offsets(&mut self, group: &str, partitions: Option<&[(String, u32)]>) {
-        let ids: Vec<PartitionId> = match partitions {
-            Some(named) => named
-                .iter()
-                .filter_map(|(topic, index)| self.partition_id(topic, *index).ok())
-                .collect(),
-            None => self.offsets_of(group).map(|(id, _)| id).collect(),
-        };
-        for id in ids {
-            self.set(Record::GroupOffset {
-                group: group.to_owned(),
-                partition: id,
-                committed: None,
-            });
-        }
-    }
 }
 
 fn parse_min_isr(value: &str) -> Result<usize, AdminError> {
@@ -434,16 +326,10 @@ pub(super) mod tests {
             &[("min.insync.replicas", "2"), ("retention.ms", "1000")],
         );
         meta.create_topic(&cfg, &t).expect("create");
-        meta.commit_offset("group", "t", 1, Offset(42), "meta".into())
-            .expect("commit");
         let back = meta.clone();
         assert_eq!(back.topics["t"], vec![PartitionId(0), PartitionId(1)]);
         assert_eq!(back.view(None).partition_id("t", 1), Some(PartitionId(1)));
         assert_eq!(back.topic_configs["t"]["retention.ms"], "1000");
-        assert_eq!(
-            back.committed("group", "t", 1),
-            Ok(Some((Offset(42), "meta".into())))
-        );
         assert!(matches!(
             back.clone().create_topic(&cfg, &t),
             Err(AdminError::TopicExists(_))
@@ -460,45 +346,10 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn a_group_lists_and_deletes_its_offsets_with_their_metadata() {
-        let (cfg, mut meta) = three_brokers();
-        meta.create_topic(&cfg, &spec("a", 2, &[])).expect("a");
-        meta.create_topic(&cfg, &spec("b", 1, &[])).expect("b");
-        meta.commit_offset("g", "a", 1, Offset(5), "x".into())
-            .expect("a1");
-        meta.commit_offset("g", "b", 0, Offset(7), String::new())
-            .expect("b0");
-        meta.commit_offset("h", "a", 0, Offset(1), String::new())
-            .expect("h");
-        assert_eq!(
-            meta.commit_offset("g", "a", 2, Offset(1), String::new()),
-            Err(AdminError::UnknownTopicOrPartition)
-        );
-        assert_eq!(
-            meta.group_offsets("g"),
-            vec![
-                ("a".into(), 1, Offset(5), "x".into()),
-                ("b".into(), 0, Offset(7), String::new())
-            ]
-        );
-        meta.delete_offsets("g", Some(&[("a".into(), 1)]));
-        assert_eq!(meta.committed("g", "a", 1), Ok(None));
-        assert_eq!(
-            meta.offset_groups(),
-            BTreeSet::from(["g".into(), "h".into()])
-        );
-        meta.delete_offsets("g", None);
-        assert!(meta.group_offsets("g").is_empty());
-        assert_eq!(meta.group_offsets("h").len(), 1, "other groups keep theirs");
-    }
-
-    #[test]
     fn topics_grow_and_go() {
         let (cfg, mut meta) = three_brokers();
         meta.create_topic(&cfg, &spec("t", 1, &[("min.insync.replicas", "3")]))
             .expect("t");
-        meta.commit_offset("g", "t", 0, Offset(3), "m".into())
-            .expect("commit");
         assert!(matches!(
             meta.create_partitions("t", 1),
             Err(AdminError::InvalidPartitions(_))
@@ -516,7 +367,7 @@ pub(super) mod tests {
         assert!(ids
             .iter()
             .all(|id| id.0 < view.next_partition && !view.partitions.contains_key(id)));
-        assert!(meta.topic_configs.is_empty() && meta.group_offsets.is_empty());
+        assert!(meta.topic_configs.is_empty());
         assert_eq!(
             meta.delete_topic("t"),
             Err(AdminError::UnknownTopicOrPartition)
@@ -524,7 +375,6 @@ pub(super) mod tests {
         // A new topic of the same name gets new partitions.
         meta.create_topic(&cfg, &spec("t", 1, &[])).expect("again");
         assert!(!ids.contains(&meta.topics["t"][0]));
-        assert_eq!(meta.committed("g", "t", 0), Ok(None));
     }
 
     #[test]

@@ -3,8 +3,7 @@
 //!
 //! A record is the new value of one entity: a core record ([`isr::MetadataRecord`]: a
 //! partition's state, a broker's registration or fencing, the controller epoch) or one of the
-//! runtime's own (a topic's partitions, configs, a broker's address, a committed offset, users
-//! and ACLs). A step's cost — in time, bytes written and bytes sent — is that of what it
+//! runtime's own (a topic's partitions, configs, a broker's address, users and ACLs). A step's cost — in time, bytes written and bytes sent — is that of what it
 //! changed, not that of the cluster.
 //!
 //! Every change of the metadata is made in a [`Change`]: [`Metadata::begin`] starts it,
@@ -16,7 +15,7 @@
 use super::metadata::{Metadata, Overrides};
 use crate::wire::BrokerAddress;
 use bytes::Bytes;
-use isr::{BrokerId, Effects, MetadataRecord, Offset, PartitionId, Ready};
+use isr::{BrokerId, Effects, MetadataRecord, PartitionId, Ready};
 use isr_kafka::auth::SecurityState;
 use serde::{Deserialize, Serialize};
 
@@ -48,12 +47,6 @@ pub enum Record {
     /// Every partition id below this was created at some point.
     NextPartition(u32),
     NextProducerId(i64),
-    /// A group's committed offset in a partition, with its metadata string.
-    GroupOffset {
-        group: String,
-        partition: PartitionId,
-        committed: Option<(Offset, String)>,
-    },
     /// Users' SCRAM credentials and the ACLs.
     Security(SecurityState),
 }
@@ -70,7 +63,6 @@ impl Record {
                 overrides.is_none()
             }
             Record::Address { address, .. } => address.is_none(),
-            Record::GroupOffset { committed, .. } => committed.is_none(),
             Record::NextPartition(_) | Record::NextProducerId(_) | Record::Security(_) => false,
         }
     }
@@ -186,11 +178,6 @@ impl Metadata {
             Record::Address { broker, address } => put(&mut self.addresses, broker, address),
             Record::NextPartition(n) => self.next_partition = n,
             Record::NextProducerId(n) => self.next_producer_id = n,
-            Record::GroupOffset {
-                group,
-                partition,
-                committed,
-            } => put(&mut self.group_offsets, (group, partition), committed),
             Record::Security(state) => self.security = state,
         }
     }
@@ -217,16 +204,6 @@ impl Metadata {
             },
             Record::NextPartition(_) => Record::NextPartition(self.next_partition),
             Record::NextProducerId(_) => Record::NextProducerId(self.next_producer_id),
-            Record::GroupOffset {
-                group, partition, ..
-            } => Record::GroupOffset {
-                group: group.clone(),
-                partition: *partition,
-                committed: self
-                    .group_offsets
-                    .get(&(group.clone(), *partition))
-                    .cloned(),
-            },
             Record::Security(_) => Record::Security(self.security.clone()),
         }
     }
@@ -266,13 +243,6 @@ impl Metadata {
         }));
         records.push(Record::NextPartition(self.next_partition));
         records.push(Record::NextProducerId(self.next_producer_id));
-        records.extend(self.group_offsets.iter().map(|((group, partition), c)| {
-            Record::GroupOffset {
-                group: group.clone(),
-                partition: *partition,
-                committed: Some(c.clone()),
-            }
-        }));
         records.push(Record::Security(self.security.clone()));
         records
     }
@@ -319,11 +289,6 @@ mod tests {
             Box::new(|cfg, m| m.create_topic(cfg, &spec("a", 4)).expect("a")),
             Box::new(|cfg, m| m.create_topic(cfg, &spec("b", 2)).expect("b")),
             Box::new(|_, m| m.create_partitions("b", 5).expect("grow")),
-            Box::new(|_, m| {
-                m.commit_offset("g", "a", 1, isr::Offset(4), "x".into())
-                    .expect("commit");
-                Vec::new()
-            }),
             Box::new(|cfg, m| {
                 let set = vec![ConfigOp::Set("min.insync.replicas".into(), "3".into())];
                 m.alter_configs(cfg, &ConfigResource::Topic("a".into()), &set, false)
@@ -357,7 +322,6 @@ mod tests {
             assert_eq!(view, meta.view(None), "op {i}");
             assert_eq!(stored, meta, "op {i}");
         }
-        assert!(meta.group_offsets.is_empty(), "deleted with their topic");
     }
 
     #[test]
@@ -367,8 +331,6 @@ mod tests {
         let before = meta.clone();
         meta.begin();
         let _ = meta.create_topic(&cfg, &spec("b", 3)).expect("b");
-        meta.commit_offset("g", "a", 0, isr::Offset(1), String::new())
-            .expect("commit");
         meta.delete_topic("a").expect("delete");
         let _: Effects<Bytes> =
             meta.controller

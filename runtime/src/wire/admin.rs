@@ -28,30 +28,6 @@ pub enum Request {
         ops: Vec<ConfigOp>,
         replace: bool,
     },
-    CommitOffset {
-        group: String,
-        topic: String,
-        partition: u32,
-        offset: Offset,
-        /// The client's opaque metadata string, returned as stored.
-        metadata: String,
-    },
-    FetchOffset {
-        group: String,
-        topic: String,
-        partition: u32,
-    },
-    /// Every committed offset of a group.
-    GroupOffsets {
-        group: String,
-    },
-    /// The groups with committed offsets.
-    OffsetGroups,
-    /// Deletes a group's offsets: of the named (topic, partition) pairs, or all (`None`).
-    DeleteOffsets {
-        group: String,
-        partitions: Option<Vec<(String, u32)>>,
-    },
     /// A producer id unique in the cluster.
     AllocateProducerId,
     /// Asked of a broker: the state of every replica it hosts.
@@ -74,11 +50,6 @@ pub enum Request {
 pub enum Response {
     Metadata(ClusterView),
     Done,
-    /// A committed offset with its metadata string.
-    Offset(Option<(Offset, String)>),
-    /// A group's committed offsets: (topic, partition, offset, metadata).
-    GroupOffsets(Vec<(String, u32, Offset, String)>),
-    Groups(Vec<String>),
     ProducerId(i64),
     Replicas(Vec<ReplicaView>),
     Security(SecurityAnswer),
@@ -189,8 +160,7 @@ impl ClusterView {
     }
 
     /// Applies a record of the controller's metadata, as a delta brings it: what the view
-    /// shows changes as the controller's metadata did. Committed offsets and producer ids are
-    /// no part of a view.
+    /// shows changes as the controller's metadata did. Producer ids are no part of a view.
     pub fn apply(&mut self, record: &Record) {
         match record.clone() {
             Record::Core(MetadataRecord::Broker { id, state }) => {
@@ -220,7 +190,7 @@ impl ClusterView {
             }
             Record::NextPartition(n) => self.next_partition = n,
             Record::Security(state) => *self.security = state,
-            Record::NextProducerId(_) | Record::GroupOffset { .. } => {}
+            Record::NextProducerId(_) => {}
         }
     }
 }

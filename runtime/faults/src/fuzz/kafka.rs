@@ -13,8 +13,8 @@ use isr_kafka::configs::{ConfigOp, ConfigResource};
 use isr_kafka::versions::SUPPORTED;
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
-    Coordinator, FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
-    TopicInfo,
+    Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
+    PartitionInfo, TopicInfo,
 };
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -174,6 +174,13 @@ impl Backend for Accepting {
             timestamp: -1,
             leader_epoch: Some(LeaderEpoch(1)),
         }))
+    }
+
+    async fn group_coordinator(&self, _group: &str) -> Result<GroupCoordinator, BackendError> {
+        Ok(GroupCoordinator {
+            broker: BrokerId(1),
+            here: true,
+        })
     }
 
     async fn commit_offset(

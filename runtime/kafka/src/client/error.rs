@@ -99,6 +99,7 @@ impl ClientError {
                         | ResponseError::FencedLeaderEpoch
                         | ResponseError::NotCoordinator
                         | ResponseError::CoordinatorNotAvailable
+                        | ResponseError::CoordinatorLoadInProgress
                 )
             ),
             ClientError::Connect { .. } | ClientError::Io { .. } => true,

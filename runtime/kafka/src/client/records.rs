@@ -59,8 +59,31 @@ pub fn encode_timed<'a>(
     encode_batch(records, None)
 }
 
+/// Encodes keyed records, where a record without a value is a tombstone (a key deleted, in a
+/// compacted topic), as one uncompressed v2 batch.
+pub fn encode_entries(
+    entries: &[(Bytes, Option<Bytes>)],
+    timestamp: i64,
+) -> Result<Bytes, ClientError> {
+    let records = entries
+        .iter()
+        .map(|(key, value)| (Some(key.clone()), value.clone(), timestamp));
+    encode_records(records, None)
+}
+
 fn encode_batch<'a>(
     records: impl IntoIterator<Item = (&'a Outgoing, i64)>,
+    producer: Option<Idempotent>,
+) -> Result<Bytes, ClientError> {
+    let records = records
+        .into_iter()
+        .map(|(r, timestamp)| (r.key.clone(), Some(r.value.clone()), timestamp));
+    encode_records(records, producer)
+}
+
+/// Encodes (key, value, timestamp) records as one uncompressed v2 batch.
+fn encode_records(
+    records: impl IntoIterator<Item = (Option<Bytes>, Option<Bytes>, i64)>,
     producer: Option<Idempotent>,
 ) -> Result<Bytes, ClientError> {
     let (producer_id, producer_epoch, first_sequence) = producer.map_or((-1, -1, 0), |p| {
@@ -69,7 +92,7 @@ fn encode_batch<'a>(
     let records: Vec<Record> = records
         .into_iter()
         .zip(0..)
-        .map(|((r, timestamp), i)| Record {
+        .map(|((key, value, timestamp), i)| Record {
             transactional: false,
             control: false,
             delete_horizon: false,
@@ -81,8 +104,8 @@ fn encode_batch<'a>(
             // The encoder groups records into one batch while offset - sequence is constant.
             sequence: first_sequence.wrapping_add(i),
             timestamp,
-            key: r.key.clone(),
-            value: Some(r.value.clone()),
+            key,
+            value,
             headers: Default::default(),
         })
         .collect();

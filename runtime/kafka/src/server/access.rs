@@ -12,7 +12,7 @@ use crate::auth::acl::{Authorizer, Operation, ResourceType, CLUSTER_NAME};
 use crate::auth::SecurityProtocol;
 use crate::backend::{
     Backend, BackendError, BrokerSettings, ClusterMetadata, CommittedOffset, FetchedData,
-    GroupOffset, ListedOffset, NewTopic, OffsetSpec,
+    GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
 };
 use crate::configs::{ConfigOp, ConfigResource};
 use crate::coordinator::Coordinator;
@@ -183,6 +183,10 @@ impl<B: Backend> Backend for Authorized<B> {
     ) -> Result<Option<ListedOffset>, BackendError> {
         self.access.topic(Operation::Describe, topic)?;
         self.inner.list_offsets(topic, partition, spec).await
+    }
+
+    async fn group_coordinator(&self, group: &str) -> Result<GroupCoordinator, BackendError> {
+        self.inner.group_coordinator(group).await
     }
 
     /// The group's Read was checked for the whole request; the topic's is checked here.

@@ -185,7 +185,9 @@ pub async fn delete_topics<B: Backend>(
             );
             continue;
         };
-        let outcome = match check_topic(name.0.as_str()) {
+        let checked = check_topic(name.0.as_str())
+            .and_then(|()| crate::names::check_not_internal(name.0.as_str(), "delete"));
+        let outcome = match checked {
             Ok(()) => within(request.timeout_ms, backend.delete_topic(name.0.as_str())).await,
             Err(e) => Err(e),
         };

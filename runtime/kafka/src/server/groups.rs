@@ -2,14 +2,15 @@
 //!
 //! Commits go to the group's coordinator, which checks a member's commit against the group's
 //! membership ([`crate::Coordinator::may_commit`]); a consumer that assigns partitions itself
-//! commits with generation -1 and no member id. Committed offsets live in the cluster (the
-//! backend), so any broker answers OffsetFetch.
+//! commits with generation -1 and no member id. The backend keeps committed offsets (the `isr`
+//! broker: in the group's partition of `__consumer_offsets`, which the coordinator leads), and
+//! answers OffsetFetch on the coordinator only.
 
-use super::membership::coordinating;
+use super::membership::{coordinating, is_coordinator};
 use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, CommittedOffset, GroupOffset};
 use crate::consumer_protocol::subscribed_topics;
-use crate::coordinator::{coordinator_of, Caller, GroupDescription, GroupError};
+use crate::coordinator::{Caller, GroupDescription, GroupError};
 use isr::Offset;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -114,11 +115,14 @@ pub async fn offset_fetch<B: Backend>(
     if let Err(e) = backend.authorize(Operation::Describe, ResourceType::Group, group) {
         return OffsetFetchResponse::default().with_error_code(e.code());
     }
+    // The group's offsets, read once: a coordinator's refusal (NOT_COORDINATOR,
+    // COORDINATOR_LOAD_IN_PROGRESS) is the whole request's, where clients look for it.
+    let offsets = match backend.group_offsets(group).await {
+        Ok(offsets) => offsets,
+        Err(e) => return OffsetFetchResponse::default().with_error_code(e.code()),
+    };
     let Some(wanted) = request.topics else {
-        return match backend.group_offsets(group).await {
-            Ok(offsets) => OffsetFetchResponse::default().with_topics(by_topic(offsets)),
-            Err(e) => OffsetFetchResponse::default().with_error_code(e.code()),
-        };
+        return OffsetFetchResponse::default().with_topics(by_topic(offsets));
     };
     let mut topics = Vec::new();
     for topic in wanted {
@@ -170,18 +174,15 @@ fn by_topic(offsets: Vec<GroupOffset>) -> Vec<OffsetFetchResponseTopic> {
 /// The groups this broker coordinates: those with members here, and those that only have
 /// committed offsets (Kafka lists them as Empty).
 async fn coordinated<B: Backend>(backend: &B) -> Result<Vec<GroupDescription>, BackendError> {
-    let cluster = backend.metadata().await?;
-    let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
-    let mine = |g: &str| coordinator_of(g, &live) == Some(cluster.this_broker);
-    let mut groups: BTreeMap<String, GroupDescription> = backend
-        .coordinator()
-        .list()
-        .into_iter()
-        .filter(|g| mine(&g.group))
-        .map(|g| (g.group.clone(), g))
-        .collect();
+    let mut groups = BTreeMap::new();
+    for g in backend.coordinator().list() {
+        // A group whose coordinator moved away is not this broker's to list.
+        if is_coordinator(backend, &g.group).await.unwrap_or(false) {
+            groups.insert(g.group.clone(), g);
+        }
+    }
     for group in backend.offset_groups().await? {
-        if mine(&group) && !groups.contains_key(&group) {
+        if !groups.contains_key(&group) {
             groups.insert(group.clone(), without_members(&group));
         }
     }

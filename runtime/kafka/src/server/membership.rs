@@ -3,7 +3,7 @@
 
 use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError};
-use crate::coordinator::{coordinator_of, Caller, Coordinator, GroupError, Join};
+use crate::coordinator::{Caller, Coordinator, GroupError, Join};
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
@@ -14,9 +14,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
 
-/// The coordinator, if this broker is the one for `group` (see [`coordinator_of`]) and the
-/// caller may do `op` on the group (GROUP_AUTHORIZATION_FAILED otherwise, before anything
-/// about the group is revealed or changed).
+/// The coordinator, if this broker is the one for `group` ([`Backend::group_coordinator`])
+/// and the caller may do `op` on the group (GROUP_AUTHORIZATION_FAILED otherwise, before
+/// anything about the group is revealed or changed).
 pub(super) async fn coordinating<'a, B: Backend>(
     backend: &'a B,
     group: &str,
@@ -25,13 +25,19 @@ pub(super) async fn coordinating<'a, B: Backend>(
     backend
         .authorize(op, ResourceType::Group, group)
         .map_err(|e| e.code())?;
-    let cluster = backend.metadata().await.map_err(|e| e.code())?;
-    let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
-    match coordinator_of(group, &live) {
-        Some(c) if c == cluster.this_broker => Ok(backend.coordinator()),
-        Some(_) => Err(GroupError::NotCoordinator.code()),
-        None => Err(BackendError::CoordinatorNotAvailable.code()),
+    if is_coordinator(backend, group).await.map_err(|e| e.code())? {
+        Ok(backend.coordinator())
+    } else {
+        Err(GroupError::NotCoordinator.code())
     }
+}
+
+/// Whether this broker coordinates `group`.
+pub(super) async fn is_coordinator<B: Backend>(
+    backend: &B,
+    group: &str,
+) -> Result<bool, BackendError> {
+    Ok(backend.group_coordinator(group).await?.here)
 }
 
 /// INVALID_GROUP_ID: a membership request (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) naming

@@ -5,7 +5,6 @@
 use super::codes;
 use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError, ClusterMetadata, NewTopic, PartitionInfo, TopicInfo};
-use crate::coordinator::coordinator_of;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
@@ -71,6 +70,7 @@ fn brokers(cluster: &ClusterMetadata) -> Vec<MetadataResponseBroker> {
 fn topic(t: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
+        .with_is_internal(t.name == crate::offsets_topic::OFFSETS_TOPIC)
         .with_partitions(t.partitions.iter().map(partition).collect())
 }
 
@@ -223,15 +223,14 @@ pub async fn describe_cluster<B: Backend>(
     }
 }
 
-/// The broker coordinating `group`: one live broker per group (see [`coordinator_of`]), where
-/// its membership lives. Committed offsets live in the cluster, so any broker serves
-/// OffsetCommit and OffsetFetch, but members go to this one.
-fn coordinator(
+/// The broker coordinating `group` ([`Backend::group_coordinator`]), as FindCoordinator names
+/// it: where its members join and its offsets are committed.
+async fn coordinator<B: Backend>(
+    backend: &B,
     cluster: &ClusterMetadata,
     group: &str,
 ) -> Result<(BrokerId, String, i32), BackendError> {
-    let live: Vec<isr::BrokerId> = cluster.brokers.iter().map(|b| b.id).collect();
-    let chosen = coordinator_of(group, &live).ok_or(BackendError::CoordinatorNotAvailable)?;
+    let chosen = backend.group_coordinator(group).await?.broker;
     cluster
         .brokers
         .iter()
@@ -254,37 +253,37 @@ pub async fn find_coordinator<B: Backend>(
             codes::TRANSACTIONS_UNSUPPORTED_MESSAGE.to_owned(),
         ))
     };
-    let find = |key: &str| {
-        backend
-            .authorize(Operation::Describe, ResourceType::Group, key)
-            .map_err(|e| (e.code(), e.detail()))?;
-        cluster
-            .clone()
-            .and_then(|c| coordinator(&c, key).map_err(|e| (e.code(), e.detail())))
+    let find = |key: String| {
+        let cluster = cluster.clone();
+        async move {
+            backend
+                .authorize(Operation::Describe, ResourceType::Group, &key)
+                .map_err(|e| (e.code(), e.detail()))?;
+            coordinator(backend, &cluster?, &key)
+                .await
+                .map_err(|e| (e.code(), e.detail()))
+        }
     };
     if version >= BATCHED_FIND_COORDINATOR {
-        let coordinators = request
-            .coordinator_keys
-            .into_iter()
-            .map(|key| {
-                let found = find(key.as_str());
-                let c = Coordinator::default().with_key(key);
-                match found {
-                    Ok((id, host, port)) => c
-                        .with_node_id(id)
-                        .with_host(StrBytes::from_string(host))
-                        .with_port(port),
-                    Err((code, message)) => c
-                        .with_node_id(BrokerId(-1))
-                        .with_error_code(code)
-                        .with_error_message(Some(StrBytes::from_string(message))),
-                }
-            })
-            .collect();
+        let mut coordinators = Vec::with_capacity(request.coordinator_keys.len());
+        for key in request.coordinator_keys {
+            let found = find(key.as_str().to_owned()).await;
+            let c = Coordinator::default().with_key(key);
+            coordinators.push(match found {
+                Ok((id, host, port)) => c
+                    .with_node_id(id)
+                    .with_host(StrBytes::from_string(host))
+                    .with_port(port),
+                Err((code, message)) => c
+                    .with_node_id(BrokerId(-1))
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            });
+        }
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
     let answer = FindCoordinatorResponse::default();
-    match find(request.key.as_str()) {
+    match find(request.key.as_str().to_owned()).await {
         Ok((id, host, port)) => answer
             .with_node_id(id)
             .with_host(StrBytes::from_string(host))

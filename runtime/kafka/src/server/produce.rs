@@ -75,6 +75,7 @@ pub async fn produce<B: Backend>(backend: &Arc<B>, request: ProduceRequest) -> P
                     // An illegal name is refused at once (INVALID_TOPIC_EXCEPTION is not
                     // retriable), where an unknown topic would be retried until a timeout.
                     crate::names::check_topic(&name).map_err(Refusal::from)?;
+                    crate::names::check_not_internal(&name, "write to").map_err(Refusal::from)?;
                     let partition = u32::try_from(data.index)
                         .map_err(|_| Refusal::from(BackendError::UnknownTopicOrPartition))?;
                     let batch = one_batch(data.records)?;

@@ -3,10 +3,11 @@
 Usage: confluent_coordinator_failover.py BOOTSTRAP TOPIC GROUP. The member subscribes, reads
 and commits a first batch, prints "ready", and waits for a line on stdin (meanwhile the test
 kills the coordinator broker). It then writes a second batch and must read all of it: it finds
-the new coordinator, joins the group again, and resumes from its commits. Its first commit
+the new coordinator (the new leader of the group's `__consumer_offsets` partition, which
+replicated the commits), joins the group again, and resumes from its commits. Its first commit
 there may be refused (ILLEGAL_GENERATION: the new coordinator does not know the group until the
-member has joined it, since membership is not persisted); like any application it commits again
-after polling. Exits non-zero with a message on failure.
+member has joined it, since membership is not persisted yet); like any application it commits
+again after polling. Exits non-zero with a message on failure.
 """
 import sys
 import time

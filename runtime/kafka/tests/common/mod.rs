@@ -25,7 +25,8 @@ use isr_kafka::client::security::{ClientSecurity, SaslLogin};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
-    FetchedData, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo, TopicInfo,
+    FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
+    TopicInfo,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -327,6 +328,14 @@ impl Backend for MemoryBackend {
                     .and_then(|(_, b, _)| batch::latest_record(b))
                     .map(found),
             })
+        })
+    }
+
+    /// One broker: it coordinates every group.
+    async fn group_coordinator(&self, _group: &str) -> Result<GroupCoordinator, BackendError> {
+        Ok(GroupCoordinator {
+            broker: BROKER,
+            here: true,
         })
     }
 

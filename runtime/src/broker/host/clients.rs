@@ -4,7 +4,7 @@ use super::{Host, HostError};
 use crate::broker::hosted::{ProduceReply, ReadReply};
 use crate::storage::batch;
 use bytes::Bytes;
-use isr::{Acks, Log, Offset, PartitionId, ReadError, ReplicaInput};
+use isr::{Acks, LeaderEpoch, Log, Offset, PartitionId, ReadError, ReplicaInput};
 use isr_kafka::{ListedOffset, OffsetSpec};
 
 impl Host {
@@ -68,6 +68,21 @@ impl Host {
                 max_bytes,
             },
         );
+    }
+
+    /// [`super::Command::Coordinating`]: NOT_LEADER_OR_FOLLOWER unless this broker leads the
+    /// partition.
+    pub(super) fn coordinating(
+        &mut self,
+        partition: PartitionId,
+    ) -> Result<Option<(LeaderEpoch, Offset)>, HostError> {
+        let replica = &self.hosted(partition)?.replica;
+        if !replica.is_leader() {
+            return Err(ReadError::NotLeader.into());
+        }
+        Ok(replica
+            .has_high_watermark_reached_current_epoch()
+            .then(|| (replica.leader_epoch(), replica.high_watermark())))
     }
 
     /// ListOffsets on a partition this broker leads, over committed records only: the log

@@ -72,6 +72,14 @@ pub enum Command {
         spec: isr_kafka::OffsetSpec,
         reply: oneshot::Sender<Result<Option<isr_kafka::ListedOffset>, HostError>>,
     },
+    /// Whether this broker may coordinate the groups whose offsets a partition holds: the
+    /// partition's leader epoch and HW when it leads with its term settled
+    /// ([`isr::Replica::has_high_watermark_reached_current_epoch`]), `None` while it leads but
+    /// is not settled yet.
+    Coordinating {
+        partition: PartitionId,
+        reply: oneshot::Sender<Result<Option<(isr::LeaderEpoch, Offset)>, HostError>>,
+    },
     /// The controller's metadata says which partitions exist: drop the hosted ones it deleted
     /// (with their data), as Kafka's StopReplica with deletion does.
     Retire {
@@ -221,6 +229,9 @@ impl Host {
                 reply,
             } => {
                 let _ = reply.send(self.list_offsets(partition, spec));
+            }
+            Command::Coordinating { partition, reply } => {
+                let _ = reply.send(self.coordinating(partition));
             }
             Command::Retire {
                 next_partition,

@@ -9,7 +9,7 @@
 //! - `epoch`: the controller epoch, bumped by each new leader in a transaction that checks it
 //!   still leads;
 //! - `meta/...`: the controller's metadata, one key per entity ([`entity_key`]): a partition,
-//!   a broker, a topic, a config, an address, a committed offset, the users and ACLs. Each
+//!   a broker, a topic, a config, an address, the users and ACLs. Each
 //!   value is the entity's latest [`Record`] in postcard; a removed entity has no key.
 //!
 //! A change writes only the keys of what it changed, so its cost is that of the change and no
@@ -44,8 +44,9 @@ use tracing::{info, warn};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The layout of the cluster's keys this isr writes and reads: 5 is one key per entity of the
-/// metadata (4 and before kept the whole metadata in one key, which is no longer read).
-pub const LAYOUT: u16 = 5;
+/// metadata (4 and before kept the whole metadata in one key, which is no longer read); 6 keeps
+/// no consumer group offsets (they are records in `__consumer_offsets`).
+pub const LAYOUT: u16 = 6;
 
 /// The most entities one transaction writes: etcd refuses more than 128 operations in one
 /// transaction by default (`--max-txn-ops`).
@@ -478,7 +479,7 @@ impl Keys {
 }
 
 /// The key, under the cluster's prefix, of the entity a record sets: one per partition,
-/// broker, topic, config, address, committed offset; one for the users and ACLs.
+/// broker, topic, config, address; one for the users and ACLs.
 pub fn entity_key(record: &Record) -> String {
     match record {
         Record::Core(MetadataRecord::ControllerEpoch(_)) => "meta/controller-epoch".into(),
@@ -492,10 +493,6 @@ pub fn entity_key(record: &Record) -> String {
         Record::Address { broker, .. } => format!("meta/address/{}", broker.0),
         Record::NextPartition(_) => "meta/next-partition".into(),
         Record::NextProducerId(_) => "meta/next-producer-id".into(),
-        // The group last: its name may hold any character, '/' among them.
-        Record::GroupOffset {
-            group, partition, ..
-        } => format!("meta/offset/{:010}/{group}", partition.0),
         Record::Security(_) => "meta/security".into(),
     }
 }

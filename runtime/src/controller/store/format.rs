@@ -9,8 +9,9 @@ use crate::controller::metadata::Metadata;
 
 /// The format this isr writes and reads: 2 added topic and broker configs and commit metadata;
 /// 3 brokers' Kafka listeners, and users' SCRAM credentials and ACLs; 4 moved consumer groups'
-/// committed offsets out of the core controller's state, next to their metadata strings.
-pub const FORMAT: u16 = 4;
+/// committed offsets out of the core controller's state, next to their metadata strings; 5 keeps
+/// no committed offsets (they are records in `__consumer_offsets`, which brokers replicate).
+pub const FORMAT: u16 = 5;
 const MAGIC: &[u8; 4] = b"ISRM";
 
 pub fn encode(metadata: &Metadata) -> Vec<u8> {

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 use tracing::warn;
 
 const MAGIC: &[u8; 4] = b"ISRL";
-/// The log format this isr writes and reads.
-pub const LOG_FORMAT: u16 = 1;
+/// The log format this isr writes and reads: 2 has no consumer group offsets (they are records
+/// in `__consumer_offsets`); 1 had them, and is no longer read.
+pub const LOG_FORMAT: u16 = 2;
 const HEADER: u64 = 6;
 /// A batch's length and checksum.
 const FRAME: usize = 8;
@@ -69,11 +70,19 @@ impl MetadataLog {
             });
         }
         let version = u16::from_be_bytes([bytes[4], bytes[5]]);
-        if version != LOG_FORMAT {
+        if version > LOG_FORMAT {
             return Err(StoreError::NewerFormat {
                 place,
                 found: version,
                 supported: LOG_FORMAT,
+            });
+        }
+        if version < LOG_FORMAT {
+            return Err(StoreError::Corrupt {
+                place,
+                reason: format!(
+                    "log format {version} is no longer read (this isr reads {LOG_FORMAT})"
+                ),
             });
         }
         let (batches, whole) = read_batches(&bytes, &place)?;
