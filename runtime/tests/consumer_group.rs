@@ -36,9 +36,10 @@ fn subscribing_consumers_share_take_over_and_resume_on_a_cluster() {
 }
 
 /// The broker coordinating a group (the leader of its `__consumer_offsets` partition) is
-/// SIGKILLed: its member finds the next coordinator, the new leader of that partition, joins
-/// again and goes on reading from its commits (nothing lost, nothing committed read twice):
-/// the commits made before are records the new leader replicated.
+/// SIGKILLed: its member finds the next coordinator, the new leader of that partition, which
+/// loaded the group's membership from the records it replicated, and carries on in its
+/// generation: no rebalance, its next commit accepted at once, and it goes on reading from its
+/// commits (nothing lost, nothing committed read twice).
 #[test]
 fn a_group_member_rides_out_the_loss_of_its_coordinator() {
     if !confluent_kafka_present() {

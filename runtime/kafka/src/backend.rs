@@ -398,6 +398,20 @@ pub trait Backend: Send + Sync + 'static {
         group: &str,
     ) -> impl Future<Output = Result<GroupCoordinator, BackendError>> + Send;
 
+    /// Readies this broker to answer for `group` as its coordinator: NOT_COORDINATOR when
+    /// another broker coordinates it, COORDINATOR_LOAD_IN_PROGRESS until this one has loaded
+    /// the group's stored membership into [`Backend::coordinator`] (and its offsets), so that
+    /// a coordinator that took over answers the members in their generation.
+    fn load_group(&self, group: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
+
+    /// Persists a group's membership where its next coordinator loads it, or with `None`
+    /// deletes it (with the group); answered once durable as the backend promises.
+    fn store_group(
+        &self,
+        group: &str,
+        stored: Option<crate::coordinator::StoredGroup>,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+
     /// Records a consumer group's position in a partition (OffsetCommit), on the group's
     /// coordinator: answered once it is durable as the backend promises (the `isr` broker:
     /// committed in the group's offsets partition).

@@ -15,13 +15,20 @@
 //! identity and assignment, and a stable group does not rebalance. They leave only by session
 //! timeout or an explicit LeaveGroup naming their instance id.
 //!
-//! Membership lives in the memory of the group's coordinator: the broker that leads the group's
-//! partition of `__consumer_offsets` ([`crate::offsets_topic`]). If that broker goes, the
-//! members find the partition's next leader and join it afresh; committed offsets are records
-//! in that partition, not kept here, so the new coordinator reads them from its replica.
+//! The group's coordinator is the broker that leads the group's partition of
+//! `__consumer_offsets` ([`crate::offsets_topic`]). It persists the membership there as Kafka
+//! does ([`StoredGroup`], Kafka's group metadata record): when the leader hands in a
+//! generation's assignment, before any member gets its part, and when the last member leaves.
+//! If the coordinator goes, the partition's next leader loads the group ([`Coordinator::load`])
+//! and the members carry on in their generation, without a rebalance: their heartbeats and
+//! commits are accepted as before. Because no member learns its assignment before the
+//! generation is stored, a new coordinator never accepts a commit from a member of a
+//! generation it has not loaded: a zombie's commit is refused (ILLEGAL_GENERATION) wherever it
+//! lands. Committed offsets are records in the same partition, not kept here.
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -55,6 +62,8 @@ pub enum GroupError {
     GroupIdNotFound,
     #[error("FENCED_INSTANCE_ID: another member has taken over this group.instance.id")]
     FencedInstanceId,
+    #[error("COORDINATOR_NOT_AVAILABLE: the group's membership could not be stored")]
+    CoordinatorNotAvailable,
 }
 
 impl GroupError {
@@ -69,6 +78,7 @@ impl GroupError {
             GroupError::NonEmptyGroup => 68,
             GroupError::GroupIdNotFound => 69,
             GroupError::FencedInstanceId => 82,
+            GroupError::CoordinatorNotAvailable => 15,
         }
     }
 }
@@ -142,6 +152,32 @@ pub struct MemberDescription {
     /// The member's metadata for the current protocol (for consumers: its subscription).
     pub metadata: Bytes,
     /// What the leader assigned it in the current generation.
+    pub assignment: Bytes,
+}
+
+/// A group's membership as its coordinator persists it, for the next coordinator to load
+/// (Kafka's `GroupMetadataValue`): the generation, its protocol and leader, and each member
+/// with its subscription and assignment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredGroup {
+    pub protocol_type: String,
+    pub generation: i32,
+    /// The generation's assignment protocol; empty while none is chosen.
+    pub protocol: String,
+    pub leader: Option<String>,
+    pub members: Vec<StoredMember>,
+}
+
+/// One member of a [`StoredGroup`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoredMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    /// The member's metadata for the generation's protocol (a consumer's subscription).
+    pub subscription: Bytes,
     pub assignment: Bytes,
 }
 
@@ -395,6 +431,66 @@ impl Group {
         }
     }
 
+    /// What the coordinator persists of the group.
+    fn stored(&self) -> StoredGroup {
+        StoredGroup {
+            protocol_type: self.protocol_type.clone(),
+            generation: self.generation,
+            protocol: self.protocol.clone(),
+            leader: self.leader.clone(),
+            members: self
+                .members
+                .iter()
+                .map(|(id, m)| StoredMember {
+                    member_id: id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
+                    subscription: metadata_for(m, &self.protocol),
+                    assignment: m.assignment.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// A group as a new coordinator loads it: Stable in its stored generation (Empty without
+    /// members), each member's session starting now, as Kafka loads one.
+    fn from_stored(stored: StoredGroup, now: Instant) -> Group {
+        let members: BTreeMap<String, Member> = stored
+            .members
+            .into_iter()
+            .map(|m| {
+                let member = Member {
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    protocols: vec![(stored.protocol.clone(), m.subscription)],
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
+                    last_seen: now,
+                    joined: false,
+                    assignment: m.assignment,
+                };
+                (m.member_id, member)
+            })
+            .collect();
+        let phase = if members.is_empty() {
+            Phase::Empty
+        } else {
+            Phase::Stable
+        };
+        Group {
+            generation: stored.generation,
+            phase,
+            protocol_type: stored.protocol_type,
+            protocol: stored.protocol,
+            leader: stored.leader.filter(|l| members.contains_key(l)),
+            members,
+            answers: BTreeMap::new(),
+            next_member: 0,
+        }
+    }
+
     /// A static member restarting under a new member id (KIP-345): it takes over its old
     /// identity and assignment. A stable group whose protocol stays the same answers at once,
     /// without a rebalance; otherwise the group rebalances. `None` when the caller must wait
@@ -584,17 +680,26 @@ impl Coordinator {
     }
 
     /// SyncGroup: the leader hands in the assignment; every member gets its own part once it
-    /// has. `protocol`, when the request names one (v5), must be the group's.
-    pub async fn sync(
+    /// has, and once `store` has persisted the generation with it (Kafka's order: a member that
+    /// learned its assignment can only be of a generation the next coordinator loads). If the
+    /// store fails, the group rebalances and the leader gets the error. `protocol`, when the
+    /// request names one (v5), must be the group's.
+    pub async fn sync<S, F>(
         &self,
         group_id: &str,
         caller: Caller<'_>,
         protocol: Option<(&str, &str)>,
         assignments: Vec<(String, Bytes)>,
-    ) -> Result<Bytes, GroupError> {
+        store: S,
+    ) -> Result<Bytes, GroupError>
+    where
+        S: FnOnce(StoredGroup) -> F,
+        F: Future<Output = Result<(), GroupError>>,
+    {
+        let mut store = Some(store);
         loop {
             let notified = self.changed.notified();
-            {
+            let to_store = {
                 let mut groups = self.groups();
                 let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
                 let now = Instant::now();
@@ -612,19 +717,40 @@ impl Coordinator {
                     member.last_seen = now;
                 }
                 group.settled_in(caller.generation)?;
-                if group.phase == Phase::Syncing && is_leader {
-                    for (id, assignment) in &assignments {
-                        if let Some(m) = group.members.get_mut(id) {
-                            m.assignment = assignment.clone();
-                        }
-                    }
-                    group.phase = Phase::Stable;
-                    self.changed.notify_waiters();
-                }
                 if group.phase == Phase::Stable {
                     let member = group.members.get(caller.member_id);
                     return Ok(member.map(|m| m.assignment.clone()).unwrap_or_default());
                 }
+                match store.take() {
+                    Some(store) if group.phase == Phase::Syncing && is_leader => {
+                        for (id, assignment) in &assignments {
+                            if let Some(m) = group.members.get_mut(id) {
+                                m.assignment = assignment.clone();
+                            }
+                        }
+                        Some((store, group.stored()))
+                    }
+                    kept => {
+                        store = kept;
+                        None
+                    }
+                }
+            };
+            if let Some((store, stored)) = to_store {
+                let generation = stored.generation;
+                let result = store(stored).await;
+                let mut groups = self.groups();
+                let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
+                if group.phase == Phase::Syncing && group.generation == generation {
+                    match result {
+                        Ok(()) => group.phase = Phase::Stable,
+                        Err(_) => group.start_rebalance(Instant::now()),
+                    }
+                }
+                drop(groups);
+                self.changed.notify_waiters();
+                result?;
+                continue;
             }
             let _ = tokio::time::timeout(RECHECK, notified).await;
         }
@@ -748,6 +874,32 @@ impl Coordinator {
         Some(group.describe(group_id))
     }
 
+    /// What is stored of a group now, for the caller to persist (after a LeaveGroup emptied
+    /// it); `None` when this coordinator does not know it.
+    pub fn stored(&self, group_id: &str) -> Option<StoredGroup> {
+        self.groups().get(group_id).map(Group::stored)
+    }
+
+    /// Takes over the groups of one offsets partition, as loaded from it by a new coordinator:
+    /// every group `belongs` to the partition is replaced by its stored state (or forgotten if
+    /// none is stored), since what this broker held of them from an earlier term may be stale.
+    /// Waiting joins and syncs of a replaced group are answered UNKNOWN_MEMBER_ID or
+    /// REBALANCE_IN_PROGRESS, and join again.
+    pub fn load(
+        &self,
+        belongs: impl Fn(&str) -> bool,
+        loaded: impl IntoIterator<Item = (String, StoredGroup)>,
+    ) {
+        let now = Instant::now();
+        let mut groups = self.groups();
+        groups.retain(|name, _| !belongs(name));
+        for (name, stored) in loaded {
+            groups.insert(name, Group::from_stored(stored, now));
+        }
+        drop(groups);
+        self.changed.notify_waiters();
+    }
+
     /// Forgets a group without members (DeleteGroups); its committed offsets are the
     /// caller's to delete. NON_EMPTY_GROUP while it has members.
     pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
@@ -763,11 +915,17 @@ impl Coordinator {
     }
 }
 
-/// A new member id: the client id (or the instance id of a static member) and a counter.
+/// A new member id: the client id (or the instance id of a static member) and a counter,
+/// skipping ids the group holds (a loaded group's counter starts again).
 fn fresh_id(group: &mut Group, join: &Join) -> String {
-    group.next_member += 1;
     let prefix = join.instance_id.as_deref().unwrap_or(&join.client_id);
-    format!("{prefix}-{}", group.next_member)
+    loop {
+        group.next_member += 1;
+        let id = format!("{prefix}-{}", group.next_member);
+        if !group.members.contains_key(&id) {
+            return id;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -797,6 +955,11 @@ mod tests {
             session_timeout: Duration::from_secs(5),
             ..join(member_id, instance)
         }
+    }
+
+    /// A store that always succeeds.
+    async fn kept(_: StoredGroup) -> Result<(), GroupError> {
+        Ok(())
     }
 
     fn at(member_id: &str, generation: i32) -> Caller<'_> {
@@ -835,15 +998,21 @@ mod tests {
         // b's sync waits for the leader's assignment.
         let b_sync = tokio::spawn({
             let (c, id) = (c.clone(), b.member_id.clone());
-            async move { c.sync("g", at(&id, 2), None, Vec::new()).await }
+            async move { c.sync("g", at(&id, 2), None, Vec::new(), kept).await }
         });
         let plan = vec![
             (a.member_id.clone(), Bytes::from_static(b"p0")),
             (b.member_id.clone(), Bytes::from_static(b"p1")),
         ];
         assert_eq!(
-            c.sync("g", at(&a.member_id, 2), Some(("consumer", "range")), plan)
-                .await,
+            c.sync(
+                "g",
+                at(&a.member_id, 2),
+                Some(("consumer", "range")),
+                plan,
+                kept
+            )
+            .await,
             Ok(Bytes::from_static(b"p0"))
         );
         assert_eq!(b_sync.await.expect("task"), Ok(Bytes::from_static(b"p1")));
@@ -900,7 +1069,7 @@ mod tests {
     async fn members_commit_while_a_rebalance_is_prepared_but_not_while_it_completes() {
         let c = Arc::new(Coordinator::default());
         let a = c.join(join("", "a")).await.expect("a");
-        c.sync("g", at(&a.member_id, 1), None, vec![])
+        c.sync("g", at(&a.member_id, 1), None, vec![], kept)
             .await
             .expect("a syncs");
         let b_join = tokio::spawn({
@@ -928,7 +1097,7 @@ mod tests {
             c.may_commit("g", at(&a.member_id, 1)),
             Err(GroupError::IllegalGeneration)
         );
-        c.sync("g", at(&a2.member_id, 2), None, vec![])
+        c.sync("g", at(&a2.member_id, 2), None, vec![], kept)
             .await
             .expect("leader syncs");
         assert_eq!(c.may_commit("g", at(&b.member_id, 2)), Ok(()));
@@ -959,10 +1128,10 @@ mod tests {
             (a.member_id.clone(), Bytes::from_static(b"pa")),
             (b.member_id.clone(), Bytes::from_static(b"pb")),
         ];
-        c.sync("g", at(&a.member_id, 2), None, plan)
+        c.sync("g", at(&a.member_id, 2), None, plan, kept)
             .await
             .expect("a");
-        c.sync("g", at(&b.member_id, 2), None, vec![])
+        c.sync("g", at(&b.member_id, 2), None, vec![], kept)
             .await
             .expect("b");
 
@@ -983,7 +1152,7 @@ mod tests {
             generation: 2,
         };
         assert_eq!(
-            c.sync("g", caller, None, vec![]).await,
+            c.sync("g", caller, None, vec![], kept).await,
             Ok(Bytes::from_static(b"pb"))
         );
         // The old incarnation is fenced.
@@ -1005,6 +1174,132 @@ mod tests {
             Err(GroupError::RebalanceInProgress)
         );
         assert_eq!(c.leave("g", "", Some("ib")), Err(GroupError::UnknownMember));
+    }
+
+    /// Two members in generation 2, assigned "p0" and "p1" by the leader; the generation as
+    /// the leader's sync stored it.
+    async fn stable_pair(c: &Arc<Coordinator>) -> (Joined, Joined, StoredGroup) {
+        let a = c.join(join("", "a")).await.expect("a joins");
+        let b_join = tokio::spawn({
+            let c = c.clone();
+            async move { c.join(join("", "b")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let a = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let b = b_join.await.expect("task").expect("b joins");
+        let plan = vec![
+            (a.member_id.clone(), Bytes::from_static(b"p0")),
+            (b.member_id.clone(), Bytes::from_static(b"p1")),
+        ];
+        let stored = Arc::new(Mutex::new(None));
+        let keep = |g: StoredGroup| {
+            *stored.lock().expect("not poisoned") = Some(g);
+            async { Ok(()) }
+        };
+        c.sync("g", at(&a.member_id, 2), None, plan, keep)
+            .await
+            .expect("the leader syncs");
+        let stored = stored.lock().expect("not poisoned").take();
+        (
+            a,
+            b,
+            stored.expect("the leader's sync stored the generation"),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_new_coordinator_loads_the_group_and_its_members_carry_on_in_their_generation() {
+        let (a, b, stored) = stable_pair(&Arc::new(Coordinator::default())).await;
+        assert_eq!((stored.generation, stored.protocol.as_str()), (2, "range"));
+        assert_eq!(stored.leader.as_deref(), Some(a.member_id.as_str()));
+        let parts: Vec<(&str, &[u8])> = stored
+            .members
+            .iter()
+            .map(|m| (m.client_id.as_str(), m.assignment.as_ref()))
+            .collect();
+        assert_eq!(parts, [("a", &b"p0"[..]), ("b", &b"p1"[..])]);
+        assert_eq!(
+            stored.members[1].subscription,
+            Bytes::from_static(b"b-range")
+        );
+
+        // The next coordinator knows nothing until it loads the partition.
+        let next = Arc::new(Coordinator::default());
+        next.load(|_| true, [("stale".to_owned(), StoredGroup::default())]);
+        assert_eq!(
+            next.heartbeat("g", at(&b.member_id, 2)),
+            Err(GroupError::UnknownMember)
+        );
+        next.load(|g| g == "g" || g == "stale", [("g".to_owned(), stored)]);
+        assert_eq!(
+            next.describe("stale"),
+            None,
+            "replaced by what the partition holds"
+        );
+        assert_eq!(next.heartbeat("g", at(&a.member_id, 2)), Ok(()));
+        assert_eq!(next.may_commit("g", at(&b.member_id, 2)), Ok(()));
+        assert_eq!(
+            next.may_commit("g", at(&b.member_id, 1)),
+            Err(GroupError::IllegalGeneration),
+            "a zombie of an older generation stays fenced"
+        );
+        assert_eq!(
+            next.sync("g", at(&b.member_id, 2), None, vec![], kept)
+                .await,
+            Ok(Bytes::from_static(b"p1")),
+            "a member that syncs again gets its assignment"
+        );
+        let described = next.describe("g").expect("loaded");
+        assert_eq!((described.state, described.generation), ("Stable", 2));
+
+        // A newcomer gets an id no loaded member holds, and a rebalance to generation 3.
+        let c_join = tokio::spawn({
+            let next = next.clone();
+            async move { next.join(join("", "a")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (a3, b3) = tokio::join!(
+            next.join(join(&a.member_id, "a")),
+            next.join(join(&b.member_id, "b"))
+        );
+        let (a3, b3) = (a3.expect("a rejoins"), b3.expect("b rejoins"));
+        let newcomer = c_join.await.expect("task").expect("joins");
+        assert_eq!(
+            (a3.generation, b3.generation, newcomer.generation),
+            (3, 3, 3)
+        );
+        assert_ne!(newcomer.member_id, a.member_id);
+        assert_eq!(a3.members.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn no_member_learns_an_assignment_its_coordinator_failed_to_store() {
+        let c = Arc::new(Coordinator::default());
+        let a = c.join(join("", "a")).await.expect("a joins");
+        let b_join = tokio::spawn({
+            let c = c.clone();
+            async move { c.join(join("", "b")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let a = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let b = b_join.await.expect("task").expect("b joins");
+        let b_sync = tokio::spawn({
+            let (c, id) = (c.clone(), b.member_id.clone());
+            async move { c.sync("g", at(&id, 2), None, Vec::new(), kept).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let lost = |_: StoredGroup| async { Err(GroupError::CoordinatorNotAvailable) };
+        let plan = vec![(b.member_id.clone(), Bytes::from_static(b"p1"))];
+        assert_eq!(
+            c.sync("g", at(&a.member_id, 2), None, plan, lost).await,
+            Err(GroupError::CoordinatorNotAvailable)
+        );
+        assert_eq!(
+            b_sync.await.expect("task"),
+            Err(GroupError::RebalanceInProgress),
+            "b never sees the unstored assignment"
+        );
+        assert_eq!(c.describe("g").map(|d| d.state), Some("PreparingRebalance"));
     }
 
     #[tokio::test]

@@ -72,7 +72,7 @@ pub use backend::{
     FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo, POLL_INTERVAL,
 };
-pub use coordinator::Coordinator;
+pub use coordinator::{Coordinator, StoredGroup};
 pub use error::KafkaError;
 pub use server::{serve_connection, ConnectionInfo, MAX_FRAME_BYTES, SASL_AUTHENTICATION_FAILED};
 

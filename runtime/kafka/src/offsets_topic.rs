@@ -7,12 +7,16 @@
 //! survives the coordinator's failure by the replication protocol the model checks, and a new
 //! coordinator finds it by reading the partition ([`OffsetsView`]).
 //!
-//! Records use Kafka's own layout (`OffsetCommitKey` v1, `OffsetCommitValue` v3; a record
-//! without a value deletes the key), so they read as Kafka's do. Records of other kinds (Kafka's
-//! group metadata, key version 2) are skipped; a record that does not parse is skipped with an
-//! error for the caller to log, never fatal.
+//! The partition also holds each group's membership ([`StoredGroup`]), which a new coordinator
+//! loads so that the members carry on without a rebalance.
+//!
+//! Records use Kafka's own layout (`OffsetCommitKey` v1 with `OffsetCommitValue` v3, and
+//! `GroupMetadataKey` v2 with `GroupMetadataValue` v3; a record without a value deletes its
+//! key), so they read as Kafka's do. Records of other kinds (newer key versions) are skipped; a
+//! record that does not parse is skipped with an error for the caller to log, never fatal.
 
 use crate::client::records::{self, Incoming};
+use crate::coordinator::{StoredGroup, StoredMember};
 use crate::CommittedOffset;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use isr::Offset;
@@ -32,6 +36,10 @@ pub const MIN_INSYNC_REPLICAS: u16 = 2;
 const OFFSET_KEY: i16 = 1;
 /// Value version written: offset, leader epoch, metadata, commit timestamp.
 const VALUE_VERSION: i16 = 3;
+/// Key version of a group's membership.
+const GROUP_KEY: i16 = 2;
+/// Group value version written: v3 has every member's static instance id.
+const GROUP_VALUE_VERSION: i16 = 3;
 
 /// The partition of [`OFFSETS_TOPIC`] that holds `group`'s offsets: Java's `String.hashCode`
 /// of the group id, made non-negative as Kafka's `Utils.abs` does, modulo `partitions`.
@@ -80,6 +88,52 @@ fn get_string(buf: &mut Bytes) -> Result<String, String> {
     String::from_utf8(buf.split_to(len).to_vec()).map_err(|_| "a string not in UTF-8".into())
 }
 
+fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) -> Result<(), String> {
+    match s {
+        Some(s) => put_string(buf, s),
+        None => {
+            buf.put_i16(-1);
+            Ok(())
+        }
+    }
+}
+
+fn get_nullable_string(buf: &mut Bytes) -> Result<Option<String>, String> {
+    if buf.remaining() >= 2 && buf.chunk()[..2] == (-1i16).to_be_bytes() {
+        buf.advance(2);
+        return Ok(None);
+    }
+    get_string(buf).map(Some)
+}
+
+fn put_bytes(buf: &mut BytesMut, b: &[u8]) -> Result<(), String> {
+    buf.put_i32(i32::try_from(b.len()).map_err(|_| format!("{} bytes is too long", b.len()))?);
+    buf.put_slice(b);
+    Ok(())
+}
+
+/// Bytes with an `i32` length; a null (-1) reads as empty.
+fn get_bytes(buf: &mut Bytes) -> Result<Bytes, String> {
+    let len = get(buf, 4, Buf::get_i32)?;
+    if len < 0 {
+        return Ok(Bytes::new());
+    }
+    let len = usize::try_from(len).map_err(|_| "a length too large")?;
+    if buf.remaining() < len {
+        return Err(format!("{len} bytes truncated"));
+    }
+    Ok(buf.split_to(len))
+}
+
+fn millis(d: std::time::Duration) -> i32 {
+    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+}
+
+fn get_millis(buf: &mut Bytes) -> Result<std::time::Duration, String> {
+    let ms = u64::try_from(get(buf, 4, Buf::get_i32)?).map_err(|_| "a negative timeout")?;
+    Ok(std::time::Duration::from_millis(ms))
+}
+
 fn get<T>(buf: &mut Bytes, size: usize, read: impl FnOnce(&mut Bytes) -> T) -> Result<T, String> {
     if buf.remaining() < size {
         return Err("truncated".into());
@@ -110,16 +164,8 @@ impl OffsetRecord {
         Ok((key.freeze(), value))
     }
 
-    /// Parses a record of the offsets topic: `Ok(None)` for a record of another kind.
-    pub fn decode(
-        key: Option<Bytes>,
-        value: Option<Bytes>,
-    ) -> Result<Option<OffsetRecord>, String> {
-        let mut key = key.ok_or("a record without a key")?;
-        let version = get(&mut key, 2, Buf::get_i16)?;
-        if !(0..=OFFSET_KEY).contains(&version) {
-            return Ok(None);
-        }
+    /// Parses an offset commit's key (after its version) and value.
+    fn decode(mut key: Bytes, value: Option<Bytes>) -> Result<OffsetRecord, String> {
         let group = get_string(&mut key)?;
         let topic = get_string(&mut key)?;
         let partition = u32::try_from(get(&mut key, 4, Buf::get_i32)?)
@@ -145,19 +191,151 @@ impl OffsetRecord {
                 })
             }
         };
-        Ok(Some(OffsetRecord {
+        Ok(OffsetRecord {
             key: OffsetKey {
                 group,
                 topic,
                 partition,
             },
             committed,
-        }))
+        })
+    }
+}
+
+/// A record of a group's membership: stored, or (without a value) deleted with the group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupRecord {
+    pub group: String,
+    pub stored: Option<StoredGroup>,
+}
+
+impl GroupRecord {
+    /// The record's key and value bytes, in Kafka's layout (`GroupMetadataValue` v3).
+    pub fn encode(&self, timestamp: i64) -> Result<(Bytes, Option<Bytes>), String> {
+        let mut key = BytesMut::new();
+        key.put_i16(GROUP_KEY);
+        put_string(&mut key, &self.group)?;
+        let Some(g) = &self.stored else {
+            return Ok((key.freeze(), None));
+        };
+        let mut value = BytesMut::new();
+        value.put_i16(GROUP_VALUE_VERSION);
+        put_string(&mut value, &g.protocol_type)?;
+        value.put_i32(g.generation);
+        put_nullable_string(
+            &mut value,
+            Some(&g.protocol)
+                .filter(|p| !p.is_empty())
+                .map(String::as_str),
+        )?;
+        put_nullable_string(&mut value, g.leader.as_deref())?;
+        value.put_i64(timestamp);
+        value.put_i32(i32::try_from(g.members.len()).map_err(|_| "too many members")?);
+        for m in &g.members {
+            put_string(&mut value, &m.member_id)?;
+            put_nullable_string(&mut value, m.instance_id.as_deref())?;
+            put_string(&mut value, &m.client_id)?;
+            put_string(&mut value, "")?; // client host: not tracked
+            value.put_i32(millis(m.rebalance_timeout));
+            value.put_i32(millis(m.session_timeout));
+            put_bytes(&mut value, &m.subscription)?;
+            put_bytes(&mut value, &m.assignment)?;
+        }
+        Ok((key.freeze(), Some(value.freeze())))
+    }
+
+    /// Parses a group's key (after its version) and value, of any version up to 3.
+    fn decode(mut key: Bytes, value: Option<Bytes>) -> Result<GroupRecord, String> {
+        let group = get_string(&mut key)?;
+        let Some(mut value) = value else {
+            return Ok(GroupRecord {
+                group,
+                stored: None,
+            });
+        };
+        let version = get(&mut value, 2, Buf::get_i16)?;
+        if !(0..=GROUP_VALUE_VERSION).contains(&version) {
+            return Err(format!(
+                "group value version {version} is newer than this broker's"
+            ));
+        }
+        let protocol_type = get_string(&mut value)?;
+        let generation = get(&mut value, 4, Buf::get_i32)?;
+        let protocol = get_nullable_string(&mut value)?.unwrap_or_default();
+        let leader = get_nullable_string(&mut value)?;
+        if version >= 2 {
+            get(&mut value, 8, Buf::get_i64)?; // current state timestamp
+        }
+        let count = get(&mut value, 4, Buf::get_i32)?;
+        let mut members = Vec::new();
+        for _ in 0..count.max(0) {
+            let member_id = get_string(&mut value)?;
+            let instance_id = if version >= 3 {
+                get_nullable_string(&mut value)?
+            } else {
+                None
+            };
+            let client_id = get_string(&mut value)?;
+            get_string(&mut value)?; // client host
+            let session_first = version == 0;
+            let first = get_millis(&mut value)?;
+            let (rebalance_timeout, session_timeout) = if session_first {
+                (first, first) // v0 has no rebalance timeout: Kafka takes the session's
+            } else {
+                (first, get_millis(&mut value)?)
+            };
+            members.push(StoredMember {
+                member_id,
+                instance_id,
+                client_id,
+                session_timeout,
+                rebalance_timeout,
+                subscription: get_bytes(&mut value)?,
+                assignment: get_bytes(&mut value)?,
+            });
+        }
+        Ok(GroupRecord {
+            group,
+            stored: Some(StoredGroup {
+                protocol_type,
+                generation,
+                protocol,
+                leader,
+                members,
+            }),
+        })
+    }
+}
+
+/// A record of the offsets topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    Offset(OffsetRecord),
+    Group(GroupRecord),
+}
+
+impl Record {
+    pub fn encode(&self, timestamp: i64) -> Result<(Bytes, Option<Bytes>), String> {
+        match self {
+            Record::Offset(r) => r.encode(timestamp),
+            Record::Group(r) => r.encode(timestamp),
+        }
+    }
+
+    /// Parses a record of the offsets topic: `Ok(None)` for a record of another kind.
+    pub fn decode(key: Option<Bytes>, value: Option<Bytes>) -> Result<Option<Record>, String> {
+        let mut key = key.ok_or("a record without a key")?;
+        let version = get(&mut key, 2, Buf::get_i16)?;
+        match version {
+            0..=OFFSET_KEY => OffsetRecord::decode(key, value).map(|r| Some(Record::Offset(r))),
+            GROUP_KEY => GroupRecord::decode(key, value).map(|r| Some(Record::Group(r))),
+            _ => Ok(None),
+        }
     }
 }
 
 /// One record batch holding `records`, ready to produce to the group's offsets partition.
-pub fn batch(records: &[OffsetRecord], timestamp: i64) -> Result<Bytes, String> {
+pub fn batch(records: &[Record], timestamp: i64) -> Result<Bytes, String> {
     let entries = records
         .iter()
         .map(|r| r.encode(timestamp))
@@ -165,11 +343,12 @@ pub fn batch(records: &[OffsetRecord], timestamp: i64) -> Result<Bytes, String> 
     records::encode_entries(&entries, timestamp).map_err(|e| e.to_string())
 }
 
-/// The committed offsets that one partition of the offsets topic holds, as read from it: the
-/// last record of each key wins, and a deletion removes it.
+/// The committed offsets and stored groups that one partition of the offsets topic holds, as
+/// read from it: the last record of each key wins, and a deletion removes it.
 #[derive(Clone, Debug, Default)]
 pub struct OffsetsView {
     offsets: BTreeMap<OffsetKey, CommittedOffset>,
+    members: BTreeMap<String, StoredGroup>,
 }
 
 impl OffsetsView {
@@ -178,13 +357,21 @@ impl OffsetsView {
     pub fn apply(&mut self, read: Vec<Incoming>) -> Vec<(i64, String)> {
         let mut skipped = Vec::new();
         for record in read {
-            match OffsetRecord::decode(record.key, record.value) {
-                Ok(Some(OffsetRecord { key, committed })) => match committed {
+            match Record::decode(record.key, record.value) {
+                Ok(Some(Record::Offset(OffsetRecord { key, committed }))) => match committed {
                     Some(c) => {
                         self.offsets.insert(key, c);
                     }
                     None => {
                         self.offsets.remove(&key);
+                    }
+                },
+                Ok(Some(Record::Group(GroupRecord { group, stored }))) => match stored {
+                    Some(g) => {
+                        self.members.insert(group, g);
+                    }
+                    None => {
+                        self.members.remove(&group);
                     }
                 },
                 Ok(None) => {}
@@ -211,9 +398,20 @@ impl OffsetsView {
         self.offsets.iter().filter(move |(k, _)| k.group == group)
     }
 
-    /// The groups with a committed offset here.
+    /// The groups with a committed offset or a stored membership here.
     pub fn groups(&self) -> BTreeSet<String> {
-        self.offsets.keys().map(|k| k.group.clone()).collect()
+        let with_offsets = self.offsets.keys().map(|k| &k.group);
+        with_offsets.chain(self.members.keys()).cloned().collect()
+    }
+
+    /// A group's membership as last stored here.
+    pub fn stored(&self, group: &str) -> Option<&StoredGroup> {
+        self.members.get(group)
+    }
+
+    /// Every group's stored membership, for a new coordinator to load.
+    pub fn stored_groups(&self) -> impl Iterator<Item = (&String, &StoredGroup)> {
+        self.members.iter()
     }
 }
 
@@ -251,7 +449,8 @@ mod tests {
     }
 
     fn read_back(records: &[OffsetRecord]) -> Vec<Incoming> {
-        records::decode(batch(records, 5).expect("encodes")).expect("decodes")
+        let records: Vec<Record> = records.iter().cloned().map(Record::Offset).collect();
+        records::decode(batch(&records, 5).expect("encodes")).expect("decodes")
     }
 
     #[test]
@@ -281,9 +480,10 @@ mod tests {
     #[test]
     fn a_record_that_does_not_parse_is_skipped_and_named_and_other_kinds_are_ignored() {
         let good = record("g", 0, Some(1)).encode(0).expect("encodes");
-        let mut group_metadata = BytesMut::new();
-        group_metadata.put_i16(2);
-        put_string(&mut group_metadata, "g").expect("short");
+        // Key version 3 on: the records of Kafka's newer consumer protocol (KIP-848).
+        let mut newer_kind = BytesMut::new();
+        newer_kind.put_i16(3);
+        put_string(&mut newer_kind, "g").expect("short");
         let mut newer = BytesMut::new();
         newer.put_i16(9);
         let read = vec![
@@ -296,7 +496,7 @@ mod tests {
             Incoming {
                 offset: 1,
                 timestamp: 0,
-                key: Some(group_metadata.freeze()),
+                key: Some(newer_kind.freeze()),
                 value: Some(Bytes::from_static(b"anything")),
             },
             Incoming {
@@ -325,5 +525,115 @@ mod tests {
             view.committed("g", "t", 0).map(|c| c.offset),
             Some(Offset(1))
         );
+    }
+
+    fn group(generation: i32) -> StoredGroup {
+        let member = |id: &str, instance: Option<&str>| StoredMember {
+            member_id: id.into(),
+            instance_id: instance.map(Into::into),
+            client_id: "rdkafka".into(),
+            session_timeout: std::time::Duration::from_secs(6),
+            rebalance_timeout: std::time::Duration::from_secs(300),
+            subscription: Bytes::from(format!("{id}-subscription")),
+            assignment: Bytes::from(format!("{id}-assignment")),
+        };
+        StoredGroup {
+            protocol_type: "consumer".into(),
+            generation,
+            protocol: "range".into(),
+            leader: Some("m-1".into()),
+            members: vec![member("m-1", None), member("m-2", Some("host-2"))],
+        }
+    }
+
+    #[test]
+    fn a_groups_membership_reads_back_as_stored_and_goes_with_its_deletion() {
+        let stored = |g: &str, stored| {
+            Record::Group(GroupRecord {
+                group: g.into(),
+                stored,
+            })
+        };
+        let written = [
+            stored("g", Some(group(1))),
+            Record::Offset(record("g", 0, Some(3))),
+            stored("g", Some(group(2))),
+            stored("h", Some(group(7))),
+            stored("h", None),
+            stored(
+                "e",
+                Some(StoredGroup {
+                    generation: 4,
+                    ..StoredGroup::default()
+                }),
+            ),
+        ];
+        let read = records::decode(batch(&written, 5).expect("encodes")).expect("decodes");
+        let mut view = OffsetsView::default();
+        assert!(view.apply(read).is_empty());
+        assert_eq!(view.stored("g"), Some(&group(2)), "the last of a key wins");
+        assert_eq!(view.stored("h"), None, "deleted");
+        let empty = view.stored("e").expect("an empty group is stored");
+        assert_eq!(
+            (empty.generation, empty.protocol.as_str(), &empty.leader),
+            (4, "", &None)
+        );
+        assert_eq!(view.stored_groups().count(), 2);
+        assert_eq!(
+            view.groups(),
+            BTreeSet::from(["e".to_owned(), "g".to_owned()])
+        );
+    }
+
+    /// Kafka's version 0 value: no rebalance timeout (the session's stands for it), no
+    /// timestamp, no instance ids.
+    #[test]
+    fn a_group_stored_by_kafkas_oldest_version_reads() {
+        let mut value = BytesMut::new();
+        value.put_i16(0);
+        put_string(&mut value, "consumer").expect("short");
+        value.put_i32(9);
+        put_string(&mut value, "range").expect("short");
+        value.put_i16(-1); // no leader
+        value.put_i32(1);
+        put_string(&mut value, "m").expect("short");
+        put_string(&mut value, "client").expect("short");
+        put_string(&mut value, "/10.0.0.1").expect("short");
+        value.put_i32(10_000);
+        put_bytes(&mut value, b"sub").expect("short");
+        value.put_i32(-1); // a null assignment
+        let mut key = BytesMut::new();
+        key.put_i16(GROUP_KEY);
+        put_string(&mut key, "old").expect("short");
+        let read = Record::decode(Some(key.freeze()), Some(value.freeze()));
+        let Ok(Some(Record::Group(GroupRecord {
+            group: name,
+            stored: Some(g),
+        }))) = read
+        else {
+            panic!("not read: {read:?}");
+        };
+        assert_eq!((name.as_str(), g.generation, g.leader), ("old", 9, None));
+        let m = &g.members[0];
+        assert_eq!(m.session_timeout, std::time::Duration::from_secs(10));
+        assert_eq!(m.rebalance_timeout, m.session_timeout);
+        assert_eq!(
+            (m.subscription.as_ref(), m.assignment.as_ref()),
+            (&b"sub"[..], &b""[..])
+        );
+        // Truncated anywhere: an error, never a panic.
+        let (key, value) = GroupRecord {
+            group: "g".into(),
+            stored: Some(group(1)),
+        }
+        .encode(0)
+        .expect("encodes");
+        let value = value.expect("a value");
+        for cut in 0..value.len() {
+            assert!(
+                Record::decode(Some(key.clone()), Some(value.slice(..cut))).is_err(),
+                "cut at {cut}"
+            );
+        }
     }
 }

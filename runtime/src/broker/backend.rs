@@ -17,7 +17,7 @@ use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
-    PartitionInfo, TopicInfo,
+    PartitionInfo, StoredGroup, TopicInfo,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -394,6 +394,18 @@ impl Backend for BrokerBackend {
 
     async fn group_coordinator(&self, group: &str) -> Result<GroupCoordinator, BackendError> {
         self.coordinator_of(group).await
+    }
+
+    async fn load_group(&self, group: &str) -> Result<(), BackendError> {
+        self.load(group).await
+    }
+
+    async fn store_group(
+        &self,
+        group: &str,
+        stored: Option<StoredGroup>,
+    ) -> Result<(), BackendError> {
+        self.store(group, stored).await
     }
 
     async fn commit_offset(

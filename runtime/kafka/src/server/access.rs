@@ -15,7 +15,7 @@ use crate::backend::{
     GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
 };
 use crate::configs::{ConfigOp, ConfigResource};
-use crate::coordinator::Coordinator;
+use crate::coordinator::{Coordinator, StoredGroup};
 use bytes::Bytes;
 use isr::{Acks, Offset};
 use std::sync::Arc;
@@ -187,6 +187,18 @@ impl<B: Backend> Backend for Authorized<B> {
 
     async fn group_coordinator(&self, group: &str) -> Result<GroupCoordinator, BackendError> {
         self.inner.group_coordinator(group).await
+    }
+
+    async fn load_group(&self, group: &str) -> Result<(), BackendError> {
+        self.inner.load_group(group).await
+    }
+
+    async fn store_group(
+        &self,
+        group: &str,
+        stored: Option<StoredGroup>,
+    ) -> Result<(), BackendError> {
+        self.inner.store_group(group, stored).await
     }
 
     /// The group's Read was checked for the whole request; the topic's is checked here.

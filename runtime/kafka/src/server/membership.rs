@@ -3,7 +3,7 @@
 
 use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError};
-use crate::coordinator::{Caller, Coordinator, GroupError, Join};
+use crate::coordinator::{Caller, Coordinator, GroupError, Join, StoredGroup};
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
@@ -14,9 +14,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use std::time::Duration;
 
-/// The coordinator, if this broker is the one for `group` ([`Backend::group_coordinator`])
-/// and the caller may do `op` on the group (GROUP_AUTHORIZATION_FAILED otherwise, before
-/// anything about the group is revealed or changed).
+/// The coordinator, if this broker is the one for `group` and has loaded it
+/// ([`Backend::load_group`]), and the caller may do `op` on the group
+/// (GROUP_AUTHORIZATION_FAILED otherwise, before anything about the group is revealed or
+/// changed).
 pub(super) async fn coordinating<'a, B: Backend>(
     backend: &'a B,
     group: &str,
@@ -25,11 +26,24 @@ pub(super) async fn coordinating<'a, B: Backend>(
     backend
         .authorize(op, ResourceType::Group, group)
         .map_err(|e| e.code())?;
-    if is_coordinator(backend, group).await.map_err(|e| e.code())? {
-        Ok(backend.coordinator())
-    } else {
-        Err(GroupError::NotCoordinator.code())
-    }
+    backend.load_group(group).await.map_err(|e| e.code())?;
+    Ok(backend.coordinator())
+}
+
+/// Persists a group's membership through the backend, as the coordinator asks (see
+/// [`Coordinator::sync`]): a refusal tells the client to look for the coordinator again.
+async fn store<B: Backend>(
+    backend: &B,
+    group: &str,
+    stored: Option<StoredGroup>,
+) -> Result<(), GroupError> {
+    backend
+        .store_group(group, stored)
+        .await
+        .map_err(|e| match e {
+            BackendError::NotCoordinator => GroupError::NotCoordinator,
+            _ => GroupError::CoordinatorNotAvailable,
+        })
 }
 
 /// Whether this broker coordinates `group`.
@@ -149,8 +163,9 @@ pub async fn sync_group<B: Backend>(backend: &B, request: SyncGroupRequest) -> S
             };
             // v5 names the protocol; earlier versions leave both null.
             let protocol = opt_str(&request.protocol_type).zip(opt_str(&request.protocol_name));
+            let persist = |stored| store(backend, group, Some(stored));
             coordinator
-                .sync(group, caller, protocol, assignments)
+                .sync(group, caller, protocol, assignments, persist)
                 .await
                 .map(|assignment| (assignment, coordinator.protocol(group)))
                 .map_err(GroupError::code)
@@ -195,18 +210,37 @@ pub async fn leave_group<B: Backend>(
     request: LeaveGroupRequest,
     version: i16,
 ) -> LeaveGroupResponse {
-    let group = request.group_id.0.as_str();
+    let group = request.group_id.0.to_string();
+    let group = group.as_str();
     let coordinator = match coordinating_members(backend, group).await {
         Ok(c) => c,
         Err(code) => return LeaveGroupResponse::default().with_error_code(code),
     };
-    if version < 3 {
+    let response = if version < 3 {
         let code = coordinator
             .leave(group, request.member_id.as_str(), None)
             .err()
             .map_or(0, GroupError::code);
-        return LeaveGroupResponse::default().with_error_code(code);
+        LeaveGroupResponse::default().with_error_code(code)
+    } else {
+        leave_members(coordinator, group, request)
+    };
+    // The last member gone: stored so, as Kafka stores an emptied group, or a coordinator that
+    // took over would wait for the departed members' sessions before it rebalanced a newcomer.
+    // Best effort: the members have left whatever it answers, and if the store fails the
+    // next coordinator only waits out their sessions.
+    if let Some(empty) = coordinator.stored(group).filter(|g| g.members.is_empty()) {
+        let _ = store(backend, group, Some(empty)).await;
     }
+    response
+}
+
+/// LeaveGroup v3 on: each named member leaves, and is answered on its own.
+fn leave_members(
+    coordinator: &Coordinator,
+    group: &str,
+    request: LeaveGroupRequest,
+) -> LeaveGroupResponse {
     let members = request
         .members
         .into_iter()

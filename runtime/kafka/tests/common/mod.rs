@@ -26,7 +26,7 @@ use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
-    TopicInfo,
+    StoredGroup, TopicInfo,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -337,6 +337,20 @@ impl Backend for MemoryBackend {
             broker: BROKER,
             here: true,
         })
+    }
+
+    /// One broker, whose coordinator lives as long as the backend: nothing to load.
+    async fn load_group(&self, _group: &str) -> Result<(), BackendError> {
+        Ok(())
+    }
+
+    /// Nothing to store: no other coordinator ever takes over.
+    async fn store_group(
+        &self,
+        _group: &str,
+        _stored: Option<StoredGroup>,
+    ) -> Result<(), BackendError> {
+        Ok(())
     }
 
     async fn commit_offset(

@@ -1,5 +1,6 @@
-//! Consumer groups' committed offsets, kept in `__consumer_offsets` and served by the group's
-//! coordinator: the broker that leads the group's partition of it ([`isr_kafka::offsets_topic`]).
+//! Consumer groups' committed offsets and membership, kept in `__consumer_offsets` and served
+//! by the group's coordinator: the broker that leads the group's partition of it
+//! ([`isr_kafka::offsets_topic`]).
 //!
 //! Nothing here goes through the controller but the topic's creation, on first use. A commit is
 //! a record appended to the partition with acks=all and answered once the core acknowledges it
@@ -9,7 +10,9 @@
 //! ([`isr::Replica::has_high_watermark_reached_current_epoch`]): a new leader's HW may lag what
 //! its predecessor committed, and a view read below it would miss acknowledged commits
 //! (COORDINATOR_LOAD_IN_PROGRESS meanwhile, which clients retry). A view is rebuilt from the
-//! log start whenever the leader epoch changes.
+//! log start whenever the leader epoch changes, and the groups stored in it are then loaded into
+//! the broker's membership [`isr_kafka::Coordinator`] before it answers any of them: the
+//! members of a group whose coordinator failed carry on in their generation.
 
 use super::BrokerBackend;
 use crate::broker::host::Command;
@@ -18,10 +21,12 @@ use bytes::Bytes;
 use isr::{Acks, LeaderEpoch, Offset, PartitionId};
 use isr_kafka::client::records::{self, now_ms};
 use isr_kafka::offsets_topic::{
-    self, OffsetKey, OffsetRecord, OffsetsView, MIN_INSYNC_REPLICAS, OFFSETS_TOPIC,
-    REPLICATION_FACTOR,
+    self, GroupRecord, OffsetKey, OffsetRecord, OffsetsView, Record, MIN_INSYNC_REPLICAS,
+    OFFSETS_TOPIC, REPLICATION_FACTOR,
 };
-use isr_kafka::{BackendError, CommittedOffset, GroupCoordinator, GroupOffset};
+use isr_kafka::{
+    Backend, BackendError, CommittedOffset, GroupCoordinator, GroupOffset, StoredGroup,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tracing::{info, warn};
@@ -42,6 +47,17 @@ struct Loaded {
     /// The offset of the next record to read.
     next: Offset,
     view: OffsetsView,
+    /// Its groups' membership is loaded into the coordinator, for this epoch.
+    installed: bool,
+}
+
+/// A group's partition of the offsets topic.
+struct OffsetsPartition {
+    id: PartitionId,
+    /// Its index in the topic, of `count`.
+    index: u32,
+    count: u32,
+    leader: Option<isr::BrokerId>,
 }
 
 impl Views {
@@ -69,10 +85,7 @@ fn as_coordinator(e: BackendError) -> BackendError {
 impl BrokerBackend {
     /// The partition of `__consumer_offsets` that holds `group`'s offsets, with its leader;
     /// the topic is created when the first group needs it.
-    async fn offsets_partition(
-        &self,
-        group: &str,
-    ) -> Result<(PartitionId, Option<isr::BrokerId>), BackendError> {
+    async fn offsets_partition(&self, group: &str) -> Result<OffsetsPartition, BackendError> {
         let mut view = self.net.cluster_view().await.map_err(super::admin_error)?;
         if !view.topics.contains_key(OFFSETS_TOPIC) {
             self.create_offsets_topic(view.brokers.values().filter(|b| b.alive).count())
@@ -85,12 +98,28 @@ impl BrokerBackend {
             .ok_or(BackendError::CoordinatorNotAvailable)?;
         // The topic's own count, not the setting: what the first group created it with.
         let count = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        let index = offsets_topic::partition_for(group, count);
         let id = ids
-            .get(offsets_topic::partition_for(group, count) as usize)
+            .get(index as usize)
             .copied()
             .ok_or(BackendError::CoordinatorNotAvailable)?;
         let leader = view.partitions.get(&id).and_then(|p| p.leader);
-        Ok((id, leader))
+        Ok(OffsetsPartition {
+            id,
+            index,
+            count,
+            leader,
+        })
+    }
+
+    /// The partition of a group this broker coordinates; NOT_COORDINATOR otherwise.
+    async fn led_partition(&self, group: &str) -> Result<OffsetsPartition, BackendError> {
+        let partition = self.offsets_partition(group).await?;
+        match partition.leader {
+            Some(leader) if leader == self.net.me => Ok(partition),
+            Some(_) => Err(BackendError::NotCoordinator),
+            None => Err(BackendError::CoordinatorNotAvailable),
+        }
     }
 
     /// Creates `__consumer_offsets`: RF 3, or every live broker if fewer; min ISR 2 at most.
@@ -126,8 +155,10 @@ impl BrokerBackend {
         &self,
         group: &str,
     ) -> Result<GroupCoordinator, BackendError> {
-        let (_, leader) = self.offsets_partition(group).await?;
-        let broker = leader.ok_or(BackendError::CoordinatorNotAvailable)?;
+        let partition = self.offsets_partition(group).await?;
+        let broker = partition
+            .leader
+            .ok_or(BackendError::CoordinatorNotAvailable)?;
         Ok(GroupCoordinator {
             broker,
             here: broker == self.net.me,
@@ -208,16 +239,46 @@ impl BrokerBackend {
         &self,
         group: &str,
     ) -> Result<(PartitionId, tokio::sync::OwnedMutexGuard<Loaded>), BackendError> {
-        let (partition, _) = self.offsets_partition(group).await?;
+        let partition = self.offsets_partition(group).await?.id;
         Ok((partition, self.loaded(partition).await?))
     }
 
-    /// Appends records to a group's offsets partition; answered once they are committed.
-    async fn append(
+    /// Readies this broker to coordinate `group` ([`Backend::load_group`]): the first time in
+    /// a leader epoch, its partition is read up to the HW and every group stored there is
+    /// loaded into the membership coordinator, replacing what this broker held of them.
+    pub(super) async fn load(&self, group: &str) -> Result<(), BackendError> {
+        let partition = self.led_partition(group).await?;
+        let mut loaded = self.loaded(partition.id).await?;
+        if !loaded.installed {
+            let (index, count) = (partition.index, partition.count);
+            let stored = loaded
+                .view
+                .stored_groups()
+                .map(|(g, s)| (g.clone(), s.clone()));
+            self.coordinator()
+                .load(|g| offsets_topic::partition_for(g, count) == index, stored);
+            loaded.installed = true;
+        }
+        Ok(())
+    }
+
+    /// Appends a group's membership (or its deletion) to its partition.
+    pub(super) async fn store(
         &self,
-        partition: PartitionId,
-        records: &[OffsetRecord],
+        group: &str,
+        stored: Option<StoredGroup>,
     ) -> Result<(), BackendError> {
+        let partition = self.led_partition(group).await?.id;
+        self.settled(partition).await?;
+        let record = Record::Group(GroupRecord {
+            group: group.to_owned(),
+            stored,
+        });
+        self.append(partition, &[record]).await
+    }
+
+    /// Appends records to a group's offsets partition; answered once they are committed.
+    async fn append(&self, partition: PartitionId, records: &[Record]) -> Result<(), BackendError> {
         let batch =
             offsets_topic::batch(records, now_ms()).map_err(BackendError::InvalidRequest)?;
         self.host(|reply| Command::Produce {
@@ -240,12 +301,12 @@ impl BrokerBackend {
     ) -> Result<(), BackendError> {
         self.partition_id(topic, index).await?;
         // Writing needs the right to, not the view.
-        let (partition, _) = self.offsets_partition(group).await?;
+        let partition = self.offsets_partition(group).await?.id;
         self.settled(partition).await?;
-        let record = OffsetRecord {
+        let record = Record::Offset(OffsetRecord {
             key: key(group, topic, index),
             committed: Some(committed),
-        };
+        });
         self.append(partition, &[record]).await
     }
 
@@ -297,13 +358,15 @@ impl BrokerBackend {
         Ok(groups.into_iter().collect())
     }
 
-    /// Deletes a group's offsets (all, or the named partitions') with one record each.
+    /// Deletes a group's offsets (all, or the named partitions') with one record each; all of
+    /// them also deletes its stored membership (DeleteGroups).
     pub(super) async fn delete(
         &self,
         group: &str,
         partitions: Option<Vec<(String, u32)>>,
     ) -> Result<(), BackendError> {
         let (partition, loaded) = self.coordinated(group).await?;
+        let whole = partitions.is_none();
         let keys: Vec<OffsetKey> = match partitions {
             Some(named) => named.into_iter().map(|(t, i)| key(group, &t, i)).collect(),
             None => loaded
@@ -312,7 +375,7 @@ impl BrokerBackend {
                 .map(|(k, _)| k.clone())
                 .collect(),
         };
-        let records: Vec<OffsetRecord> = keys
+        let mut records: Vec<Record> = keys
             .into_iter()
             .filter(|k| {
                 loaded
@@ -320,11 +383,19 @@ impl BrokerBackend {
                     .committed(&k.group, &k.topic, k.partition)
                     .is_some()
             })
-            .map(|key| OffsetRecord {
-                key,
-                committed: None,
+            .map(|key| {
+                Record::Offset(OffsetRecord {
+                    key,
+                    committed: None,
+                })
             })
             .collect();
+        if whole && loaded.view.stored(group).is_some() {
+            records.push(Record::Group(GroupRecord {
+                group: group.to_owned(),
+                stored: None,
+            }));
+        }
         drop(loaded);
         if records.is_empty() {
             return Ok(());
