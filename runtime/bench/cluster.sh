@@ -448,6 +448,8 @@ scale() {
   victim=$(pgrep -f "isr broker --id 3 .*$WORK/data")
   local -a again
   mapfile -d '' again <"/proc/$victim/cmdline"
+  local broker_killed_at controller_killed_at
+  broker_killed_at=$(date -u +%Y-%m-%dT%H:%M:%S.%N)
   kill -9 "$victim"
   # shellcheck disable=SC2086
   scale_client moved 3 $led
@@ -459,12 +461,35 @@ scale() {
     local active
     active=$("$ISR" status s0 --bootstrap "$BOOT" --json 2>/dev/null |
       python3 -c "import json,sys; print(json.load(sys.stdin)['controller']['id'])")
+    controller_killed_at=$(date -u +%Y-%m-%dT%H:%M:%S.%N)
     kill -9 "$(pgrep -f "isr controller --id $active .*--listen 127.0.0.1:$((PORT + active - 1))")"
     scale_client create-one after-failover
   fi
-  echo "controller sessions lost by brokers: $(cluster_logs | grep -cE 'lost the session with the controller|the controller answers no heartbeat' || true)" \
-    "(fenced while running: $(cluster_logs | grep -c 'heartbeat from a fenced broker' || true))"
+  sessions_lost "$broker_killed_at" "${controller_killed_at:-9}"
   stop
+}
+
+# sessions_lost BROKER_KILLED_AT [CONTROLLER_KILLED_AT]: the controller sessions that healthy
+# brokers lost, from the logs in time order. Not counted: broker 3's after its SIGKILL (its
+# session expires, and its restart registers again), a broker's first heartbeat before it has
+# registered, and the sessions the active controller's SIGKILL moves to its successor.
+sessions_lost() {
+  cluster_logs | sort | awk -v bk="$1" -v ck="${2:-9}" '
+    function broker() { return match($0, /broker=b[0-9]+/) ? substr($0, RSTART + 8, RLENGTH - 8) : "" }
+    function healthy(b) { return b != 3 || $1 < bk }
+    /broker registered/ { registered[broker()] = 1 }
+    /session expired: broker fenced/ { if (healthy(broker())) expired++ }
+    /heartbeat from a fenced broker/ { b = broker(); if (registered[b] && healthy(b)) refenced++ }
+    /lost the session with the controller|the controller answers no heartbeat/ {
+      if ($1 < ck) own++; else moved++
+    }
+    END {
+      printf "controller sessions lost by healthy brokers: %d (expired at the controller: %d, " \
+        "fenced brokers asked to register again: %d, lost as the brokers saw it: %d)", \
+        expired + refenced + own, expired, refenced, own
+      if (moved) printf "; moved to the next controller by the SIGKILL of the active one: %d", moved
+      print ""
+    }'
 }
 
 case "${1:-all}" in
