@@ -4,8 +4,10 @@
 //! simulate a power loss; and what it sees of them, asked of the controllers directly.
 
 use crate::proxy::{Faults, Node, Proxy};
+use crate::workload::GROUP;
 use isr::PartitionState;
 use isr_kafka::client::topic::{CreateArgs, TopicArgs, TopicCommand};
+use isr_kafka::offsets_topic::{partition_for, OFFSETS_TOPIC};
 use isr_runtime::cluster::{etcd, Running};
 use isr_runtime::storage::faults as storage_faults;
 use isr_runtime::wire::admin::ClusterView;
@@ -476,6 +478,20 @@ impl Cluster {
             .map(|b| b.0)
             .collect();
         Some((leader.0, followers))
+    }
+
+    /// The broker coordinating the workload's group: the leader of its `__consumer_offsets`
+    /// partition, by Kafka's hash of the group id.
+    pub fn coordinator_in(view: &ClusterView) -> Option<u32> {
+        let ids = view.topics.get(OFFSETS_TOPIC)?;
+        let count = u32::try_from(ids.len()).ok()?;
+        let id = ids.get(partition_for(GROUP, count) as usize)?;
+        Some(view.partitions.get(id)?.leader?.0)
+    }
+
+    /// [`Cluster::coordinator_in`] the current view.
+    pub async fn coordinator(&self) -> Option<u32> {
+        Self::coordinator_in(&self.view().await?)
     }
 
     /// The active controller's id.

@@ -141,6 +141,12 @@ pub struct Findings {
     pub revoked_reads: Vec<String>,
     /// A committed offset below one the group had already committed.
     pub commit_regressions: Vec<String>,
+    /// Records below a committed offset that no member read: the group resumed past them.
+    pub skipped: Vec<String>,
+    /// The longest time the group went without an acknowledged commit, from the first to the
+    /// workload's end, and when that stretch began.
+    pub commit_gap: Duration,
+    pub commit_gap_from: Duration,
     pub reads: usize,
     pub commits: usize,
     /// The longest time a partition went without an acknowledged acks=all write, which, and
@@ -202,8 +208,64 @@ pub fn check(history: &History, last: &FinalState, timeline: Timeline) -> Findin
     f.out_of_order = order(history, last);
     f.revoked_reads = revoked(history, last);
     f.commit_regressions = regressions(history, last);
+    f.skipped = skipped(history, last);
     availability(history, timeline, &mut f);
+    commit_gap(history, timeline, &mut f);
     f
+}
+
+/// ConsumerResumesWithoutLoss: every record below the group's committed offset of a partition
+/// (the highest acknowledged commit, or what it holds after the run if higher) was read by some
+/// member, so no resume, rebalance or coordinator failover skipped one.
+fn skipped(history: &History, last: &FinalState) -> Vec<String> {
+    let mut read: BTreeMap<u32, BTreeSet<i64>> = BTreeMap::new();
+    for r in &history.reads {
+        read.entry(r.partition).or_default().insert(r.offset);
+    }
+    let mut found = Vec::new();
+    for (&p, log) in &last.logs {
+        let acked = history
+            .commits
+            .iter()
+            .filter(|c| c.partition == p)
+            .map(|c| c.offset)
+            .max();
+        let committed = acked.max(last.committed.get(&p).copied().flatten());
+        let Some(committed) = committed else {
+            continue;
+        };
+        let seen = read.get(&p);
+        let missed: Vec<i64> = log
+            .iter()
+            .map(|&(o, _)| o)
+            .filter(|o| *o < committed && !seen.is_some_and(|s| s.contains(o)))
+            .collect();
+        if let (Some(first), n) = (missed.first(), missed.len()) {
+            found.push(format!(
+                "partition {p}: {n} records below the committed offset {committed} never read, \
+                 the first at offset {first}"
+            ));
+        }
+    }
+    found
+}
+
+/// The longest stretch without an acknowledged commit of the group, from its first commit to
+/// the workload's end.
+fn commit_gap(history: &History, timeline: Timeline, f: &mut Findings) {
+    let mut times: Vec<Duration> = history.commits.iter().map(|c| c.completed).collect();
+    times.sort();
+    let Some(&first) = times.first() else {
+        return;
+    };
+    let mut previous = first;
+    for &t in times.iter().chain([&timeline.workload_end]) {
+        if t.saturating_sub(previous) > f.commit_gap {
+            f.commit_gap = t.saturating_sub(previous);
+            f.commit_gap_from = previous;
+        }
+        previous = previous.max(t);
+    }
 }
 
 /// Offsets out of order: a partition's log not numbered 0, 1, 2..., a producer's records in
@@ -508,5 +570,40 @@ mod tests {
         assert!(f.revoked_reads[0].contains("x-9"));
         // m2 told nothing after 2 was committed, m2 committing 1, and the final 1 < 2.
         assert_eq!(f.commit_regressions.len(), 3, "{:?}", f.commit_regressions);
+    }
+
+    #[test]
+    fn a_record_below_a_commit_that_no_member_read_and_the_longest_commit_gap_are_found() {
+        let read = |partition, offset| Read {
+            consumer: "m1".into(),
+            partition,
+            offset,
+            value: format!("a-{offset}"),
+            at: ms(100),
+        };
+        let commit = |partition, offset, completed| Commit {
+            consumer: "m1".into(),
+            partition,
+            offset,
+            invoked: ms(completed - 5),
+            completed: ms(completed),
+        };
+        let history = History {
+            reads: vec![read(0, 0), read(0, 2), read(1, 0)],
+            commits: vec![commit(0, 3, 100), commit(1, 1, 150), commit(0, 3, 700)],
+            ..History::default()
+        };
+        let last = FinalState {
+            logs: BTreeMap::from([(0, log(&["a-0", "a-1", "a-2", "a-3"])), (1, log(&["a-0"]))]),
+            committed: BTreeMap::from([(0, Some(3)), (1, Some(1))]),
+        };
+        let f = check(&history, &last, timeline());
+        assert_eq!(f.skipped.len(), 1, "{:?}", f.skipped);
+        assert!(
+            f.skipped[0].contains("partition 0: 1 records") && f.skipped[0].contains("offset 1"),
+            "{:?}",
+            f.skipped
+        );
+        assert_eq!((f.commit_gap, f.commit_gap_from), (ms(550), ms(150)));
     }
 }

@@ -96,7 +96,8 @@ pub fn details(r: &Report, schedule: bool) -> String {
     let _ = writeln!(
         out,
         "{}: {} indeterminate, {} reads, {} commits; out of order {}, reads revoked {}, \
-         commits moved back {}; healthy {} after the heal; longest unavailability: {}",
+         commits moved back {}, records skipped {}; longest without a commit {:.1} s from \
+         {:.1} s; healthy {} after the heal; longest unavailability: {}",
         r.scenario,
         f.indeterminate,
         f.reads,
@@ -104,6 +105,9 @@ pub fn details(r: &Report, schedule: bool) -> String {
         f.out_of_order.len(),
         f.revoked_reads.len(),
         f.commit_regressions.len(),
+        f.skipped.len(),
+        f.commit_gap.as_secs_f64(),
+        f.commit_gap_from.as_secs_f64(),
         r.healthy_after
             .map_or("never".into(), |d| format!("{:.1} s", d.as_secs_f64())),
         f.unavailable_partition.map_or("-".into(), |p| format!(
@@ -136,6 +140,7 @@ pub fn details(r: &Report, schedule: bool) -> String {
         .chain(f.out_of_order.iter().take(5).cloned())
         .chain(f.revoked_reads.iter().take(5).cloned())
         .chain(f.commit_regressions.iter().take(5).cloned())
+        .chain(f.skipped.iter().take(5).cloned())
         .collect();
     for line in listed {
         let _ = writeln!(out, "    {line}");

@@ -176,6 +176,16 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
         Ok(last) => report.findings = history::check(&history, &last, timeline),
         Err(e) => run.problems.push(format!("reading back: {e}")),
     }
+    let gap = report.findings.commit_gap;
+    if s.kind == scenario::Kind::CoordinatorFailover && gap > scenario::RESUME_WITHIN {
+        run.problems.push(format!(
+            "the members went {:.1} s without a commit from {:.1} s (at most {} s after their \
+             coordinator's loss)",
+            gap.as_secs_f64(),
+            report.findings.commit_gap_from.as_secs_f64(),
+            scenario::RESUME_WITHIN.as_secs()
+        ));
+    }
     report.history = history;
     report.problems.extend(run.problems);
     report.schedule = run.schedule;
@@ -198,6 +208,7 @@ fn judge(mut report: Report) -> Report {
                 && f.out_of_order.is_empty()
                 && f.revoked_reads.is_empty()
                 && f.commit_regressions.is_empty()
+                && f.skipped.is_empty()
                 && f.acknowledged > 0
                 && report.problems.is_empty();
             if clean {

@@ -68,6 +68,9 @@ pub enum Kind {
     SlowFollower,
     Disk(Disk, Target),
     CrashMidWrite,
+    /// SIGKILL of the broker that coordinates the workload's consumer group (the leader of the
+    /// group's `__consumer_offsets` partition), then its restart.
+    CoordinatorFailover,
     Jepsen2013,
     LastReplicaStanding,
 }
@@ -232,6 +235,12 @@ pub fn all() -> Vec<Scenario> {
         "the leader dies with a batch half written".into(),
         safe,
         Kind::CrashMidWrite,
+    );
+    add(
+        "coordinator-failover".into(),
+        "SIGKILL of the group's coordinator, then restart".into(),
+        safe,
+        Kind::CoordinatorFailover,
     );
     add(
         "jepsen-2013".into(),
@@ -448,6 +457,7 @@ pub async fn inject(kind: Kind, run: &mut Run) -> Result<(), String> {
             run.log(format!("b{leader}: restarting"));
             Ok(())
         }
+        Kind::CoordinatorFailover => coordinator_failover(run).await,
         Kind::Jepsen2013 => jepsen_2013(run).await,
         Kind::LastReplicaStanding => last_replica_standing(run).await,
     }
@@ -597,6 +607,35 @@ async fn slow_follower(run: &mut Run) -> Result<(), String> {
     run.cluster.faults.heal();
     run.mark("healed");
     run.sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
+/// How soon the group's members must commit again after their coordinator's SIGKILL.
+pub const RESUME_WITHIN: Duration = Duration::from_secs(5);
+
+/// The group's coordinator dies: the leader of its `__consumer_offsets` partition, SIGKILLed
+/// while the members consume and commit. The partition's next leader must coordinate the group
+/// from what it replicated (its commits and its membership): the members carry on within
+/// [`RESUME_WITHIN`], nothing they committed is read again, nothing is skipped (the history's
+/// checks). The broker is restarted once another leads the partition.
+async fn coordinator_failover(run: &mut Run) -> Result<(), String> {
+    let coordinator = run
+        .cluster
+        .coordinator()
+        .await
+        .ok_or("the group has no coordinator")?;
+    run.cluster
+        .stop(Node::Broker(coordinator), Stop::Hard)
+        .await;
+    run.mark(&format!("SIGKILL b{coordinator}, the group's coordinator"));
+    let moved = move |v: &isr_runtime::wire::admin::ClusterView| {
+        Cluster::coordinator_in(v).is_some_and(|b| b != coordinator)
+    };
+    let what = "the group's offsets partition led by another broker";
+    run.until(Duration::from_secs(10), what, moved).await;
+    run.sleep(run.at_least(Duration::from_secs(3))).await;
+    run.cluster.spawn(Node::Broker(coordinator)).await?;
+    run.log(format!("b{coordinator} restarted"));
     Ok(())
 }
 

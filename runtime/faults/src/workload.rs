@@ -9,7 +9,9 @@
 //! - A **group member** joins the consumer group (Kafka's classic protocol: JoinGroup, the
 //!   leader's round-robin assignment through SyncGroup, heartbeats), resumes each assigned
 //!   partition from the group's committed offset, reads from the leader, and commits after
-//!   every read; a rebalance or a lost coordinator makes it join again.
+//!   every read; a rebalance makes it join again. A lost coordinator does not: like Kafka's
+//!   clients it finds the new one and carries on in its generation, which the new coordinator
+//!   loaded from the group's offsets partition (it joins again only if it is refused there).
 
 use crate::client::Router;
 use crate::history::{Acks, Commit, Outcome, Read, Recorder, Told, Write};
@@ -266,12 +268,20 @@ async fn member(mut cx: Context, name: String) {
             cx.pause(BACKOFF).await;
             continue;
         };
-        let session = Session {
+        let mut session = Session {
             coordinator,
             generation,
             member_id: member_id.clone(),
         };
-        consume(&mut cx, &mut router, &name, &session, &partitions).await;
+        consume(
+            &mut cx,
+            &mut router,
+            &name,
+            &mut session,
+            &partitions,
+            &mut n,
+        )
+        .await;
     }
     if !member_id.is_empty() {
         if let Ok(coordinator) = router.coordinator(GROUP, n).await {
@@ -383,14 +393,15 @@ fn assigned(assignment: &[u8], topic: &str) -> Vec<u32> {
         .collect()
 }
 
-/// Consumes `partitions` in one generation until the group moves on, the coordinator is lost,
-/// or the workload stops.
+/// Consumes `partitions` in one generation until the group moves on, no coordinator is found
+/// within a session, or the workload stops.
 async fn consume(
     cx: &mut Context,
     router: &mut Router,
     name: &str,
-    session: &Session,
+    session: &mut Session,
     partitions: &[u32],
+    n: &mut usize,
 ) {
     let mut positions = Vec::new();
     for &p in partitions {
@@ -414,7 +425,8 @@ async fn consume(
     while !cx.stopping() {
         for (p, position) in positions.iter_mut() {
             if let Err(e) = read(cx, router, name, session, *p, position).await {
-                if group_moved_on(&e) {
+                let lost = coordinator_lost(&e);
+                if group_moved_on(&e) || lost && !refind(cx, router, session, n).await {
                     return;
                 }
             }
@@ -428,22 +440,58 @@ async fn consume(
                 .with_group_id(GroupId(StrBytes::from_static_str(GROUP)))
                 .with_generation_id(session.generation)
                 .with_member_id(StrBytes::from_string(session.member_id.clone()));
-            match router
+            let answer = router
                 .call(&session.coordinator, &request, GROUP_TIMEOUT)
-                .await
-            {
-                Ok(answer) if answer.error_code == 0 => {}
-                _ => return,
+                .await;
+            let carry_on = match answer {
+                Ok(answer) if answer.error_code == 0 => true,
+                Ok(answer) if matches!(answer.error_code, 14..=16) => {
+                    refind(cx, router, session, n).await
+                }
+                Err(e) if coordinator_lost(&e) => refind(cx, router, session, n).await,
+                _ => false,
+            };
+            if !carry_on {
+                return;
             }
         }
     }
 }
 
-/// Whether an error means this member must join again (a rebalance, another generation, or
-/// a coordinator that is gone or no longer coordinates).
+/// Whether an error means this member must join again: a rebalance, or another generation.
 fn group_moved_on(e: &ClientError) -> bool {
-    matches!(e, ClientError::Kafka { code, .. } if matches!(code, 14..=16 | 22 | 25 | 27))
+    matches!(e, ClientError::Kafka { code, .. } if matches!(code, 22 | 25 | 27))
+}
+
+/// Whether an error means the coordinator is gone, loading, or no longer coordinates.
+fn coordinator_lost(e: &ClientError) -> bool {
+    matches!(e, ClientError::Kafka { code, .. } if matches!(code, 14..=16))
         || matches!(e, ClientError::Io { .. } | ClientError::Connect { .. })
+}
+
+/// Finds the group's coordinator again, within a session timeout: whether one was found (the
+/// member then carries on in its generation there).
+async fn refind(
+    cx: &mut Context,
+    router: &mut Router,
+    session: &mut Session,
+    n: &mut usize,
+) -> bool {
+    let deadline = Instant::now() + Duration::from_millis(SESSION_MS as u64);
+    while Instant::now() < deadline && !cx.stopping() {
+        *n += 1;
+        match router.coordinator(GROUP, *n).await {
+            Ok(coordinator) => {
+                session.coordinator = coordinator;
+                return true;
+            }
+            Err(_) => {
+                cx.pause(BACKOFF).await;
+                router.refresh().await;
+            }
+        }
+    }
+    false
 }
 
 /// One fetch of `partition` at `position` from its leader; the records read are recorded, and
