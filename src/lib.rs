@@ -112,6 +112,7 @@ pub mod config;
 pub mod controller;
 pub mod epoch_cache;
 pub mod error;
+pub mod group;
 pub mod invariants;
 pub mod log;
 pub mod message;

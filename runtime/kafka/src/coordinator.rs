@@ -1,19 +1,10 @@
-//! Consumer group membership: Kafka's classic rebalance protocol (JoinGroup, SyncGroup,
-//! Heartbeat, LeaveGroup), so that subscribing consumers (librdkafka's `subscribe`, `kcat -G`,
-//! kafka-python's group consumer) share a topic's partitions and take over each other's when one
-//! leaves or dies.
-//!
-//! The broker only runs the membership; the members decide the assignment, as in Kafka: after a
-//! rebalance the coordinator hands every member list to the group's leader, which assigns the
-//! partitions and returns the assignment through SyncGroup. A rebalance starts when a member
-//! joins, leaves or misses its session timeout; the others learn of it from their heartbeats
-//! (REBALANCE_IN_PROGRESS) and join again; it ends when every member has, or at the longest
-//! rebalance timeout without the laggards.
-//!
-//! Static members (KIP-345: a `group.instance.id`) keep their place across restarts: a static
-//! member that rejoins under a new member id within its session timeout takes over its old
-//! identity and assignment, and a stable group does not rebalance. They leave only by session
-//! timeout or an explicit LeaveGroup naming their instance id.
+//! The consumer groups this broker coordinates: the driver of the core's [`isr::group::Group`]
+//! (Kafka's classic rebalance protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the
+//! generation check of OffsetCommit), so that subscribing consumers (librdkafka's `subscribe`,
+//! `kcat -G`, kafka-python's group consumer) share a topic's partitions and take over each
+//! other's when one leaves or dies. Every decision is the core's; this file keeps the groups
+//! under a lock, passes the time (milliseconds since it started, the unit of the members'
+//! timeouts), and holds a JoinGroup or SyncGroup until its group can answer it.
 //!
 //! The group's coordinator is the broker that leads the group's partition of
 //! `__consumer_offsets` ([`crate::offsets_topic`]). It persists the membership there as Kafka
@@ -27,11 +18,17 @@
 //! lands. Committed offsets are records in the same partition, not kept here.
 
 use bytes::Bytes;
+use isr::group::{Entered, Group, Synced};
+use isr::Tick;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+pub use isr::group::{
+    Caller, GroupError, Join, Joined, JoinedMember, MemberDescription, StoredGroup, StoredMember,
+};
 
 /// Session timeouts a member may ask for (Kafka's group.min/max.session.timeout.ms are 6 s
 /// and 30 min; a lower floor lets tests notice a dead member quickly).
@@ -41,93 +38,9 @@ pub const SESSION_TIMEOUTS: std::ops::RangeInclusive<Duration> =
 /// deadline) when nothing else wakes it.
 const RECHECK: Duration = Duration::from_millis(100);
 
-/// Why a membership request was refused, with Kafka's error code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum GroupError {
-    #[error("NOT_COORDINATOR: another broker coordinates this group")]
-    NotCoordinator,
-    #[error("ILLEGAL_GENERATION: the group has moved on to another generation")]
-    IllegalGeneration,
-    #[error("INCONSISTENT_GROUP_PROTOCOL: no assignment protocol common to every member")]
-    InconsistentProtocol,
-    #[error("UNKNOWN_MEMBER_ID: not a member of the group")]
-    UnknownMember,
-    #[error("INVALID_SESSION_TIMEOUT: outside {SESSION_TIMEOUTS:?}")]
-    InvalidSessionTimeout,
-    #[error("REBALANCE_IN_PROGRESS: join the group again")]
-    RebalanceInProgress,
-    #[error("NON_EMPTY_GROUP: the group still has members")]
-    NonEmptyGroup,
-    #[error("GROUP_ID_NOT_FOUND: no such group")]
-    GroupIdNotFound,
-    #[error("FENCED_INSTANCE_ID: another member has taken over this group.instance.id")]
-    FencedInstanceId,
-    #[error("COORDINATOR_NOT_AVAILABLE: the group's membership could not be stored")]
-    CoordinatorNotAvailable,
-}
-
-impl GroupError {
-    pub fn code(self) -> i16 {
-        match self {
-            GroupError::NotCoordinator => 16,
-            GroupError::IllegalGeneration => 22,
-            GroupError::InconsistentProtocol => 23,
-            GroupError::UnknownMember => 25,
-            GroupError::InvalidSessionTimeout => 26,
-            GroupError::RebalanceInProgress => 27,
-            GroupError::NonEmptyGroup => 68,
-            GroupError::GroupIdNotFound => 69,
-            GroupError::FencedInstanceId => 82,
-            GroupError::CoordinatorNotAvailable => 15,
-        }
-    }
-}
-
-/// A JoinGroup, as the coordinator needs it.
-#[derive(Clone, Debug)]
-pub struct Join {
-    pub group: String,
-    /// Empty for a new member (or a restarted static one), which is then given an id.
-    pub member_id: String,
-    /// `group.instance.id`: set for a static member.
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub protocol_type: String,
-    /// Assignment protocols the member offers, in its order of preference, with its metadata
-    /// for each (opaque to the broker: the leader reads it).
-    pub protocols: Vec<(String, Bytes)>,
-    pub session_timeout: Duration,
-    pub rebalance_timeout: Duration,
-}
-
-/// A completed join: what the JoinGroup response carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Joined {
-    pub generation: i32,
-    pub protocol_type: String,
-    pub protocol: String,
-    pub leader: String,
-    pub member_id: String,
-    /// For the leader only: every member with its instance id and its metadata for the chosen
-    /// protocol.
-    pub members: Vec<JoinedMember>,
-}
-
-/// One member as the group's leader sees it in a JoinGroup answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JoinedMember {
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub metadata: Bytes,
-}
-
-/// A member's identity in a SyncGroup, Heartbeat or OffsetCommit.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Caller<'a> {
-    pub member_id: &'a str,
-    /// `group.instance.id`, from the versions of the request that carry it.
-    pub instance_id: Option<&'a str>,
-    pub generation: i32,
+/// A timeout as the core's groups count it: in milliseconds, this driver's tick.
+pub fn ticks(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A group as DescribeGroups and ListGroups report it.
@@ -144,435 +57,23 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MemberDescription {
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    /// The member's metadata for the current protocol (for consumers: its subscription).
-    pub metadata: Bytes,
-    /// What the leader assigned it in the current generation.
-    pub assignment: Bytes,
-}
-
-/// A group's membership as its coordinator persists it, for the next coordinator to load
-/// (Kafka's `GroupMetadataValue`): the generation, its protocol and leader, and each member
-/// with its subscription and assignment.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StoredGroup {
-    pub protocol_type: String,
-    pub generation: i32,
-    /// The generation's assignment protocol; empty while none is chosen.
-    pub protocol: String,
-    pub leader: Option<String>,
-    pub members: Vec<StoredMember>,
-}
-
-/// One member of a [`StoredGroup`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StoredMember {
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub client_id: String,
-    pub session_timeout: Duration,
-    pub rebalance_timeout: Duration,
-    /// The member's metadata for the generation's protocol (a consumer's subscription).
-    pub subscription: Bytes,
-    pub assignment: Bytes,
-}
-
-#[derive(Debug)]
-struct Member {
-    instance_id: Option<String>,
-    client_id: String,
-    protocols: Vec<(String, Bytes)>,
-    session_timeout: Duration,
-    rebalance_timeout: Duration,
-    last_seen: Instant,
-    /// Has joined the rebalance in progress.
-    joined: bool,
-    assignment: Bytes,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum Phase {
-    /// No members.
-    #[default]
-    Empty,
-    /// Waiting for every member to join, until the deadline (Kafka's PreparingRebalance).
-    Joining {
-        deadline: Instant,
-    },
-    /// Joined: waiting for the leader's assignment (Kafka's CompletingRebalance).
-    Syncing,
-    Stable,
-}
-
-impl Phase {
-    fn name(self) -> &'static str {
-        match self {
-            Phase::Empty => "Empty",
-            Phase::Joining { .. } => "PreparingRebalance",
-            Phase::Syncing => "CompletingRebalance",
-            Phase::Stable => "Stable",
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct Group {
-    generation: i32,
-    phase: Phase,
-    protocol_type: String,
-    /// The assignment protocol chosen for the current generation.
-    protocol: String,
-    leader: Option<String>,
-    members: BTreeMap<String, Member>,
-    /// JoinGroup answers of the last completed rebalance, taken by the waiting members.
-    answers: BTreeMap<String, Joined>,
-    next_member: u64,
-}
-
-impl Group {
-    /// Drops members whose session expired (not those waiting in a join); a rebalance follows.
-    /// Whether anything changed.
-    fn expire(&mut self, now: Instant) -> bool {
-        let joining = matches!(self.phase, Phase::Joining { .. });
-        let before = self.members.len();
-        self.members.retain(|_, m| {
-            (joining && m.joined) || now.duration_since(m.last_seen) <= m.session_timeout
-        });
-        if self.members.len() == before {
-            return false;
-        }
-        self.membership_changed(now);
-        true
-    }
-
-    /// After a member left or expired: rebalance among the rest, or become empty.
-    fn membership_changed(&mut self, now: Instant) {
-        if self.members.is_empty() {
-            self.phase = Phase::Empty;
-            self.leader = None;
-            self.protocol.clear();
-        } else if !matches!(self.phase, Phase::Joining { .. }) {
-            self.start_rebalance(now);
-        } else {
-            self.try_complete(now);
-        }
-    }
-
-    fn start_rebalance(&mut self, now: Instant) {
-        let longest = self
-            .members
-            .values()
-            .map(|m| m.rebalance_timeout)
-            .max()
-            .unwrap_or_default();
-        self.phase = Phase::Joining {
-            deadline: now + longest,
-        };
-        for m in self.members.values_mut() {
-            m.joined = false;
-        }
-    }
-
-    /// Every member with its metadata for `protocol`, as the leader receives them.
-    fn member_list(&self, protocol: &str) -> Vec<JoinedMember> {
-        self.members
-            .iter()
-            .map(|(id, m)| JoinedMember {
-                member_id: id.clone(),
-                instance_id: m.instance_id.clone(),
-                metadata: metadata_for(m, protocol),
-            })
-            .collect()
-    }
-
-    /// Ends the join phase once every member has joined, or at the deadline without those that
-    /// have not: a new generation, a protocol, a leader, and an answer for each member.
-    fn try_complete(&mut self, now: Instant) -> bool {
-        let Phase::Joining { deadline } = self.phase else {
-            return false;
-        };
-        let all_in = self.members.values().all(|m| m.joined);
-        if !all_in && now < deadline {
-            return false;
-        }
-        self.members.retain(|_, m| m.joined);
-        if self.members.is_empty() {
-            self.phase = Phase::Empty;
-            self.leader = None;
-            self.protocol.clear();
-            return true;
-        }
-        self.generation += 1;
-        let leader = match &self.leader {
-            Some(l) if self.members.contains_key(l) => l.clone(),
-            _ => self.members.keys().next().cloned().unwrap_or_default(),
-        };
-        let protocol = self.common_protocol(&leader).unwrap_or_default();
-        let members = self.member_list(&protocol);
-        self.answers = self
-            .members
-            .keys()
-            .map(|id| {
-                let joined = Joined {
-                    generation: self.generation,
-                    protocol_type: self.protocol_type.clone(),
-                    protocol: protocol.clone(),
-                    leader: leader.clone(),
-                    member_id: id.clone(),
-                    members: if *id == leader {
-                        members.clone()
-                    } else {
-                        Vec::new()
-                    },
-                };
-                (id.clone(), joined)
-            })
-            .collect();
-        for m in self.members.values_mut() {
-            m.assignment = Bytes::new();
-            m.last_seen = now;
-        }
-        self.leader = Some(leader);
-        self.protocol = protocol;
-        self.phase = Phase::Syncing;
-        true
-    }
-
-    /// The known member `caller` names, with the static member checks of KIP-345: a caller
-    /// naming an instance id must be that instance's current member.
-    fn member(&self, member_id: &str, instance_id: Option<&str>) -> Result<(), GroupError> {
-        if let Some(instance) = instance_id {
-            match self.instance_member(instance) {
-                Some(id) if id == member_id => {}
-                Some(_) => return Err(GroupError::FencedInstanceId),
-                None => return Err(GroupError::UnknownMember),
-            }
-        }
-        if self.members.contains_key(member_id) {
-            Ok(())
-        } else {
-            Err(GroupError::UnknownMember)
-        }
-    }
-
-    /// The member id a static member currently holds.
-    fn instance_member(&self, instance: &str) -> Option<&str> {
-        self.members
-            .iter()
-            .find(|(_, m)| m.instance_id.as_deref() == Some(instance))
-            .map(|(id, _)| id.as_str())
-    }
-
-    /// Whether a member may act in `generation`: not while members are joining, nor in a
-    /// generation the group has left.
-    fn settled_in(&self, generation: i32) -> Result<(), GroupError> {
-        if matches!(self.phase, Phase::Joining { .. }) {
-            Err(GroupError::RebalanceInProgress)
-        } else if generation != self.generation {
-            Err(GroupError::IllegalGeneration)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Kafka's rule for a member's OffsetCommit: any phase but CompletingRebalance, in the
-    /// group's current generation. While a rebalance is being prepared the members still own
-    /// what they were assigned, and commit it before they rejoin (the commit a consumer makes
-    /// when its partitions are revoked): refusing it would make the next owner read again
-    /// what was already processed. Once the members have joined, the leader may be handing
-    /// their partitions to others, so commits wait for the new generation.
-    fn may_commit(&self, generation: i32) -> Result<(), GroupError> {
-        if generation != self.generation {
-            Err(GroupError::IllegalGeneration)
-        } else if self.phase == Phase::Syncing {
-            Err(GroupError::RebalanceInProgress)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// The protocol the next generation would choose, with the current leader.
-    fn next_protocol(&self) -> Option<String> {
-        self.common_protocol(self.leader.as_deref()?)
-    }
-
-    /// The first of the leader's protocols that every member offers.
-    fn common_protocol(&self, leader: &str) -> Option<String> {
-        let offered = &self.members.get(leader)?.protocols;
-        offered
-            .iter()
-            .map(|(name, _)| name)
-            .find(|name| self.members.values().all(|m| offers(m, name)))
-            .cloned()
-    }
-
-    fn describe(&self, name: &str) -> GroupDescription {
-        GroupDescription {
-            group: name.to_owned(),
-            state: self.phase.name(),
-            protocol_type: self.protocol_type.clone(),
-            protocol: self.protocol.clone(),
-            generation: self.generation,
-            members: self
-                .members
-                .iter()
-                .map(|(id, m)| MemberDescription {
-                    member_id: id.clone(),
-                    instance_id: m.instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    metadata: metadata_for(m, &self.protocol),
-                    assignment: m.assignment.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// What the coordinator persists of the group.
-    fn stored(&self) -> StoredGroup {
-        StoredGroup {
-            protocol_type: self.protocol_type.clone(),
-            generation: self.generation,
-            protocol: self.protocol.clone(),
-            leader: self.leader.clone(),
-            members: self
-                .members
-                .iter()
-                .map(|(id, m)| StoredMember {
-                    member_id: id.clone(),
-                    instance_id: m.instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    session_timeout: m.session_timeout,
-                    rebalance_timeout: m.rebalance_timeout,
-                    subscription: metadata_for(m, &self.protocol),
-                    assignment: m.assignment.clone(),
-                })
-                .collect(),
-        }
-    }
-
-    /// A group as a new coordinator loads it: Stable in its stored generation (Empty without
-    /// members), each member's session starting now, as Kafka loads one.
-    fn from_stored(stored: StoredGroup, now: Instant) -> Group {
-        let members: BTreeMap<String, Member> = stored
-            .members
-            .into_iter()
-            .map(|m| {
-                let member = Member {
-                    instance_id: m.instance_id,
-                    client_id: m.client_id,
-                    protocols: vec![(stored.protocol.clone(), m.subscription)],
-                    session_timeout: m.session_timeout,
-                    rebalance_timeout: m.rebalance_timeout,
-                    last_seen: now,
-                    joined: false,
-                    assignment: m.assignment,
-                };
-                (m.member_id, member)
-            })
-            .collect();
-        let phase = if members.is_empty() {
-            Phase::Empty
-        } else {
-            Phase::Stable
-        };
-        Group {
-            generation: stored.generation,
-            phase,
-            protocol_type: stored.protocol_type,
-            protocol: stored.protocol,
-            leader: stored.leader.filter(|l| members.contains_key(l)),
-            members,
-            answers: BTreeMap::new(),
-            next_member: 0,
-        }
-    }
-
-    /// A static member restarting under a new member id (KIP-345): it takes over its old
-    /// identity and assignment. A stable group whose protocol stays the same answers at once,
-    /// without a rebalance; otherwise the group rebalances. `None` when the caller must wait
-    /// for the rebalance like any joining member.
-    fn replace_static(
-        &mut self,
-        old: &str,
-        new: &str,
-        join: &Join,
-        now: Instant,
-    ) -> Option<Joined> {
-        let mut member = self.members.remove(old)?;
-        member.protocols = join.protocols.clone();
-        member.session_timeout = join.session_timeout;
-        member.rebalance_timeout = join.rebalance_timeout;
-        member.client_id = join.client_id.clone();
-        member.last_seen = now;
-        member.joined = true;
-        self.members.insert(new.to_owned(), member);
-        self.answers.remove(old);
-        // Kafka answers with the leader id from before the replacement, so that a restarted
-        // leader does not compute an assignment a stable group would never hand out.
-        let leader_before = self.leader.clone().unwrap_or_default();
-        if self.leader.as_deref() == Some(old) {
-            self.leader = Some(new.to_owned());
-        }
-        match self.phase {
-            Phase::Stable if self.next_protocol().as_deref() == Some(&self.protocol) => {
-                let is_leader = self.leader.as_deref() == Some(new);
-                Some(Joined {
-                    generation: self.generation,
-                    protocol_type: self.protocol_type.clone(),
-                    protocol: self.protocol.clone(),
-                    leader: leader_before,
-                    member_id: new.to_owned(),
-                    members: if is_leader {
-                        self.member_list(&self.protocol)
-                    } else {
-                        Vec::new()
-                    },
-                })
-            }
-            Phase::Joining { .. } => None,
-            _ => {
-                // The old id may already be in the leader's hands (CompletingRebalance), or
-                // the protocol changes: rebalance, with this member already in.
-                self.start_rebalance(now);
-                if let Some(m) = self.members.get_mut(new) {
-                    m.joined = true;
-                }
-                None
-            }
-        }
-    }
-}
-
-fn offers(m: &Member, protocol: &str) -> bool {
-    m.protocols.iter().any(|(name, _)| name == protocol)
-}
-
-fn metadata_for(m: &Member, protocol: &str) -> Bytes {
-    m.protocols
-        .iter()
-        .find(|(name, _)| name == protocol)
-        .map(|(_, meta)| meta.clone())
-        .unwrap_or_default()
-}
-
-/// What entering a join led to.
-enum Entered {
-    /// Answered at once (a static member rejoining a stable group).
-    Answered(Joined),
-    /// Waits for the rebalance as this member id.
-    Waiting(String),
-}
-
 /// Every group this broker coordinates.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Coordinator {
     groups: Mutex<BTreeMap<String, Group>>,
-    /// Rung on every change, for waiting joins and syncs.
+    /// Rung on every change that may answer a waiting join or sync.
     changed: Notify,
+    started: Instant,
+}
+
+impl Default for Coordinator {
+    fn default() -> Self {
+        Coordinator {
+            groups: Mutex::default(),
+            changed: Notify::new(),
+            started: Instant::now(),
+        }
+    }
 }
 
 impl Coordinator {
@@ -580,103 +81,46 @@ impl Coordinator {
         self.groups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn now(&self) -> Tick {
+        Tick(ticks(self.started.elapsed()))
+    }
+
+    /// Runs `step` on a known group at the current time, and wakes the waiting joins and
+    /// syncs if it changed the group; `None` when the group is unknown.
+    fn step<T>(&self, group: &str, step: impl FnOnce(&mut Group, Tick) -> T) -> Option<T> {
+        let mut groups = self.groups();
+        let g = groups.get_mut(group)?;
+        let before = g.changes();
+        let out = step(g, self.now());
+        if g.changes() != before {
+            self.changed.notify_waiters();
+        }
+        Some(out)
+    }
+
     /// JoinGroup: answers once the rebalance this join starts (or joins) is complete.
-    pub async fn join(&self, join: Join) -> Result<Joined, GroupError> {
-        if !SESSION_TIMEOUTS.contains(&join.session_timeout) {
+    pub async fn join(&self, group: &str, join: Join) -> Result<Joined, GroupError> {
+        if !SESSION_TIMEOUTS.contains(&Duration::from_millis(join.session_timeout)) {
             return Err(GroupError::InvalidSessionTimeout);
         }
-        let entered = self.enter(&join);
-        self.changed.notify_waiters();
+        self.groups().entry(group.to_owned()).or_default();
+        let entered = self
+            .step(group, |g, now| g.join(&join, now))
+            .ok_or(GroupError::UnknownMember)?;
         let member_id = match entered? {
             Entered::Answered(joined) => return Ok(joined),
             Entered::Waiting(id) => id,
         };
         loop {
             let notified = self.changed.notified();
-            {
-                let mut groups = self.groups();
-                let group = groups
-                    .get_mut(&join.group)
-                    .ok_or(GroupError::UnknownMember)?;
-                let now = Instant::now();
-                if group.expire(now) | group.try_complete(now) {
-                    self.changed.notify_waiters();
-                }
-                if let Some(answer) = group.answers.remove(&member_id) {
-                    return Ok(answer);
-                }
-                if !group.members.contains_key(&member_id) {
-                    return Err(GroupError::UnknownMember);
-                }
+            let answer = self
+                .step(group, |g, now| g.joined(&member_id, now))
+                .ok_or(GroupError::UnknownMember)??;
+            if let Some(joined) = answer {
+                return Ok(joined);
             }
             let _ = tokio::time::timeout(RECHECK, notified).await;
         }
-    }
-
-    /// Adds or updates the joining member and starts a rebalance if none is in progress.
-    fn enter(&self, join: &Join) -> Result<Entered, GroupError> {
-        let mut groups = self.groups();
-        let group = groups.entry(join.group.clone()).or_default();
-        let now = Instant::now();
-        group.expire(now);
-        let others_agree = group
-            .members
-            .iter()
-            .filter(|(id, _)| **id != join.member_id)
-            .all(|(_, m)| join.protocols.iter().any(|(name, _)| offers(m, name)));
-        let same_type = group.members.is_empty() || group.protocol_type == join.protocol_type;
-        if join.protocols.is_empty() || !others_agree || !same_type {
-            return Err(GroupError::InconsistentProtocol);
-        }
-        let holder = join
-            .instance_id
-            .as_deref()
-            .and_then(|i| group.instance_member(i))
-            .map(str::to_owned);
-        let member_id = match (join.member_id.as_str(), holder) {
-            ("", Some(old)) => {
-                let new = fresh_id(group, join);
-                return Ok(match group.replace_static(&old, &new, join, now) {
-                    Some(joined) => Entered::Answered(joined),
-                    None => {
-                        group.try_complete(now);
-                        Entered::Waiting(new)
-                    }
-                });
-            }
-            ("", None) => fresh_id(group, join),
-            (id, Some(old)) if id != old => return Err(GroupError::FencedInstanceId),
-            (id, _) if group.members.contains_key(id) => id.to_owned(),
-            _ => return Err(GroupError::UnknownMember),
-        };
-        group.protocol_type = join.protocol_type.clone();
-        if !matches!(group.phase, Phase::Joining { .. }) {
-            group.start_rebalance(now);
-        }
-        let assignment = group
-            .members
-            .get(&member_id)
-            .map(|m| m.assignment.clone())
-            .unwrap_or_default();
-        group.members.insert(
-            member_id.clone(),
-            Member {
-                instance_id: join.instance_id.clone(),
-                client_id: join.client_id.clone(),
-                protocols: join.protocols.clone(),
-                session_timeout: join.session_timeout,
-                rebalance_timeout: join.rebalance_timeout,
-                last_seen: now,
-                joined: true,
-                assignment,
-            },
-        );
-        if let Phase::Joining { deadline } = &mut group.phase {
-            *deadline = (*deadline).max(now + join.rebalance_timeout);
-        }
-        group.answers.remove(&member_id);
-        group.try_complete(now);
-        Ok(Entered::Waiting(member_id))
     }
 
     /// SyncGroup: the leader hands in the assignment; every member gets its own part once it
@@ -686,7 +130,7 @@ impl Coordinator {
     /// request names one (v5), must be the group's.
     pub async fn sync<S, F>(
         &self,
-        group_id: &str,
+        group: &str,
         caller: Caller<'_>,
         protocol: Option<(&str, &str)>,
         assignments: Vec<(String, Bytes)>,
@@ -696,188 +140,91 @@ impl Coordinator {
         S: FnOnce(StoredGroup) -> F,
         F: Future<Output = Result<(), GroupError>>,
     {
+        let assignments: Vec<(String, Vec<u8>)> = assignments
+            .into_iter()
+            .map(|(member, a)| (member, a.to_vec()))
+            .collect();
         let mut store = Some(store);
         loop {
             let notified = self.changed.notified();
-            let to_store = {
-                let mut groups = self.groups();
-                let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
-                let now = Instant::now();
-                if group.expire(now) {
-                    self.changed.notify_waiters();
+            let synced = self
+                .step(group, |g, now| g.sync(caller, protocol, &assignments, now))
+                .ok_or(GroupError::UnknownMember)??;
+            match (synced, store.take()) {
+                (Synced::Assignment(assignment), _) => return Ok(Bytes::from(assignment)),
+                (Synced::Store(stored), Some(store)) => {
+                    let generation = stored.generation;
+                    let result = store(stored).await;
+                    let ok = result.is_ok();
+                    self.step(group, |g, now| g.stored_result(generation, ok, now));
+                    result?;
+                    continue;
                 }
-                group.member(caller.member_id, caller.instance_id)?;
-                if let Some((kind, name)) = protocol {
-                    if kind != group.protocol_type || name != group.protocol {
-                        return Err(GroupError::InconsistentProtocol);
-                    }
-                }
-                let is_leader = group.leader.as_deref() == Some(caller.member_id);
-                if let Some(member) = group.members.get_mut(caller.member_id) {
-                    member.last_seen = now;
-                }
-                group.settled_in(caller.generation)?;
-                if group.phase == Phase::Stable {
-                    let member = group.members.get(caller.member_id);
-                    return Ok(member.map(|m| m.assignment.clone()).unwrap_or_default());
-                }
-                match store.take() {
-                    Some(store) if group.phase == Phase::Syncing && is_leader => {
-                        for (id, assignment) in &assignments {
-                            if let Some(m) = group.members.get_mut(id) {
-                                m.assignment = assignment.clone();
-                            }
-                        }
-                        Some((store, group.stored()))
-                    }
-                    kept => {
-                        store = kept;
-                        None
-                    }
-                }
-            };
-            if let Some((store, stored)) = to_store {
-                let generation = stored.generation;
-                let result = store(stored).await;
-                let mut groups = self.groups();
-                let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
-                if group.phase == Phase::Syncing && group.generation == generation {
-                    match result {
-                        Ok(()) => group.phase = Phase::Stable,
-                        Err(_) => group.start_rebalance(Instant::now()),
-                    }
-                }
-                drop(groups);
-                self.changed.notify_waiters();
-                result?;
-                continue;
+                (_, kept) => store = kept,
             }
             let _ = tokio::time::timeout(RECHECK, notified).await;
         }
     }
 
     /// The group's protocol type and chosen protocol (SyncGroup v5 answers with them).
-    pub fn protocol(&self, group_id: &str) -> Option<(String, String)> {
-        let groups = self.groups();
-        let group = groups.get(group_id)?;
-        Some((group.protocol_type.clone(), group.protocol.clone()))
+    pub fn protocol(&self, group: &str) -> Option<(String, String)> {
+        self.groups().get(group).map(Group::protocol)
     }
 
     /// Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS tells it to join again.
-    pub fn heartbeat(&self, group_id: &str, caller: Caller<'_>) -> Result<(), GroupError> {
-        let result = self.with_member(group_id, caller, |g| g.settled_in(caller.generation));
-        self.changed.notify_waiters();
-        result
+    pub fn heartbeat(&self, group: &str, caller: Caller<'_>) -> Result<(), GroupError> {
+        self.step(group, |g, now| g.heartbeat(caller, now))
+            .unwrap_or(Err(GroupError::UnknownMember))
     }
 
     /// LeaveGroup of one member, named by member id, instance id or both (v3 batches them):
     /// it goes at once, and the others rebalance without it.
     pub fn leave(
         &self,
-        group_id: &str,
+        group: &str,
         member_id: &str,
         instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
-        let mut groups = self.groups();
-        let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
-        let id = match instance_id {
-            Some(instance) => {
-                let holder = group
-                    .instance_member(instance)
-                    .ok_or(GroupError::UnknownMember)?;
-                if !member_id.is_empty() && member_id != holder {
-                    return Err(GroupError::FencedInstanceId);
-                }
-                holder.to_owned()
-            }
-            None => member_id.to_owned(),
-        };
-        group.members.remove(&id).ok_or(GroupError::UnknownMember)?;
-        group.answers.remove(&id);
-        group.membership_changed(Instant::now());
-        drop(groups);
-        self.changed.notify_waiters();
-        Ok(())
+        self.step(group, |g, now| g.leave(member_id, instance_id, now))
+            .unwrap_or(Err(GroupError::UnknownMember))
     }
 
-    /// Whether an OffsetCommit may go ahead, by Kafka's rules: a consumer outside group
-    /// membership (generation -1, no member id) commits to a group without members; a member
-    /// commits in the group's current generation, in any phase but CompletingRebalance (see
-    /// `Group::may_commit`), so that a consumer that lost its partitions cannot commit over
-    /// their new owner while the one whose partitions are being revoked can still save its
-    /// position.
-    pub fn may_commit(&self, group_id: &str, caller: Caller<'_>) -> Result<(), GroupError> {
-        let member =
-            caller.generation >= 0 || !caller.member_id.is_empty() || caller.instance_id.is_some();
-        let mut groups = self.groups();
-        let Some(group) = groups.get_mut(group_id) else {
-            return if member {
-                Err(GroupError::IllegalGeneration)
-            } else {
-                Ok(())
-            };
-        };
-        let now = Instant::now();
-        if group.expire(now) {
-            self.changed.notify_waiters();
+    /// Whether an OffsetCommit may go ahead ([`Group::may_commit`]); a member committing to a
+    /// group this coordinator does not know is of no generation it has (ILLEGAL_GENERATION).
+    pub fn may_commit(&self, group: &str, caller: Caller<'_>) -> Result<(), GroupError> {
+        match self.step(group, |g, now| g.may_commit(caller, now)) {
+            Some(result) => result,
+            None if isr::group::is_member(caller) => Err(GroupError::IllegalGeneration),
+            None => Ok(()),
         }
-        if !member {
-            return if group.members.is_empty() {
-                Ok(())
-            } else {
-                Err(GroupError::UnknownMember)
-            };
-        }
-        group.member(caller.member_id, caller.instance_id)?;
-        if let Some(m) = group.members.get_mut(caller.member_id) {
-            m.last_seen = now;
-        }
-        group.may_commit(caller.generation)
-    }
-
-    /// Runs `check` for a known member, after expiring sessions and noting that it is alive.
-    fn with_member(
-        &self,
-        group_id: &str,
-        caller: Caller<'_>,
-        check: impl FnOnce(&Group) -> Result<(), GroupError>,
-    ) -> Result<(), GroupError> {
-        let mut groups = self.groups();
-        let group = groups.get_mut(group_id).ok_or(GroupError::UnknownMember)?;
-        let now = Instant::now();
-        group.expire(now);
-        group.member(caller.member_id, caller.instance_id)?;
-        if let Some(member) = group.members.get_mut(caller.member_id) {
-            member.last_seen = now;
-        }
-        check(group)
     }
 
     /// Every group this coordinator knows, described (members expired first).
     pub fn list(&self) -> Vec<GroupDescription> {
-        let mut groups = self.groups();
-        let now = Instant::now();
-        groups
-            .iter_mut()
-            .map(|(name, g)| {
-                g.expire(now);
-                g.describe(name)
-            })
+        let names: Vec<String> = self.groups().keys().cloned().collect();
+        names
+            .iter()
+            .filter_map(|name| self.describe(name))
             .collect()
     }
 
     /// One group, described; `None` when this coordinator does not know it.
-    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
-        let mut groups = self.groups();
-        let group = groups.get_mut(group_id)?;
-        group.expire(Instant::now());
-        Some(group.describe(group_id))
+    pub fn describe(&self, group: &str) -> Option<GroupDescription> {
+        let d = self.step(group, |g, now| g.describe(now))?;
+        Some(GroupDescription {
+            group: group.to_owned(),
+            state: d.state,
+            protocol_type: d.protocol_type,
+            protocol: d.protocol,
+            generation: d.generation,
+            members: d.members,
+        })
     }
 
     /// What is stored of a group now, for the caller to persist (after a LeaveGroup emptied
     /// it); `None` when this coordinator does not know it.
-    pub fn stored(&self, group_id: &str) -> Option<StoredGroup> {
-        self.groups().get(group_id).map(Group::stored)
+    pub fn stored(&self, group: &str) -> Option<StoredGroup> {
+        self.groups().get(group).map(Group::stored)
     }
 
     /// Takes over the groups of one offsets partition, as loaded from it by a new coordinator:
@@ -890,7 +237,7 @@ impl Coordinator {
         belongs: impl Fn(&str) -> bool,
         loaded: impl IntoIterator<Item = (String, StoredGroup)>,
     ) {
-        let now = Instant::now();
+        let now = self.now();
         let mut groups = self.groups();
         groups.retain(|name, _| !belongs(name));
         for (name, stored) in loaded {
@@ -902,29 +249,12 @@ impl Coordinator {
 
     /// Forgets a group without members (DeleteGroups); its committed offsets are the
     /// caller's to delete. NON_EMPTY_GROUP while it has members.
-    pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
-        let mut groups = self.groups();
-        if let Some(group) = groups.get_mut(group_id) {
-            group.expire(Instant::now());
-            if !group.members.is_empty() {
-                return Err(GroupError::NonEmptyGroup);
-            }
-            groups.remove(group_id);
+    pub fn delete(&self, group: &str) -> Result<(), GroupError> {
+        if self.step(group, |g, now| g.has_members(now)) == Some(true) {
+            return Err(GroupError::NonEmptyGroup);
         }
+        self.groups().remove(group);
         Ok(())
-    }
-}
-
-/// A new member id: the client id (or the instance id of a static member) and a counter,
-/// skipping ids the group holds (a loaded group's counter starts again).
-fn fresh_id(group: &mut Group, join: &Join) -> String {
-    let prefix = join.instance_id.as_deref().unwrap_or(&join.client_id);
-    loop {
-        group.next_member += 1;
-        let id = format!("{prefix}-{}", group.next_member);
-        if !group.members.contains_key(&id) {
-            return id;
-        }
     }
 }
 
@@ -935,24 +265,23 @@ mod tests {
 
     fn join(member_id: &str, client: &str) -> Join {
         Join {
-            group: "g".into(),
             member_id: member_id.into(),
             instance_id: None,
             client_id: client.into(),
             protocol_type: "consumer".into(),
             protocols: vec![
-                ("range".into(), Bytes::from(format!("{client}-range"))),
-                ("roundrobin".into(), Bytes::from(format!("{client}-rr"))),
+                ("range".into(), format!("{client}-range").into_bytes()),
+                ("roundrobin".into(), format!("{client}-rr").into_bytes()),
             ],
-            session_timeout: Duration::from_secs(1),
-            rebalance_timeout: Duration::from_secs(2),
+            session_timeout: 1_000,
+            rebalance_timeout: 2_000,
         }
     }
 
     fn static_join(member_id: &str, instance: &str) -> Join {
         Join {
             instance_id: Some(instance.into()),
-            session_timeout: Duration::from_secs(5),
+            session_timeout: 5_000,
             ..join(member_id, instance)
         }
     }
@@ -973,20 +302,23 @@ mod tests {
     #[tokio::test]
     async fn two_members_join_one_generation_and_the_leader_assigns() {
         let c = Arc::new(Coordinator::default());
-        let a = c.join(join("", "a")).await.expect("a joins");
+        let a = c.join("g", join("", "a")).await.expect("a joins");
         assert_eq!((a.generation, a.leader.as_str()), (1, a.member_id.as_str()));
         assert_eq!(a.protocol, "range");
         // b joins: a rebalance, which a learns of from its heartbeat and joins.
         let b_join = tokio::spawn({
             let c = c.clone();
-            async move { c.join(join("", "b")).await }
+            async move { c.join("g", join("", "b")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
             c.heartbeat("g", at(&a.member_id, 1)),
             Err(GroupError::RebalanceInProgress)
         );
-        let a2 = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let a2 = c
+            .join("g", join(&a.member_id, "a"))
+            .await
+            .expect("a rejoins");
         let b = b_join.await.expect("task").expect("b joins");
         assert_eq!((a2.generation, b.generation), (2, 2));
         assert_eq!(a2.leader, a.member_id, "the leader stays");
@@ -1047,7 +379,10 @@ mod tests {
             c.heartbeat("g", at(&b.member_id, 2)),
             Err(GroupError::RebalanceInProgress)
         );
-        let b3 = c.join(join(&b.member_id, "b")).await.expect("b rejoins");
+        let b3 = c
+            .join("g", join(&b.member_id, "b"))
+            .await
+            .expect("b rejoins");
         assert_eq!(
             (b3.generation, b3.leader.as_str()),
             (3, b.member_id.as_str())
@@ -1068,13 +403,13 @@ mod tests {
     #[tokio::test]
     async fn members_commit_while_a_rebalance_is_prepared_but_not_while_it_completes() {
         let c = Arc::new(Coordinator::default());
-        let a = c.join(join("", "a")).await.expect("a");
+        let a = c.join("g", join("", "a")).await.expect("a");
         c.sync("g", at(&a.member_id, 1), None, vec![], kept)
             .await
             .expect("a syncs");
         let b_join = tokio::spawn({
             let c = c.clone();
-            async move { c.join(join("", "b")).await }
+            async move { c.join("g", join("", "b")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(c.describe("g").map(|d| d.state), Some("PreparingRebalance"));
@@ -1083,7 +418,10 @@ mod tests {
             Ok(()),
             "the revoking member saves its position"
         );
-        let a2 = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let a2 = c
+            .join("g", join(&a.member_id, "a"))
+            .await
+            .expect("a rejoins");
         let b = b_join.await.expect("task").expect("b");
         assert_eq!(
             c.describe("g").map(|d| d.state),
@@ -1106,14 +444,14 @@ mod tests {
     #[tokio::test]
     async fn a_restarted_static_member_takes_its_place_without_a_rebalance() {
         let c = Arc::new(Coordinator::default());
-        let a = c.join(static_join("", "ia")).await.expect("a");
+        let a = c.join("g", static_join("", "ia")).await.expect("a");
         let b_join = tokio::spawn({
             let c = c.clone();
-            async move { c.join(static_join("", "ib")).await }
+            async move { c.join("g", static_join("", "ib")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         let a = c
-            .join(static_join(&a.member_id, "ia"))
+            .join("g", static_join(&a.member_id, "ia"))
             .await
             .expect("a rejoins");
         let b = b_join.await.expect("task").expect("b");
@@ -1137,7 +475,10 @@ mod tests {
 
         // b restarts (a static member sends no LeaveGroup) and rejoins with no member id: it
         // gets a new id at once, in the same generation, and its old assignment.
-        let b2 = c.join(static_join("", "ib")).await.expect("b restarts");
+        let b2 = c
+            .join("g", static_join("", "ib"))
+            .await
+            .expect("b restarts");
         assert_ne!(b2.member_id, b.member_id);
         assert_eq!(b2.generation, 2, "no rebalance");
         assert_eq!(b2.leader, a.member_id);
@@ -1164,7 +505,7 @@ mod tests {
         assert_eq!(c.heartbeat("g", old), Err(GroupError::FencedInstanceId));
         assert_eq!(c.may_commit("g", old), Err(GroupError::FencedInstanceId));
         assert_eq!(
-            c.join(static_join(&b.member_id, "ib")).await,
+            c.join("g", static_join(&b.member_id, "ib")).await,
             Err(GroupError::FencedInstanceId)
         );
         // Removing a static member by its instance id (what admin tools do) rebalances.
@@ -1179,13 +520,16 @@ mod tests {
     /// Two members in generation 2, assigned "p0" and "p1" by the leader; the generation as
     /// the leader's sync stored it.
     async fn stable_pair(c: &Arc<Coordinator>) -> (Joined, Joined, StoredGroup) {
-        let a = c.join(join("", "a")).await.expect("a joins");
+        let a = c.join("g", join("", "a")).await.expect("a joins");
         let b_join = tokio::spawn({
             let c = c.clone();
-            async move { c.join(join("", "b")).await }
+            async move { c.join("g", join("", "b")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let a = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let a = c
+            .join("g", join(&a.member_id, "a"))
+            .await
+            .expect("a rejoins");
         let b = b_join.await.expect("task").expect("b joins");
         let plan = vec![
             (a.member_id.clone(), Bytes::from_static(b"p0")),
@@ -1215,7 +559,7 @@ mod tests {
         let parts: Vec<(&str, &[u8])> = stored
             .members
             .iter()
-            .map(|m| (m.client_id.as_str(), m.assignment.as_ref()))
+            .map(|m| (m.client_id.as_str(), m.assignment.as_slice()))
             .collect();
         assert_eq!(parts, [("a", &b"p0"[..]), ("b", &b"p1"[..])]);
         assert_eq!(
@@ -1255,12 +599,12 @@ mod tests {
         // A newcomer gets an id no loaded member holds, and a rebalance to generation 3.
         let c_join = tokio::spawn({
             let next = next.clone();
-            async move { next.join(join("", "a")).await }
+            async move { next.join("g", join("", "a")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         let (a3, b3) = tokio::join!(
-            next.join(join(&a.member_id, "a")),
-            next.join(join(&b.member_id, "b"))
+            next.join("g", join(&a.member_id, "a")),
+            next.join("g", join(&b.member_id, "b"))
         );
         let (a3, b3) = (a3.expect("a rejoins"), b3.expect("b rejoins"));
         let newcomer = c_join.await.expect("task").expect("joins");
@@ -1275,13 +619,16 @@ mod tests {
     #[tokio::test]
     async fn no_member_learns_an_assignment_its_coordinator_failed_to_store() {
         let c = Arc::new(Coordinator::default());
-        let a = c.join(join("", "a")).await.expect("a joins");
+        let a = c.join("g", join("", "a")).await.expect("a joins");
         let b_join = tokio::spawn({
             let c = c.clone();
-            async move { c.join(join("", "b")).await }
+            async move { c.join("g", join("", "b")).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        let a = c.join(join(&a.member_id, "a")).await.expect("a rejoins");
+        let a = c
+            .join("g", join(&a.member_id, "a"))
+            .await
+            .expect("a rejoins");
         let b = b_join.await.expect("task").expect("b joins");
         let b_sync = tokio::spawn({
             let (c, id) = (c.clone(), b.member_id.clone());
@@ -1305,8 +652,8 @@ mod tests {
     #[tokio::test]
     async fn a_silent_member_is_dropped_after_its_session_and_the_rest_rebalance() {
         let c = Coordinator::default();
-        let a = c.join(join("", "a")).await.expect("a");
-        let b = c.join(join("", "b")).await;
+        let a = c.join("g", join("", "a")).await.expect("a");
+        let b = c.join("g", join("", "b")).await;
         // b's join started a rebalance that a never joins: it ends without a at the deadline
         // (a's session of 1 s runs out first).
         let b = b.expect("b");
@@ -1321,16 +668,22 @@ mod tests {
     #[tokio::test]
     async fn members_must_share_a_protocol_and_known_ids() {
         let c = Coordinator::default();
-        c.join(join("", "a")).await.expect("a");
+        c.join("g", join("", "a")).await.expect("a");
         let mut other = join("", "x");
-        other.protocols = vec![("sticky".into(), Bytes::new())];
-        assert_eq!(c.join(other).await, Err(GroupError::InconsistentProtocol));
+        other.protocols = vec![("sticky".into(), Vec::new())];
         assert_eq!(
-            c.join(join("nobody", "y")).await,
+            c.join("g", other).await,
+            Err(GroupError::InconsistentProtocol)
+        );
+        assert_eq!(
+            c.join("g", join("nobody", "y")).await,
             Err(GroupError::UnknownMember)
         );
         let mut short = join("", "z");
-        short.session_timeout = Duration::from_millis(10);
-        assert_eq!(c.join(short).await, Err(GroupError::InvalidSessionTimeout));
+        short.session_timeout = 10;
+        assert_eq!(
+            c.join("g", short).await,
+            Err(GroupError::InvalidSessionTimeout)
+        );
     }
 }

@@ -125,13 +125,13 @@ fn get_bytes(buf: &mut Bytes) -> Result<Bytes, String> {
     Ok(buf.split_to(len))
 }
 
-fn millis(d: std::time::Duration) -> i32 {
-    i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
+/// A member's timeout, kept in milliseconds (the coordinator's ticks), as Kafka's `int32`.
+fn millis(ms: u64) -> i32 {
+    i32::try_from(ms).unwrap_or(i32::MAX)
 }
 
-fn get_millis(buf: &mut Bytes) -> Result<std::time::Duration, String> {
-    let ms = u64::try_from(get(buf, 4, Buf::get_i32)?).map_err(|_| "a negative timeout")?;
-    Ok(std::time::Duration::from_millis(ms))
+fn get_millis(buf: &mut Bytes) -> Result<u64, String> {
+    u64::try_from(get(buf, 4, Buf::get_i32)?).map_err(|_| "a negative timeout".into())
 }
 
 fn get<T>(buf: &mut Bytes, size: usize, read: impl FnOnce(&mut Bytes) -> T) -> Result<T, String> {
@@ -290,8 +290,8 @@ impl GroupRecord {
                 client_id,
                 session_timeout,
                 rebalance_timeout,
-                subscription: get_bytes(&mut value)?,
-                assignment: get_bytes(&mut value)?,
+                subscription: get_bytes(&mut value)?.to_vec(),
+                assignment: get_bytes(&mut value)?.to_vec(),
             });
         }
         Ok(GroupRecord {
@@ -532,10 +532,10 @@ mod tests {
             member_id: id.into(),
             instance_id: instance.map(Into::into),
             client_id: "rdkafka".into(),
-            session_timeout: std::time::Duration::from_secs(6),
-            rebalance_timeout: std::time::Duration::from_secs(300),
-            subscription: Bytes::from(format!("{id}-subscription")),
-            assignment: Bytes::from(format!("{id}-assignment")),
+            session_timeout: 6_000,
+            rebalance_timeout: 300_000,
+            subscription: format!("{id}-subscription").into_bytes(),
+            assignment: format!("{id}-assignment").into_bytes(),
         };
         StoredGroup {
             protocol_type: "consumer".into(),
@@ -615,7 +615,7 @@ mod tests {
         };
         assert_eq!((name.as_str(), g.generation, g.leader), ("old", 9, None));
         let m = &g.members[0];
-        assert_eq!(m.session_timeout, std::time::Duration::from_secs(10));
+        assert_eq!(m.session_timeout, 10_000);
         assert_eq!(m.rebalance_timeout, m.session_timeout);
         assert_eq!(
             (m.subscription.as_ref(), m.assignment.as_ref()),

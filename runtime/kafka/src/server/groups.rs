@@ -11,6 +11,7 @@ use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, CommittedOffset, GroupOffset};
 use crate::consumer_protocol::subscribed_topics;
 use crate::coordinator::{Caller, GroupDescription, GroupError};
+use bytes::Bytes;
 use isr::Offset;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -282,8 +283,8 @@ async fn describe_one<B: Backend>(backend: &B, group: &str) -> DescribedGroup {
                         .with_member_id(text(&m.member_id))
                         .with_group_instance_id(m.instance_id.as_deref().map(text))
                         .with_client_id(text(&m.client_id))
-                        .with_member_metadata(m.metadata)
-                        .with_member_assignment(m.assignment)
+                        .with_member_metadata(Bytes::from(m.metadata))
+                        .with_member_assignment(Bytes::from(m.assignment))
                 })
                 .collect(),
         )

@@ -12,7 +12,6 @@ use kafka_protocol::messages::{
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
-use std::time::Duration;
 
 /// The coordinator, if this broker is the one for `group` and has loaded it
 /// ([`Backend::load_group`]), and the caller may do `op` on the group
@@ -70,8 +69,9 @@ async fn coordinating_members<'a, B: Backend>(
     coordinating(backend, group, Operation::Read).await
 }
 
-fn millis(ms: i32) -> Duration {
-    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+/// A timeout from a request, in the coordinator's ticks (milliseconds).
+fn millis(ms: i32) -> u64 {
+    u64::try_from(ms).unwrap_or(0)
 }
 
 fn text(s: &str) -> StrBytes {
@@ -101,7 +101,6 @@ pub async fn join_group<B: Backend>(
         Err(code) => return refused(code),
     };
     let join = Join {
-        group: group.to_owned(),
         member_id: request.member_id.as_str().to_owned(),
         instance_id: opt_str(&request.group_instance_id).map(str::to_owned),
         client_id: if client_id.is_empty() {
@@ -114,7 +113,7 @@ pub async fn join_group<B: Backend>(
         protocols: request
             .protocols
             .iter()
-            .map(|p| (p.name.as_str().to_owned(), p.metadata.clone()))
+            .map(|p| (p.name.as_str().to_owned(), p.metadata.to_vec()))
             .collect(),
         session_timeout: millis(request.session_timeout_ms),
         // v0 has no rebalance timeout: Kafka takes the session timeout.
@@ -124,7 +123,7 @@ pub async fn join_group<B: Backend>(
             request.session_timeout_ms
         }),
     };
-    match coordinator.join(join).await {
+    match coordinator.join(group, join).await {
         Ok(joined) => JoinGroupResponse::default()
             .with_generation_id(joined.generation)
             .with_protocol_type(Some(text(&joined.protocol_type)))
@@ -139,7 +138,7 @@ pub async fn join_group<B: Backend>(
                         JoinGroupResponseMember::default()
                             .with_member_id(text(&m.member_id))
                             .with_group_instance_id(m.instance_id.as_deref().map(text))
-                            .with_metadata(m.metadata)
+                            .with_metadata(Bytes::from(m.metadata))
                     })
                     .collect(),
             ),
