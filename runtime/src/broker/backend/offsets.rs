@@ -58,6 +58,8 @@ struct OffsetsPartition {
     index: u32,
     count: u32,
     leader: Option<isr::BrokerId>,
+    /// Its leader epoch, as this broker's metadata has it.
+    leader_epoch: LeaderEpoch,
 }
 
 impl Views {
@@ -103,12 +105,13 @@ impl BrokerBackend {
             .get(index as usize)
             .copied()
             .ok_or(BackendError::CoordinatorNotAvailable)?;
-        let leader = view.partitions.get(&id).and_then(|p| p.leader);
+        let state = view.partitions.get(&id);
         Ok(OffsetsPartition {
             id,
             index,
             count,
-            leader,
+            leader: state.and_then(|p| p.leader),
+            leader_epoch: state.map(|p| p.leader_epoch).unwrap_or_default(),
         })
     }
 
@@ -248,6 +251,14 @@ impl BrokerBackend {
     /// loaded into the membership coordinator, replacing what this broker held of them.
     pub(super) async fn load(&self, group: &str) -> Result<(), BackendError> {
         let partition = self.led_partition(group).await?;
+        // Loaded in the epoch the metadata names: the coordinator holds all that was stored
+        // since (this broker stored it), so there is nothing to read and nothing to ask.
+        let current = self.views.of(partition.id);
+        let loaded = current.lock().await;
+        if loaded.installed && loaded.epoch == Some(partition.leader_epoch) {
+            return Ok(());
+        }
+        drop(loaded);
         let mut loaded = self.loaded(partition.id).await?;
         if !loaded.installed {
             let (index, count) = (partition.index, partition.count);
@@ -300,9 +311,10 @@ impl BrokerBackend {
         committed: CommittedOffset,
     ) -> Result<(), BackendError> {
         self.partition_id(topic, index).await?;
-        // Writing needs the right to, not the view.
+        // Writing needs neither the view nor a settled term: the Kafka layer loaded the group
+        // (Backend::load_group) to check the member, and a record is answered only once
+        // committed, which a leader's term must be settled for.
         let partition = self.offsets_partition(group).await?.id;
-        self.settled(partition).await?;
         let record = Record::Offset(OffsetRecord {
             key: key(group, topic, index),
             committed: Some(committed),
