@@ -520,17 +520,7 @@ mod tests {
     /// Two members in generation 2, assigned "p0" and "p1" by the leader; the generation as
     /// the leader's sync stored it.
     async fn stable_pair(c: &Arc<Coordinator>) -> (Joined, Joined, StoredGroup) {
-        let a = c.join("g", join("", "a")).await.expect("a joins");
-        let b_join = tokio::spawn({
-            let c = c.clone();
-            async move { c.join("g", join("", "b")).await }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let a = c
-            .join("g", join(&a.member_id, "a"))
-            .await
-            .expect("a rejoins");
-        let b = b_join.await.expect("task").expect("b joins");
+        let (a, b) = joined_pair(c).await;
         let plan = vec![
             (a.member_id.clone(), Bytes::from_static(b"p0")),
             (b.member_id.clone(), Bytes::from_static(b"p1")),
@@ -549,6 +539,22 @@ mod tests {
             b,
             stored.expect("the leader's sync stored the generation"),
         )
+    }
+
+    /// a joins alone (generation 1), b joins, a rejoins: both in generation 2, a leading.
+    async fn joined_pair(c: &Arc<Coordinator>) -> (Joined, Joined) {
+        let a = c.join("g", join("", "a")).await.expect("a joins");
+        let b_join = tokio::spawn({
+            let c = c.clone();
+            async move { c.join("g", join("", "b")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let a = c
+            .join("g", join(&a.member_id, "a"))
+            .await
+            .expect("a rejoins");
+        let b = b_join.await.expect("task").expect("b joins");
+        (a, b)
     }
 
     #[tokio::test]
@@ -619,17 +625,7 @@ mod tests {
     #[tokio::test]
     async fn no_member_learns_an_assignment_its_coordinator_failed_to_store() {
         let c = Arc::new(Coordinator::default());
-        let a = c.join("g", join("", "a")).await.expect("a joins");
-        let b_join = tokio::spawn({
-            let c = c.clone();
-            async move { c.join("g", join("", "b")).await }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let a = c
-            .join("g", join(&a.member_id, "a"))
-            .await
-            .expect("a rejoins");
-        let b = b_join.await.expect("task").expect("b joins");
+        let (a, b) = joined_pair(&c).await;
         let b_sync = tokio::spawn({
             let (c, id) = (c.clone(), b.member_id.clone());
             async move { c.sync("g", at(&id, 2), None, Vec::new(), kept).await }
