@@ -8,7 +8,7 @@
 mod common;
 
 use common::clients::{bootstrap, confluent_kafka_present, script, Client};
-use common::{isr, isr_topic_create, TestCluster};
+use common::{isr, isr_topic_create, kafka, TestCluster};
 use isr_kafka::offsets_topic::{partition_for, DEFAULT_PARTITIONS, OFFSETS_TOPIC};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -149,5 +149,42 @@ fn acknowledged_commits_survive_the_loss_of_the_coordinator() {
         consume(&bootstrap),
         "3 d\n",
         "resumed from the commit made before the coordinator died"
+    );
+}
+
+/// One OffsetCommit naming several partitions is one record batch in the group's offsets
+/// partition: every partition that exists gets its offset, and one that does not is refused
+/// alone (UNKNOWN_TOPIC_OR_PARTITION), as Kafka answers.
+#[test]
+fn one_offset_commit_stores_every_partition_it_names_and_refuses_a_missing_one_alone() {
+    const GROUP: &str = "batched";
+    let cluster = TestCluster::start(3);
+    let b1 = cluster.address(1).expect("broker 1");
+    assert_eq!(kafka::create_topic(&b1, "many", 3, 3, 2), 0);
+    let asked = [(0, 5), (1, 7), (9, 1), (2, 3)];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The offsets topic is created by the first group that needs it, and its partitions need
+    // leaders: COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR or LOAD_IN_PROGRESS meanwhile.
+    let (coordinator, answer) = loop {
+        let found = kafka::coordinator(&b1, GROUP);
+        if let Ok(coordinator) = &found {
+            let answer = kafka::commit(coordinator, GROUP, "many", &asked);
+            if answer
+                .iter()
+                .all(|&(_, code)| !matches!(code, -1 | 14..=16))
+            {
+                break (coordinator.clone(), answer);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no coordinator took the commit: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(answer, [(0, 0), (1, 0), (9, 3), (2, 0)]);
+    assert_eq!(
+        kafka::committed(&coordinator, GROUP, "many", &[0, 1, 2, 9]),
+        [(0, 5), (1, 7), (2, 3), (9, -1)]
     );
 }

@@ -412,16 +412,15 @@ pub trait Backend: Send + Sync + 'static {
         stored: Option<crate::coordinator::StoredGroup>,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
-    /// Records a consumer group's position in a partition (OffsetCommit), on the group's
-    /// coordinator: answered once it is durable as the backend promises (the `isr` broker:
-    /// committed in the group's offsets partition).
-    fn commit_offset(
+    /// Records a consumer group's positions (OffsetCommit), on the group's coordinator, in one
+    /// write: answered once durable as the backend promises (the `isr` broker: one record batch
+    /// committed in the group's offsets partition), with one result per position, in order. A
+    /// position in a partition that does not exist is refused alone.
+    fn commit_offsets(
         &self,
         group: &str,
-        topic: &str,
-        partition: u32,
-        committed: CommittedOffset,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+        offsets: Vec<GroupOffset>,
+    ) -> impl Future<Output = Vec<Result<(), BackendError>>> + Send;
 
     /// A consumer group's position in a partition, `None` if it never committed one
     /// (OffsetFetch).

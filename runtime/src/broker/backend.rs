@@ -408,14 +408,12 @@ impl Backend for BrokerBackend {
         self.store(group, stored).await
     }
 
-    async fn commit_offset(
+    async fn commit_offsets(
         &self,
         group: &str,
-        topic: &str,
-        partition: u32,
-        committed: CommittedOffset,
-    ) -> Result<(), BackendError> {
-        self.commit(group, topic, partition, committed).await
+        offsets: Vec<GroupOffset>,
+    ) -> Vec<Result<(), BackendError>> {
+        self.commit(group, offsets).await
     }
 
     async fn fetch_offset(

@@ -1,16 +1,22 @@
 //! A minimal blocking Kafka client for tests, independent of the code under test: CreateTopics
-//! v4, Metadata v8, Produce v7 and Fetch v11 (all non-flexible), encoded with kafka-protocol.
+//! v4, Metadata v8, Produce v7, Fetch v11, FindCoordinator v1, OffsetCommit v2 and OffsetFetch
+//! v1 (all non-flexible), encoded with kafka-protocol.
 
 use bytes::{Bytes, BytesMut};
 use isr_kafka::client::records::{encode, Outgoing};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader, TopicName,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, MetadataRequest, MetadataResponse,
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
@@ -208,4 +214,61 @@ pub fn fetch_all(
             return Ok((all, hw));
         }
     }
+}
+
+/// The "host:port" of `group`'s coordinator, or the Kafka error code.
+pub fn coordinator(address: &str, group: &str) -> Result<String, i16> {
+    let request = FindCoordinatorRequest::default().with_key(StrBytes::from_string(group.into()));
+    let answer: FindCoordinatorResponse =
+        call(address, ApiKey::FindCoordinator, 1, &request).map_err(|_| -1i16)?;
+    match answer.error_code {
+        0 => Ok(format!("{}:{}", answer.host.as_str(), answer.port)),
+        code => Err(code),
+    }
+}
+
+/// One OffsetCommit of `offsets` (partition, offset) of `topic` for `group`, outside group
+/// membership: each partition's error code, in order.
+pub fn commit(address: &str, group: &str, topic: &str, offsets: &[(i32, i64)]) -> Vec<(i32, i16)> {
+    let partitions = offsets
+        .iter()
+        .map(|&(p, o)| {
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(p)
+                .with_committed_offset(o)
+        })
+        .collect();
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(partitions)]);
+    let answer: Result<OffsetCommitResponse, _> = call(address, ApiKey::OffsetCommit, 2, &request);
+    match answer {
+        Ok(answer) => answer
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| (p.partition_index, p.error_code))
+            .collect(),
+        Err(_) => offsets.iter().map(|&(p, _)| (p, -1)).collect(),
+    }
+}
+
+/// `group`'s committed offsets of `partitions` of `topic` (-1: none), in order.
+pub fn committed(address: &str, group: &str, topic: &str, partitions: &[i32]) -> Vec<(i32, i64)> {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.into())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partition_indexes(partitions.to_vec())]));
+    let answer: OffsetFetchResponse =
+        call(address, ApiKey::OffsetFetch, 1, &request).expect("OffsetFetch answered");
+    answer
+        .topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .map(|p| (p.partition_index, p.committed_offset))
+        .collect()
 }

@@ -191,14 +191,12 @@ impl Backend for Accepting {
         Ok(())
     }
 
-    async fn commit_offset(
+    async fn commit_offsets(
         &self,
         _: &str,
-        _: &str,
-        _: u32,
-        _: CommittedOffset,
-    ) -> Result<(), BackendError> {
-        Ok(())
+        offsets: Vec<GroupOffset>,
+    ) -> Vec<Result<(), BackendError>> {
+        offsets.iter().map(|_| Ok(())).collect()
     }
 
     async fn fetch_offset(

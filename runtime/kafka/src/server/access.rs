@@ -202,17 +202,26 @@ impl<B: Backend> Backend for Authorized<B> {
     }
 
     /// The group's Read was checked for the whole request; the topic's is checked here.
-    async fn commit_offset(
+    async fn commit_offsets(
         &self,
         group: &str,
-        topic: &str,
-        partition: u32,
-        committed: CommittedOffset,
-    ) -> Result<(), BackendError> {
-        self.access.topic(Operation::Read, topic)?;
-        self.inner
-            .commit_offset(group, topic, partition, committed)
-            .await
+        offsets: Vec<GroupOffset>,
+    ) -> Vec<Result<(), BackendError>> {
+        let checks: Vec<Result<(), BackendError>> = offsets
+            .iter()
+            .map(|o| self.access.topic(Operation::Read, &o.topic))
+            .collect();
+        let allowed = offsets
+            .into_iter()
+            .zip(&checks)
+            .filter(|(_, check)| check.is_ok())
+            .map(|(o, _)| o)
+            .collect();
+        let mut written = self.inner.commit_offsets(group, allowed).await.into_iter();
+        checks
+            .into_iter()
+            .map(|check| check.and_then(|()| written.next().unwrap_or(Ok(()))))
+            .collect()
     }
 
     async fn fetch_offset(

@@ -64,31 +64,53 @@ pub async fn offset_commit<B: Backend>(
         Ok(c) => c.may_commit(group, caller).err().map(|e| e.code()),
         Err(code) => Some(code),
     };
-    let mut topics = Vec::with_capacity(request.topics.len());
-    for topic in request.topics {
-        let name = topic.name.0.as_str();
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
+    // Every valid position of the request, written together (one record batch); the others
+    // are answered on their own.
+    let mut positions = Vec::new();
+    let mut invalid = Vec::new();
+    for topic in &request.topics {
         for p in &topic.partitions {
-            let result = match (
+            let position = match (
                 u32::try_from(p.partition_index),
                 u64::try_from(p.committed_offset),
             ) {
-                _ if refused.is_some() => Ok(()),
                 (Err(_), _) => Err(BackendError::UnknownTopicOrPartition),
                 (_, Err(_)) => Err(BackendError::OffsetOutOfRange),
-                (Ok(partition), Ok(offset)) => {
-                    let committed = CommittedOffset {
+                (Ok(partition), Ok(offset)) => Ok(GroupOffset {
+                    topic: topic.name.0.as_str().to_owned(),
+                    partition,
+                    committed: CommittedOffset {
                         offset: Offset(offset),
                         metadata: p
                             .committed_metadata
                             .as_ref()
                             .map(|m| m.as_str().to_owned())
                             .unwrap_or_default(),
-                    };
-                    backend
-                        .commit_offset(group, name, partition, committed)
-                        .await
+                    },
+                }),
+            };
+            match position {
+                Ok(position) => {
+                    invalid.push(None);
+                    positions.push(position);
                 }
+                Err(e) => invalid.push(Some(e)),
+            }
+        }
+    }
+    let mut written = match refused {
+        Some(_) => Vec::new(),
+        None => backend.commit_offsets(group, positions).await,
+    }
+    .into_iter();
+    let mut invalid = invalid.into_iter();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let result = match invalid.next().flatten() {
+                Some(e) => Err(e),
+                None => written.next().unwrap_or(Ok(())),
             };
             partitions.push(
                 OffsetCommitResponsePartition::default()

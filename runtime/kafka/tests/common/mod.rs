@@ -353,17 +353,20 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    async fn commit_offset(
+    async fn commit_offsets(
         &self,
         group: &str,
-        topic: &str,
-        partition: u32,
-        committed: CommittedOffset,
-    ) -> Result<(), BackendError> {
-        self.with_partition(topic, partition, |_| Ok(()))?;
-        let key = (group.to_owned(), topic.to_owned(), partition);
-        self.state().offsets.insert(key, committed);
-        Ok(())
+        offsets: Vec<GroupOffset>,
+    ) -> Vec<Result<(), BackendError>> {
+        offsets
+            .into_iter()
+            .map(|o| {
+                self.with_partition(&o.topic, o.partition, |_| Ok(()))?;
+                let key = (group.to_owned(), o.topic, o.partition);
+                self.state().offsets.insert(key, o.committed);
+                Ok(())
+            })
+            .collect()
     }
 
     async fn fetch_offset(

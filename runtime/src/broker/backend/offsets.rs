@@ -303,23 +303,42 @@ impl BrokerBackend {
         .map_err(as_coordinator)
     }
 
+    /// The positions of one OffsetCommit, as one record batch: one append, one wait for it to
+    /// be committed, whatever the number of partitions.
     pub(super) async fn commit(
         &self,
         group: &str,
-        topic: &str,
-        index: u32,
-        committed: CommittedOffset,
-    ) -> Result<(), BackendError> {
-        self.partition_id(topic, index).await?;
+        offsets: Vec<GroupOffset>,
+    ) -> Vec<Result<(), BackendError>> {
+        let mut refused = Vec::with_capacity(offsets.len());
+        let mut records = Vec::with_capacity(offsets.len());
+        for o in offsets {
+            match self.partition_id(&o.topic, o.partition).await {
+                Ok(_) => {
+                    refused.push(None);
+                    records.push(Record::Offset(OffsetRecord {
+                        key: key(group, &o.topic, o.partition),
+                        committed: Some(o.committed),
+                    }));
+                }
+                Err(e) => refused.push(Some(e)),
+            }
+        }
         // Writing needs neither the view nor a settled term: the Kafka layer loaded the group
         // (Backend::load_group) to check the member, and a record is answered only once
         // committed, which a leader's term must be settled for.
-        let partition = self.offsets_partition(group).await?.id;
-        let record = Record::Offset(OffsetRecord {
-            key: key(group, topic, index),
-            committed: Some(committed),
-        });
-        self.append(partition, &[record]).await
+        let written = if records.is_empty() {
+            Ok(())
+        } else {
+            match self.offsets_partition(group).await {
+                Ok(partition) => self.append(partition.id, &records).await,
+                Err(e) => Err(e),
+            }
+        };
+        refused
+            .into_iter()
+            .map(|refusal| refusal.map_or_else(|| written.clone(), Err))
+            .collect()
     }
 
     pub(super) async fn committed(
