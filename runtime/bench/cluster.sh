@@ -3,6 +3,7 @@
 #
 #   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|commits|all]
 #   runtime/bench/cluster.sh scale [PARTITIONS] [file|etcd]
+#   runtime/bench/cluster.sh change-bytes
 #
 # throughput: for each flush policy, three brokers and a controller on 127.0.0.1, topics with
 #   3 partitions at replication factor 1 and 3 (min ISR 2), acks=all, 100-byte records in
@@ -29,6 +30,10 @@
 #   flush policy, with COMMITTERS groups at once (default "1 12") for COMMIT_SECS s (default 10):
 #   commits per second of the whole cluster. Each commit is a record in __consumer_offsets,
 #   acknowledged once committed (acks=all, min ISR 2).
+# change-bytes: what one ISR change writes to each store (file: bytes appended to the metadata
+#   log; etcd: bytes of values), at 1,000 and at 100,000 partitions, with ISR changes per second:
+#   the controller store's own benchmark (a local etcd member, no brokers), the ignored test
+#   `commit_rates` of runtime/src/controller/store/mod.rs.
 # scale [PARTITIONS] [STORE]: three brokers (page cache) and the file store (STORE=file, the
 #   default) or three controllers on etcd (STORE=etcd); PARTITIONS (default 100000) partitions
 #   as topics of 100 (RF 3, min ISR 2), created through confluent-kafka's admin client, 10
@@ -500,7 +505,9 @@ case "${1:-all}" in
   large) large ;;
   tls) tls ;;
   commits) commits ;;
+  change-bytes) cargo test --release -p isr-runtime --lib commit_rates -- --ignored --nocapture 2>&1 |
+    grep -E '^(file|etcd) store' ;;
   scale) scale "${2:-100000}" "${3:-file}" ;;
   all) throughput; failover; controller_failover; metadata; large; tls; commits ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|change-bytes|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
 esac
