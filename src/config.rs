@@ -78,6 +78,20 @@ pub struct Rules {
     /// retried batch a second time. On when a serialized config predates it.
     #[serde(default = "on")]
     pub producer_state: bool,
+    /// Rule 15: a group's coordinator loads the group (its membership and committed offsets)
+    /// from its offsets partition only once its high watermark has reached its current leader
+    /// epoch ([`crate::group::load_point`]), and answers nothing for the group before. Off: it
+    /// loads as soon as it leads, up to whatever its HW is then, which may lag a commit its
+    /// predecessor acknowledged: the group's offset moves back. On when a serialized config
+    /// predates it.
+    #[serde(default = "on")]
+    pub coordinator_load: bool,
+    /// Rule 16: an OffsetCommit from a member is accepted only in the group's current
+    /// generation ([`crate::group::Group::may_commit`]). Off: any commit is accepted, as
+    /// OffsetCommit v0 (which carried no generation) was, so a member the group has dropped
+    /// commits over its successor. On when a serialized config predates it.
+    #[serde(default = "on")]
+    pub generation_check: bool,
 }
 
 fn on() -> bool {
@@ -98,6 +112,8 @@ impl Default for Rules {
             controller_fencing: true,
             append_check: true,
             producer_state: true,
+            coordinator_load: true,
+            generation_check: true,
         }
     }
 }
@@ -122,7 +138,7 @@ impl Rules {
     /// The names accepted by [`Rules::set`].
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
          maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing, \
-         append-check, producer-state";
+         append-check, producer-state, coordinator-load, generation-check";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -166,6 +182,8 @@ impl Rules {
             "controller-fencing" => self.controller_fencing = flag("controller-fencing", value)?,
             "append-check" => self.append_check = flag("append-check", value)?,
             "producer-state" => self.producer_state = flag("producer-state", value)?,
+            "coordinator-load" => self.coordinator_load = flag("coordinator-load", value)?,
+            "generation-check" => self.generation_check = flag("generation-check", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -259,6 +277,20 @@ impl Rules {
                 on(safe.producer_state),
                 "on, off",
                 "14: every replica keeps its log's idempotent producer state (KIP-98)",
+            ),
+            row(
+                "coordinator-load",
+                on(self.coordinator_load),
+                on(safe.coordinator_load),
+                "on, off",
+                "15: a coordinator loads its group once its HW reached its epoch",
+            ),
+            row(
+                "generation-check",
+                on(self.generation_check),
+                on(safe.generation_check),
+                "on, off",
+                "16: an offset commit is accepted only in the group's generation",
             ),
         ]
     }

@@ -15,9 +15,15 @@
 //! The generation is persisted before any member learns its assignment ([`Synced::Store`],
 //! Kafka's order): a coordinator that takes over loads it ([`Group::from_stored`]) and the
 //! members carry on in it, while a member of an older generation is refused wherever it
-//! commits (spec/protocol.md §8; `tests/group.rs`). The model does not drive groups yet.
+//! commits (spec/protocol.md §8; `tests/group.rs`). The model drives it (`sim::Consumers`,
+//! spec/protocol.md §8.1), checking ConsumerResumesWithoutLoss, AcknowledgedCommitsSurvive and
+//! FencedMembersCannotCommit.
 
-use crate::types::Tick;
+use crate::config::Rules;
+use crate::log::Log;
+use crate::replica::Replica;
+use crate::types::{Offset, Tick};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Why a group request was refused, with Kafka's error code.
@@ -94,7 +100,7 @@ pub struct Join {
 }
 
 /// A completed join: what the JoinGroup response carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Joined {
     /// The generation the rebalance made.
     pub generation: i32,
@@ -112,7 +118,7 @@ pub struct Joined {
 }
 
 /// One member as the group's leader sees it in a JoinGroup answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct JoinedMember {
     /// The member's id.
     pub member_id: String,
@@ -188,7 +194,7 @@ pub struct MemberDescription {
 /// A group's membership as its coordinator persists it, for the next coordinator to load
 /// (Kafka's `GroupMetadataValue`): the generation, its protocol and leader, and each member
 /// with its subscription and assignment.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StoredGroup {
     /// The group's protocol type.
     pub protocol_type: String,
@@ -203,7 +209,7 @@ pub struct StoredGroup {
 }
 
 /// One member of a [`StoredGroup`]; timeouts in the driver's ticks.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StoredMember {
     /// The member's id.
     pub member_id: String,
@@ -221,7 +227,7 @@ pub struct StoredMember {
     pub assignment: Vec<u8>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Member {
     instance_id: Option<String>,
     client_id: String,
@@ -252,7 +258,7 @@ impl Member {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum Phase {
     /// No members.
     #[default]
@@ -279,7 +285,7 @@ impl Phase {
 }
 
 /// One consumer group at its coordinator.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Group {
     generation: i32,
     phase: Phase,
@@ -300,6 +306,11 @@ impl Group {
     /// them wakes them when it moves.
     pub fn changes(&self) -> u64 {
         self.changes
+    }
+
+    /// The group's current generation (0 before its first rebalance completes).
+    pub fn generation(&self) -> i32 {
+        self.generation
     }
 
     /// JoinGroup: adds or updates the joining member and starts a rebalance if none is in
@@ -474,8 +485,17 @@ impl Group {
     /// owner read again what was processed); once they have joined, the leader may be handing
     /// their partitions to others, so commits wait for the new generation. So a consumer that
     /// lost its partitions cannot commit over their new owner (FencedMembersCannotCommit).
-    pub fn may_commit(&mut self, caller: Caller<'_>, now: Tick) -> Result<(), GroupError> {
+    /// With rule 16 off ([`Rules::generation_check`]) every commit is accepted.
+    pub fn may_commit(
+        &mut self,
+        rules: &Rules,
+        caller: Caller<'_>,
+        now: Tick,
+    ) -> Result<(), GroupError> {
         self.expire(now);
+        if !rules.generation_check {
+            return Ok(());
+        }
         if !is_member(caller) {
             return if self.members.is_empty() {
                 Ok(())
@@ -813,6 +833,17 @@ impl Group {
             }
         }
     }
+}
+
+/// How far a coordinator may load the groups of its offsets partition now, from the replica
+/// of that partition it hosts: up to the high watermark, once the replica leads and its HW has
+/// reached its current leader epoch (rule 15, Kafka's HasHighWatermarkReachedCurrentEpoch);
+/// `None` before. A new leader's HW lags its predecessor's until its followers fetch again, so
+/// a coordinator that loaded earlier could miss a commit the last one acknowledged — with the
+/// rule off ([`Rules::coordinator_load`]) it loads up to whatever its HW is as soon as it leads.
+pub fn load_point<L: Log>(rules: &Rules, replica: &Replica<L>) -> Option<Offset> {
+    let settled = replica.has_high_watermark_reached_current_epoch();
+    (replica.is_leader() && (settled || !rules.coordinator_load)).then(|| replica.high_watermark())
 }
 
 /// Whether a committer speaks as a group member (a generation, a member id or an instance

@@ -15,6 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Debug};
 use thiserror::Error;
 
+mod group;
+
+pub use group::{
+    acknowledged_commits_survive, consumer_resumes_without_loss, fenced_members_cannot_commit,
+    OffsetsRecord,
+};
+
 /// What a driver has seen happen to a partition, kept beside the cluster so properties can speak
 /// about the past: records that were committed, acknowledged to a producer, or read by a consumer.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -226,6 +233,36 @@ pub enum Violation {
         /// Whether it repeats an earlier batch or comes out of sequence order.
         what: &'static str,
     },
+    /// **ConsumerResumesWithoutLoss** broken.
+    #[error("ConsumerResumesWithoutLoss: the group would resume at {resume}, past the committed record at offset {offset} that no member processed")]
+    SkippedRecord {
+        /// The unprocessed committed record's offset.
+        offset: Offset,
+        /// Where the group would resume.
+        resume: Offset,
+    },
+    /// **AcknowledgedCommitsSurvive** broken.
+    #[error("AcknowledgedCommitsSurvive: coordinator {coordinator} holds the group's position at {}, behind the commit of {acknowledged} acknowledged to a consumer", held.map_or("none".to_string(), |o| o.to_string()))]
+    CommitMovedBack {
+        /// The serving coordinator.
+        coordinator: BrokerId,
+        /// The position it holds.
+        held: Option<Offset>,
+        /// The last position acknowledged to a consumer.
+        acknowledged: Offset,
+    },
+    /// **FencedMembersCannotCommit** broken.
+    #[error("FencedMembersCannotCommit: replica {replica} holds at offset {offset} a commit of generation {generation}, after generation {group} was stored")]
+    FencedCommit {
+        /// The replica of the offsets partition.
+        replica: BrokerId,
+        /// Where the fenced commit lies.
+        offset: Offset,
+        /// Its generation.
+        generation: i32,
+        /// The newer generation stored before it.
+        group: i32,
+    },
     /// **LeaderEpochsAreUnique** broken.
     #[error("LeaderEpochsAreUnique: leader epoch {epoch} names both {a} and {b} as leader")]
     LeaderEpochTwice {
@@ -273,11 +310,20 @@ pub enum Property {
     /// [`idempotent_writes_stored_once`]: no idempotent producer's batch is committed twice or
     /// out of order.
     IdempotentWritesStoredOnce,
+    /// [`consumer_resumes_without_loss`]: wherever a consumer group resumes, every committed
+    /// record below was processed.
+    ConsumerResumesWithoutLoss,
+    /// [`acknowledged_commits_survive`]: the coordinator's position is never behind an
+    /// acknowledged commit.
+    AcknowledgedCommitsSurvive,
+    /// [`fenced_members_cannot_commit`]: no commit of an older generation follows a newer
+    /// generation in the offsets partition.
+    FencedMembersCannotCommit,
 }
 
 impl Property {
     /// Every property, in the order the checker reports them.
-    pub const ALL: [Property; 14] = [
+    pub const ALL: [Property; 17] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -292,7 +338,22 @@ impl Property {
         Property::ControllerStateIsConsistent,
         Property::LeaderEpochsAreUnique,
         Property::IdempotentWritesStoredOnce,
+        Property::ConsumerResumesWithoutLoss,
+        Property::AcknowledgedCommitsSurvive,
+        Property::FencedMembersCannotCommit,
     ];
+
+    /// Whether a property of a consumer group, not of one partition: [`Property::check`]
+    /// finds it holding of any partition, and a driver with a group checks it on the group
+    /// (the model's `Cluster::check`).
+    pub fn is_group(self) -> bool {
+        matches!(
+            self,
+            Property::ConsumerResumesWithoutLoss
+                | Property::AcknowledgedCommitsSurvive
+                | Property::FencedMembersCannotCommit
+        )
+    }
 
     /// The property's name, as spec/properties.md and the checker spell it (the TLA+
     /// anchor's where it has one).
@@ -314,6 +375,9 @@ impl Property {
             Property::ControllerStateIsConsistent => "ControllerStateIsConsistent",
             Property::LeaderEpochsAreUnique => "LeaderEpochsAreUnique",
             Property::IdempotentWritesStoredOnce => "IdempotentWritesStoredOnce",
+            Property::ConsumerResumesWithoutLoss => "ConsumerResumesWithoutLoss",
+            Property::AcknowledgedCommitsSurvive => "AcknowledgedCommitsSurvive",
+            Property::FencedMembersCannotCommit => "FencedMembersCannotCommit",
         }
     }
 
@@ -343,6 +407,9 @@ impl Property {
                 .replicas
                 .iter()
                 .try_for_each(|r| idempotent_writes_stored_once(r)),
+            Property::ConsumerResumesWithoutLoss
+            | Property::AcknowledgedCommitsSurvive
+            | Property::FencedMembersCannotCommit => Ok(()),
         }
     }
 }

@@ -369,6 +369,16 @@ impl Cluster {
         if let Some(b) = &mut self.stalled_reconciliation {
             r.rename(b);
         }
+        if let Some(consumers) = &mut self.consumers {
+            let consumers = Arc::make_mut(consumers);
+            let old = consumers.coordinators.clone();
+            for (b, coordinator) in old.into_iter().enumerate() {
+                consumers.coordinators[r.names[b] as usize] = coordinator;
+            }
+            for (b, _) in consumers.members.iter_mut().filter_map(|m| m.at.as_mut()) {
+                r.rename(b);
+            }
+        }
     }
 
     /// A digest of what broker `b` is, in terms no renaming changes: its replicas' epochs,

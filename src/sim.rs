@@ -27,6 +27,10 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
 
+mod consumers;
+
+pub use consumers::{Consumer, Consumers, Coordinator, GroupAction, Payload, Phase};
+
 /// Records in the simulation are small numbers: the n-th record written is `n`.
 pub type Record = u8;
 
@@ -133,6 +137,24 @@ pub struct Bounds {
     /// answer was lost does (the checker's `--producer-retries`).
     #[serde(default)]
     pub producer_retries: u8,
+    /// Consumers in a group that reads the first partition and commits its position to the
+    /// group's offsets partition, an extra partition replicated on every broker (the checker's
+    /// `--consumers`); none by default. See [`Consumers`].
+    #[serde(default)]
+    pub consumers: u8,
+    /// Offset commits the group's consumers make in all (the checker's `--commits`).
+    #[serde(default)]
+    pub commits: u8,
+    /// Times a consumer may crash (and start again as a new member) or pause past its session
+    /// timeout (the coordinator drops it while it runs on), in all (the checker's
+    /// `--consumer-failures`).
+    #[serde(default)]
+    pub consumer_failures: u8,
+    /// No rebalance of the group beyond this generation (the checker's `--max-generation`):
+    /// a group whose coordinator cannot store its generations (its offsets partition below
+    /// min ISR) rebalances again and again, as Kafka's does.
+    #[serde(default = "three")]
+    pub max_generation: u8,
     /// Keep the messages their receiver will ignore forever in flight, instead of discarding
     /// them (the checker's `--no-reduction`): their deliveries are then steps that change no
     /// node and send only messages dead in turn (an error answer its sender ignores), which is
@@ -154,6 +176,11 @@ fn one() -> u32 {
     1
 }
 
+/// Serde's default for [`Bounds::max_generation`].
+fn three() -> u8 {
+    3
+}
+
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
@@ -173,6 +200,10 @@ impl Default for Bounds {
             disk_failures: 0,
             idempotent: false,
             producer_retries: 0,
+            consumers: 0,
+            commits: 0,
+            consumer_failures: 0,
+            max_generation: 3,
             keep_dead: false,
             audit_dead: false,
         }
@@ -264,6 +295,8 @@ pub enum Action {
         /// The record, one the producer sent to that partition before.
         record: Record,
     },
+    /// A step of the consumer group ([`Bounds::consumers`]).
+    Group(GroupAction),
 }
 
 impl fmt::Display for Action {
@@ -299,6 +332,7 @@ impl fmt::Display for Action {
             Action::ProducerRetry { leader, record } => {
                 write!(f, "ProducerRetry(record {record} to {leader})")
             }
+            Action::Group(a) => write!(f, "{a}"),
         }
     }
 }
@@ -481,13 +515,18 @@ pub struct Cluster {
     /// progress ([`crate::invariants::round_progressed`]). `None` in every run of a correct
     /// core, so it adds no state.
     pub stalled_reconciliation: Option<BrokerId>,
+    /// The consumer group, its coordinators and its ghost state, when the bounds have
+    /// consumers; its offsets partition is the last of [`Cluster::replicas`].
+    #[serde(default)]
+    pub consumers: Option<Arc<Consumers>>,
 }
 
 impl Cluster {
     /// A running cluster: every broker registered, each partition created with every broker
     /// assigned and broker 0 leading in epoch 1, and every broker told so.
     pub fn new(cfg: &Config, bounds: &Bounds) -> Cluster {
-        let (n, partitions) = (bounds.replicas, bounds.partitions.max(1));
+        let offsets = u32::from(bounds.consumers > 0);
+        let (n, partitions) = (bounds.replicas, bounds.partitions.max(1) + offsets);
         let mut cluster = Cluster {
             replicas: (0..partitions)
                 .flat_map(|p| (0..n).map(move |b| (BrokerId(b), PartitionId(p))))
@@ -514,6 +553,8 @@ impl Cluster {
             awaiting_rejoin: BTreeSet::new(),
             rejoined: false,
             stalled_reconciliation: None,
+            consumers: (bounds.consumers > 0)
+                .then(|| Arc::new(Consumers::new(bounds.consumers, n as usize))),
         };
         let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
@@ -575,6 +616,9 @@ impl Cluster {
 
     /// Checks one property, in every partition.
     pub fn check(&self, property: Property) -> Result<(), Violation> {
+        if property.is_group() {
+            return self.check_group(property);
+        }
         self.partitions()
             .try_for_each(|p| property.check(&self.view(p)))
     }
@@ -647,9 +691,12 @@ impl Cluster {
     pub fn menu(&self, cfg: &Config, bounds: &Bounds) -> Menu {
         let mut listed = Vec::new();
         let mut replicas = Vec::new();
+        let offsets = self.offsets_partition();
         for id in self.replica_ids() {
             let r = self.replica(id);
-            if r.is_leader() && self.written < bounds.records {
+            // The producer and the lone consumer use the data partitions, not the group's.
+            let data = Some(id.partition) != offsets;
+            if r.is_leader() && data && self.written < bounds.records {
                 listed.push(Action::LeaderWrite(id));
                 if self.disk_failures < bounds.disk_failures {
                     listed.push(Action::DiskFull(id));
@@ -679,7 +726,7 @@ impl Cluster {
                 }
             }
             let unread = self.consumer_offset[id.partition.0 as usize] < r.high_watermark();
-            if r.is_leader() && bounds.consumer && unread {
+            if r.is_leader() && data && bounds.consumer && unread {
                 listed.push(Action::ConsumerRead(id));
             }
             replicas.push(ReplicaMenu {
@@ -736,6 +783,11 @@ impl Cluster {
                 listed.push(Action::ZombieElectLeader(id));
             }
         }
+        listed.extend(
+            self.group_actions(cfg, bounds)
+                .into_iter()
+                .map(Action::Group),
+        );
         Menu {
             listed,
             replicas,
@@ -1020,6 +1072,7 @@ impl Cluster {
                 };
                 self.zombie_step(cfg, |z| z.step(cfg, now, input))
             }
+            Action::Group(a) => self.group_act(cfg, bounds, a).unwrap_or_default(),
         };
         let sent = self.route(bounds, effects, self.source(action));
         self.observe();
@@ -1040,6 +1093,10 @@ impl Cluster {
             | Action::ConsumerRead(id)
             | Action::ProducerRetry { leader: id, .. } => Some(id.broker),
             Action::CleanShutdown(b) | Action::UncleanCrash(b) => Some(*b),
+            Action::Group(_) => self.offsets_partition().and_then(|p| {
+                let state = self.controller.partition(p)?;
+                state.leader
+            }),
             Action::Deliver(e) => match e.to {
                 Node::Broker(b) => Some(b),
                 Node::Controller => None,
@@ -1224,6 +1281,10 @@ impl Cluster {
         source: Option<BrokerId>,
     ) -> Vec<Envelope<Record>> {
         let mut sent = Vec::new();
+        // Answers to the group's writes to its offsets partition (always acks=all): by whom,
+        // which record, stored or not.
+        let offsets = self.offsets_partition();
+        let mut offsets_answers = Vec::new();
         for effect in effects {
             match effect {
                 Effect::Send(e) => sent.push(e),
@@ -1231,7 +1292,7 @@ impl Cluster {
                     partition,
                     id,
                     base_offset,
-                } if bounds.acks == Acks::All => {
+                } if bounds.acks == Acks::All || Some(partition) == offsets => {
                     let acked = self
                         .replicas_of(partition)
                         .filter(|r| r.is_leader() && source.is_none_or(|s| s == r.id()))
@@ -1241,6 +1302,9 @@ impl Cluster {
                             Some((r, entry))
                         });
                     if let Some((leader, entry)) = acked {
+                        if Some(partition) == offsets {
+                            offsets_answers.push((Some(leader.id()), entry.record, true));
+                        }
                         let ack = (base_offset, entry);
                         let history = &self.history[partition.0 as usize];
                         // A retry of a write committed in an earlier step is answered at once:
@@ -1273,6 +1337,10 @@ impl Cluster {
                         self.consumer_offset[at] = offset.next();
                     }
                 }
+                Effect::FailWrite { partition, id, .. } if Some(partition) == offsets => {
+                    let record = Record::try_from(id).unwrap_or_default();
+                    offsets_answers.push((source, record, false));
+                }
                 Effect::Acknowledge { .. }
                 | Effect::Read { .. }
                 | Effect::FailWrite { .. }
@@ -1283,12 +1351,16 @@ impl Cluster {
                 | Effect::MustRegister { .. } => {}
             }
         }
+        for (leader, record, stored) in offsets_answers {
+            self.offsets_written(leader, record, stored);
+        }
         sent
     }
 
     /// Updates the ghost state after a step: the history of commits, and which restarted
     /// brokers are back in every ISR.
     fn observe(&mut self) {
+        self.unload_resigned();
         for p in self.partitions().collect::<Vec<_>>() {
             let history = &self.history[p.0 as usize];
             let new = history.new_commits(self.replicas_of(p).map(|r| &**r));

@@ -2,7 +2,7 @@
 //! coordinator holds and waits for, here decided without a clock.
 
 use isr::group::{Caller, Entered, Group, GroupError, Join, Synced};
-use isr::Tick;
+use isr::{Rules, Tick};
 
 fn join(member_id: &str, client: &str) -> Join {
     Join {
@@ -87,7 +87,7 @@ fn no_member_learns_its_assignment_before_the_generation_is_stored() {
         "handed in, not stored"
     );
     assert_eq!(
-        g.may_commit(at(&other, 2), Tick(2)),
+        g.may_commit(&Rules::default(), at(&other, 2), Tick(2)),
         Err(GroupError::RebalanceInProgress)
     );
     g.stored_result(2, true, Tick(2));
@@ -95,7 +95,10 @@ fn no_member_learns_its_assignment_before_the_generation_is_stored() {
         g.sync(at(&other, 2), None, &[], Tick(3)),
         Ok(Synced::Assignment(b"p1".to_vec()))
     );
-    assert_eq!(g.may_commit(at(&other, 2), Tick(3)), Ok(()));
+    assert_eq!(
+        g.may_commit(&Rules::default(), at(&other, 2), Tick(3)),
+        Ok(())
+    );
 }
 
 #[test]
@@ -121,7 +124,10 @@ fn a_failed_store_rebalances_and_the_assignment_is_never_handed_out() {
 fn a_member_of_an_older_generation_cannot_commit() {
     let mut g = Group::default();
     let (leader, other) = stable_pair(&mut g);
-    assert_eq!(g.may_commit(at(&other, 2), Tick(2)), Ok(()));
+    assert_eq!(
+        g.may_commit(&Rules::default(), at(&other, 2), Tick(2)),
+        Ok(())
+    );
     // The other member goes silent: its session (10 ticks) runs out, the leader rejoins alone.
     for t in [5, 10] {
         assert_eq!(g.heartbeat(at(&leader, 2), Tick(t)), Ok(()));
@@ -135,17 +141,17 @@ fn a_member_of_an_older_generation_cannot_commit() {
     let joined = g.joined(&again, Tick(13)).expect("known").expect("alone");
     assert_eq!(joined.generation, 3);
     assert_eq!(
-        g.may_commit(at(&other, 2), Tick(14)),
+        g.may_commit(&Rules::default(), at(&other, 2), Tick(14)),
         Err(GroupError::UnknownMember),
         "the zombie is not a member any more"
     );
     assert_eq!(
-        g.may_commit(at(&leader, 2), Tick(14)),
+        g.may_commit(&Rules::default(), at(&leader, 2), Tick(14)),
         Err(GroupError::IllegalGeneration)
     );
     let mut loaded = Group::from_stored(g.stored(), Tick(20));
     assert_eq!(
-        loaded.may_commit(at(&leader, 2), Tick(20)),
+        loaded.may_commit(&Rules::default(), at(&leader, 2), Tick(20)),
         Err(GroupError::IllegalGeneration),
         "a loaded coordinator fences it too"
     );

@@ -127,6 +127,10 @@ impl Run {
             background_flush: false,
             idempotent: v.idempotent,
             producer_retries: if v.idempotent { 5 } else { 0 },
+            consumers: 0,
+            commits: 0,
+            consumer_failures: 0,
+            max_generation: 3,
             keep_dead: false,
             // Every discard of the reduction checked against the core as the scripts run.
             audit_dead: true,

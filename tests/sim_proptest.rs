@@ -50,6 +50,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             0u16..=MAX_STEPS as u16,
             1u32..=2,
             proptest::option::of(0u8..=2),
+            0u8..=2,
         ),
     )
         .prop_map(
@@ -70,7 +71,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 ),
                 consumer,
                 background_flush,
-                (slow_broker, slow_steps, partitions, producer_retries),
+                (slow_broker, slow_steps, partitions, producer_retries, consumers),
             )| Knobs {
                 replicas,
                 partitions,
@@ -88,6 +89,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 consumer,
                 background_flush,
                 producer_retries,
+                consumers,
                 slow_broker,
                 slow_steps,
             },

@@ -48,6 +48,7 @@ impl Arbitrary for Schedule {
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             producer_retries: bool::arbitrary(g).then(|| pick(g, 0, 2) as u8),
+            consumers: pick(g, 0, 2) as u8,
             slow_broker: bool::arbitrary(g).then(|| u32::from(pick(g, 0, 3))),
             slow_steps: pick(g, 0, MAX_STEPS as u16),
         };
@@ -63,6 +64,12 @@ impl Arbitrary for Schedule {
         if self.knobs.slow_broker.is_some() {
             simpler.push(Knobs {
                 slow_broker: None,
+                ..self.knobs.clone()
+            });
+        }
+        if self.knobs.consumers > 0 {
+            simpler.push(Knobs {
+                consumers: 0,
                 ..self.knobs.clone()
             });
         }

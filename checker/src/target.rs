@@ -17,7 +17,9 @@ pub struct Overrides {
     /// registration or its controlled shutdown changes them all in one controller step.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4))]
     pub partitions: Option<u32>,
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..))]
+    /// Records the producer writes in all (0: no producer, as in the group presets whose
+    /// consumers commit positions without reading).
+    #[arg(long, value_name = "N")]
     pub records: Option<u8>,
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_epoch: Option<u32>,
@@ -68,6 +70,20 @@ pub struct Overrides {
     /// timed-out request, a lost answer); makes the producer idempotent.
     #[arg(long, value_name = "N")]
     pub producer_retries: Option<u8>,
+    /// Consumers in a group that reads the first partition and commits its position to an
+    /// offsets partition replicated on every broker (0: no group).
+    #[arg(long, value_name = "N")]
+    pub consumers: Option<u8>,
+    /// Offset commits the group's consumers make in all.
+    #[arg(long, value_name = "N")]
+    pub commits: Option<u8>,
+    /// Times a consumer may crash (and start again as a new member) or pause past its session
+    /// timeout, in all.
+    #[arg(long, value_name = "N")]
+    pub consumer_failures: Option<u8>,
+    /// No rebalance of the group beyond this generation.
+    #[arg(long, value_name = "N")]
+    pub max_generation: Option<u8>,
     /// A rule switch, as NAME=VALUE (repeatable).
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rules: Vec<String>,
@@ -184,6 +200,31 @@ impl Target {
             if n > 0 && o.idempotent.is_none() {
                 b.idempotent = true;
             }
+        }
+        if let Some(n) = o.consumers {
+            b.consumers = n;
+        }
+        if let Some(n) = o.commits {
+            b.commits = n;
+        }
+        if let Some(n) = o.consumer_failures {
+            b.consumer_failures = n;
+        }
+        if let Some(n) = o.max_generation {
+            b.max_generation = n;
+        }
+        if b.records == 0 && b.consumers == 0 {
+            return Err(Usage(
+                "invalid --records 0 without --consumers: with neither a producer nor a \
+                 consumer group the model checks nothing"
+                    .into(),
+            ));
+        }
+        if b.consumers > 4 {
+            return Err(Usage(format!(
+                "invalid --consumers {}: the model checks groups of up to 4",
+                b.consumers
+            )));
         }
         if b.producer_retries > 0 && !b.idempotent {
             return Err(Usage(
@@ -347,6 +388,13 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", idempotent producer, {} retries", b.producer_retries)
     } else {
         String::new()
+    } + &if b.consumers > 0 {
+        format!(
+            ", a group of {} consumers, {} commits, {} consumer failures, max generation {}",
+            b.consumers, b.commits, b.consumer_failures, b.max_generation
+        )
+    } else {
+        String::new()
     } + if b.keep_dead {
         ", dead messages kept (no reduction)"
     } else if b.audit_dead {
@@ -397,6 +445,7 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "disk_failures": b.disk_failures,
         "acks": b.acks.to_string(), "consumer": b.consumer,
         "idempotent": b.idempotent, "producer_retries": b.producer_retries,
+        "consumers": b.consumers, "commits": b.commits, "consumer_failures": b.consumer_failures, "max_generation": b.max_generation,
         "dead_messages_kept": b.keep_dead,
         "reduction_audited": b.audit_dead,
     })

@@ -30,6 +30,7 @@ fn bad_arguments_are_refused_on_one_line() {
     refused(&["check", "nope"], "safe, controller-failover, kip966");
     refused(&["check", "safe", "--replicas", "0"], "--replicas");
     refused(&["check", "safe", "--records", "0"], "--records");
+    refused(&["check", "safe", "--consumers", "5"], "--consumers");
     refused(
         &["check", "safe", "--rule", "nope=on"],
         "truncation, epoch-fencing",

@@ -165,6 +165,15 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::IdempotentWritesStoredOnce) => {
             always!(Property::IdempotentWritesStoredOnce)
         }
+        Check::Always(Property::ConsumerResumesWithoutLoss) => {
+            always!(Property::ConsumerResumesWithoutLoss)
+        }
+        Check::Always(Property::AcknowledgedCommitsSurvive) => {
+            always!(Property::AcknowledgedCommitsSurvive)
+        }
+        Check::Always(Property::FencedMembersCannotCommit) => {
+            always!(Property::FencedMembersCannotCommit)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {

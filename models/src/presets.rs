@@ -82,6 +82,10 @@ const BASE: Bounds = Bounds {
     disk_failures: 0,
     idempotent: false,
     producer_retries: 0,
+    consumers: 0,
+    commits: 0,
+    consumer_failures: 0,
+    max_generation: 3,
 };
 
 /// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
@@ -478,7 +482,109 @@ pub const PRESETS: &[Preset] = &[
         unreached: &[],
         exhaustive: false,
     },
+    Preset {
+        name: "consumer-group",
+        about: "every rule on, a consumer group on one broker: two consumers join, the \
+                group's leader assigns the partition, its owner reads, processes and commits \
+                its position through the coordinator (the core's group, storing the \
+                generation and the commits in the group's offsets partition), and one \
+                consumer crashes or pauses past its session while the other takes over. \
+                ConsumerResumesWithoutLoss, AcknowledgedCommitsSurvive and \
+                FencedMembersCannotCommit hold exhaustively (one broker: no failover, see \
+                coordinator-failover)",
+        rules: &[("flush", "page-cache")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            replicas: 1,
+            records: 2,
+            ..GROUP
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
+        exhaustive: true,
+    },
+    Preset {
+        name: "coordinator-failover",
+        about: "every rule on, a consumer's group coordinated by the leader of its offsets \
+                partition on two brokers: the consumer joins and commits, and the \
+                coordinator's broker shuts down, so the next leader becomes the coordinator \
+                and loads the group once its HW has reached its epoch (rule 15). \
+                AcknowledgedCommitsSurvive and FencedMembersCannotCommit hold exhaustively",
+        rules: &[("flush", "page-cache")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: FAILOVER,
+        isr_changes: 1,
+        fails: &[],
+        unreached: &[Guard::RestartedReplicaRejoins],
+        exhaustive: true,
+    },
+    Preset {
+        name: "coordinator-load",
+        about: "rule 15 off: a new coordinator loads the group as soon as it leads, up to its \
+                HW of the moment. The coordinator's follower holds the acknowledged commit but \
+                has not heard the HW pass it when the coordinator shuts down; elected, it \
+                loads the group's position from before the commit: AcknowledgedCommitsSurvive \
+                fails (no Kafka JIRA found for this cause: Kafka's coordinator loads once its \
+                HW reached its epoch)",
+        rules: &[("flush", "page-cache"), ("coordinator-load", "off")],
+        min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: FAILOVER,
+        isr_changes: 1,
+        fails: &[AcknowledgedCommitsSurvive],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "generation-check",
+        about: "rule 16 off: the coordinator accepts any offset commit, as OffsetCommit v0, \
+                which carried no generation, did. A member pauses past its session, the group \
+                moves to a new generation without it, and the paused member's commit is \
+                stored after the new generation: FencedMembersCannotCommit fails (the check \
+                came with Kafka 0.9's group coordinator; no JIRA found for a release without \
+                it)",
+        rules: &[("flush", "page-cache"), ("generation-check", "off")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            replicas: 1,
+            commits: 1,
+            ..GROUP
+        },
+        isr_changes: 2,
+        fails: &[FencedMembersCannotCommit],
+        unreached: &[],
+        exhaustive: false,
+    },
 ];
+
+/// The consumer-group presets' bounds: one record, two consumers that may fail once and
+/// commit twice, up to generation 3; no broker stops.
+const GROUP: Bounds = Bounds {
+    consumer: false,
+    consumers: 2,
+    commits: 2,
+    consumer_failures: 1,
+    ..BASE
+};
+
+/// The coordinator failover presets' bounds: two brokers, one consumer that commits once
+/// without reading (no producer), a clean shutdown.
+const FAILOVER: Bounds = Bounds {
+    records: 0,
+    clean_crashes: 1,
+    consumers: 1,
+    commits: 1,
+    consumer_failures: 0,
+    ..GROUP
+};
 
 impl Preset {
     /// The preset called `name`.

@@ -31,6 +31,10 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
         keep_dead: false,
         idempotent: false,
         producer_retries: 0,
+        consumers: 0,
+        commits: 0,
+        consumer_failures: 0,
+        max_generation: 3,
         audit_dead: false,
     };
     // Page-cache acknowledgement: running replicas hold unflushed data, stopped ones must not.

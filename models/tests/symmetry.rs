@@ -46,22 +46,31 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         keep_dead: false,
         idempotent: false,
         producer_retries: 0,
+        consumers: 0,
+        commits: 0,
+        consumer_failures: 0,
+        max_generation: 3,
         audit_dead: false,
     };
     let mut out = Vec::new();
     let mut walk = Walk(0x9e37_79b9_7f4a_7c15);
-    for (name, partitions) in [
-        ("safe", 1),
-        ("safe", 2),
-        ("kip966", 1),
-        ("kip966", 2),
-        ("unclean-election", 1),
-        ("last-replica-standing", 1),
-        ("kafka-6082", 1),
+    // (preset, partitions, consumers): a group's coordinators are renamed with their brokers.
+    for (name, partitions, consumers) in [
+        ("safe", 1, 0),
+        ("safe", 2, 0),
+        ("kip966", 1, 0),
+        ("kip966", 2, 0),
+        ("unclean-election", 1, 0),
+        ("last-replica-standing", 1, 0),
+        ("kafka-6082", 1, 0),
+        ("coordinator-failover", 1, 2),
     ] {
         let p = Preset::find(name).expect("preset exists");
         let bounds = Bounds {
             partitions,
+            consumers,
+            commits: 2,
+            consumer_failures: 1,
             ..bounds.clone()
         };
         let model = IsrModel::new(p.config(), bounds, 6);

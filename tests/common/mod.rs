@@ -45,6 +45,9 @@ pub struct Knobs {
     pub background_flush: bool,
     /// An idempotent producer that may retry this many times; `None` for a plain producer.
     pub producer_retries: Option<u8>,
+    /// Consumers in a group over the first partition (0: none), committing through the
+    /// coordinator at the leader of the group's offsets partition.
+    pub consumers: u8,
     /// A broker the controller's LeaderAndIsr reach late: they are not delivered during the
     /// first `slow_steps` steps (unless nothing else is enabled). Uniform random choice delivers
     /// control messages quickly; the bugs of epoch fencing (rule 4) and of ISR expansion
@@ -99,6 +102,10 @@ impl Scenario {
             background_flush: k.background_flush,
             idempotent: k.producer_retries.is_some(),
             producer_retries: k.producer_retries.unwrap_or(0),
+            consumers: k.consumers,
+            commits: 3,
+            consumer_failures: 2,
+            max_generation: 4,
             keep_dead: false,
             // Each discard of the reduction is checked against the core as the schedule runs.
             audit_dead: true,

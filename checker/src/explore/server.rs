@@ -32,9 +32,12 @@ fn content_type(value: &str) -> Header {
     Header::from_bytes("Content-Type", value).expect("a valid header")
 }
 
+/// A JSON answer, always with its Content-Length: tiny-http would send a large one (a state
+/// with many successors and properties) chunked, which simple clients do not expect.
 fn json(value: &serde_json::Value) -> Response<std::io::Cursor<Vec<u8>>> {
     Response::from_data(value.to_string().into_bytes())
         .with_header(content_type("application/json"))
+        .with_chunked_threshold(usize::MAX)
 }
 
 /// Answers one request.

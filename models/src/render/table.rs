@@ -4,7 +4,7 @@
 //! it for the state selected.
 
 use crate::shortest::Trace;
-use isr::sim::{describe, set, Bounds, Cluster, Record, ReplicaId};
+use isr::sim::{describe, set, Bounds, Cluster, Payload, Phase, Record, ReplicaId};
 use isr::{Entry, FollowerPhase, Log, Offset, Property, Role, Violation};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -135,6 +135,70 @@ fn history_line(bounds: &Bounds, c: &Cluster) -> String {
 }
 
 /// `line`, marked with `*` when `before` had another.
+/// The consumer group, when the model has one: each consumer (member id, generation, phase,
+/// position, commit awaiting an answer), the serving coordinators' generations and positions,
+/// the last acknowledged commit, and what each record of the offsets partition holds.
+fn group_line(c: &Cluster) -> Option<String> {
+    let g = c.consumers.as_deref()?;
+    let offset = |o: Option<Offset>| o.map_or("-".to_string(), |o| o.to_string());
+    let mut parts: Vec<String> = g
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let phase = match m.phase {
+                Phase::Out => "out".to_string(),
+                Phase::Joining => "joining".to_string(),
+                Phase::Syncing => "syncing".to_string(),
+                Phase::Stable { owns: true } => "owner".to_string(),
+                Phase::Stable { owns: false } => "member".to_string(),
+            };
+            let id = if m.member_id.is_empty() {
+                "-"
+            } else {
+                &m.member_id
+            };
+            let pending = m.pending.map_or(String::new(), |r| format!(" awaits #{r}"));
+            format!(
+                "c{i} {id} g{} {phase} at {}{pending}",
+                m.generation,
+                offset(m.position)
+            )
+        })
+        .collect();
+    for (b, k) in g.coordinators.iter().enumerate() {
+        if let Some(k) = k {
+            let generation = k.group.generation();
+            parts.push(format!(
+                "coordinator b{b} {} g{generation} at {}",
+                k.epoch,
+                offset(k.offset)
+            ));
+        }
+    }
+    parts.push(format!("acknowledged commit {}", offset(g.acknowledged)));
+    let records: Vec<String> = g
+        .payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Payload::Commit { generation, offset } => {
+                format!("#{}=commit g{generation} {offset}", i + 1)
+            }
+            Payload::Group(s) => format!(
+                "#{}=group g{} ({} members)",
+                i + 1,
+                s.generation,
+                s.members.len()
+            ),
+        })
+        .collect();
+    if !records.is_empty() {
+        parts.push(format!("records {}", records.join(" ")));
+    }
+    Some(format!("group: {}", parts.join("; ")))
+}
+
 fn marked(line: String, before: Option<String>) -> String {
     if before.is_some_and(|b| b != line) {
         format!("{line}*")
@@ -203,6 +267,10 @@ pub fn table(bounds: &Bounds, before: Option<&Cluster>, c: &Cluster) -> String {
         before.map(|b| history_line(bounds, b)),
     );
     let _ = writeln!(out, "  {history}");
+    if let Some(group) = group_line(c) {
+        let group = marked(group, before.and_then(group_line));
+        let _ = writeln!(out, "  {group}");
+    }
     let _ = write!(
         out,
         "  in flight: {}  written: {}/{}  crashes: {} clean, {} unclean",

@@ -189,10 +189,12 @@ impl Coordinator {
             .unwrap_or(Err(GroupError::UnknownMember))
     }
 
-    /// Whether an OffsetCommit may go ahead ([`Group::may_commit`]); a member committing to a
-    /// group this coordinator does not know is of no generation it has (ILLEGAL_GENERATION).
+    /// Whether an OffsetCommit may go ahead ([`Group::may_commit`], under the safe rules: a
+    /// broker never switches rule 16 off); a member committing to a group this coordinator
+    /// does not know is of no generation it has (ILLEGAL_GENERATION).
     pub fn may_commit(&self, group: &str, caller: Caller<'_>) -> Result<(), GroupError> {
-        match self.step(group, |g, now| g.may_commit(caller, now)) {
+        let rules = isr::Rules::default();
+        match self.step(group, |g, now| g.may_commit(&rules, caller, now)) {
             Some(result) => result,
             None if isr::group::is_member(caller) => Err(GroupError::IllegalGeneration),
             None => Ok(()),

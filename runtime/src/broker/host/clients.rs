@@ -71,18 +71,18 @@ impl Host {
     }
 
     /// [`super::Command::Coordinating`]: NOT_LEADER_OR_FOLLOWER unless this broker leads the
-    /// partition.
+    /// partition; the HW up to which it may load the partition's groups once the core says it
+    /// may ([`isr::group::load_point`]).
     pub(super) fn coordinating(
         &mut self,
         partition: PartitionId,
     ) -> Result<Option<(LeaderEpoch, Offset)>, HostError> {
+        let rules = self.cfg.rules;
         let replica = &self.hosted(partition)?.replica;
         if !replica.is_leader() {
             return Err(ReadError::NotLeader.into());
         }
-        Ok(replica
-            .has_high_watermark_reached_current_epoch()
-            .then(|| (replica.leader_epoch(), replica.high_watermark())))
+        Ok(isr::group::load_point(&rules, replica).map(|hw| (replica.leader_epoch(), hw)))
     }
 
     /// ListOffsets on a partition this broker leads, over committed records only: the log
