@@ -97,6 +97,11 @@ pub struct Join {
     pub session_timeout: u64,
     /// How long a rebalance waits for the member to join, in ticks.
     pub rebalance_timeout: u64,
+    /// Whether a new member without an id is first given one and asked to join again with it
+    /// (KIP-394, JoinGroup v4+), so that a client whose first answer is lost does not leave a
+    /// member behind that the group waits for: its id is pending, not a member, until it joins
+    /// with it, and is forgotten after its session timeout.
+    pub member_id_required: bool,
 }
 
 /// A completed join: what the JoinGroup response carries.
@@ -146,6 +151,8 @@ pub enum Entered {
     Answered(Joined),
     /// Waits for the rebalance as this member id: ask [`Group::joined`].
     Waiting(String),
+    /// A new member must join again with this member id (KIP-394: MEMBER_ID_REQUIRED).
+    MemberIdRequired(String),
 }
 
 /// What a SyncGroup gets now.
@@ -294,6 +301,9 @@ pub struct Group {
     protocol: String,
     leader: Option<String>,
     members: BTreeMap<String, Member>,
+    /// Member ids given to new members that must join again with them (KIP-394), with when
+    /// and for how long (their session timeout) each stays reserved.
+    pending: BTreeMap<String, (Tick, u64)>,
     /// JoinGroup answers of the last completed rebalance, taken by the waiting members.
     answers: BTreeMap<String, Joined>,
     next_member: u64,
@@ -342,9 +352,15 @@ impl Group {
                     }
                 });
             }
+            ("", None) if join.member_id_required => {
+                let id = self.fresh_id(join);
+                self.pending.insert(id.clone(), (now, join.session_timeout));
+                return Ok(Entered::MemberIdRequired(id));
+            }
             ("", None) => self.fresh_id(join),
             (id, Some(old)) if id != old => return Err(GroupError::FencedInstanceId),
             (id, _) if self.members.contains_key(id) => id.to_owned(),
+            (id, _) if self.pending.remove(id).is_some() => id.to_owned(),
             _ => return Err(GroupError::UnknownMember),
         };
         self.protocol_type = join.protocol_type.clone();
@@ -602,14 +618,18 @@ impl Group {
             protocol: stored.protocol,
             leader: stored.leader.filter(|l| members.contains_key(l)),
             members,
+            pending: BTreeMap::new(),
             answers: BTreeMap::new(),
             next_member: 0,
             changes: 0,
         }
     }
 
-    /// Drops members whose session expired (not those waiting in a join); a rebalance follows.
+    /// Drops members whose session expired (not those waiting in a join), and member ids
+    /// handed out that were not used within theirs; a rebalance follows a member's.
     fn expire(&mut self, now: Tick) {
+        self.pending
+            .retain(|_, (given, timeout)| now.0.saturating_sub(given.0) <= *timeout);
         let joining = matches!(self.phase, Phase::Joining { .. });
         let before = self.members.len();
         self.members
@@ -828,7 +848,7 @@ impl Group {
         loop {
             self.next_member += 1;
             let id = format!("{prefix}-{}", self.next_member);
-            if !self.members.contains_key(&id) {
+            if !self.members.contains_key(&id) && !self.pending.contains_key(&id) {
                 return id;
             }
         }

@@ -13,6 +13,7 @@ fn join(member_id: &str, client: &str) -> Join {
         protocols: vec![("range".into(), format!("{client}-sub").into_bytes())],
         session_timeout: 10,
         rebalance_timeout: 5,
+        member_id_required: false,
     }
 }
 
@@ -177,4 +178,39 @@ fn a_loaded_group_carries_on_and_its_silent_members_expire_from_the_load() {
     // A newcomer never gets an id a loaded member holds.
     let newcomer = waiting(next.join(&join("", "a"), Tick(116)));
     assert_ne!(newcomer, leader);
+}
+
+/// KIP-394: a new member of JoinGroup v4+ is given its id and joins again with it; until then
+/// the id is reserved, not a member (the group does not wait for it), and it is forgotten after
+/// its session timeout.
+#[test]
+fn a_new_member_joins_again_with_the_id_it_is_given() {
+    let asking = |member_id: &str, client: &str| Join {
+        member_id_required: true,
+        ..join(member_id, client)
+    };
+    let mut g = Group::default();
+    let Ok(Entered::MemberIdRequired(a)) = g.join(&asking("", "a"), Tick(0)) else {
+        panic!("a new member without an id is asked to join again");
+    };
+    assert!(!g.describe(Tick(0)).members.iter().any(|m| m.member_id == a));
+    // Another member's rebalance completes without the reserved id.
+    let Ok(Entered::MemberIdRequired(b)) = g.join(&asking("", "b"), Tick(0)) else {
+        panic!("b is asked too");
+    };
+    assert_ne!(a, b, "ids are not handed out twice");
+    let b = waiting(g.join(&asking(&b, "b"), Tick(1)));
+    let alone = g.joined(&b, Tick(1)).expect("known").expect("b alone");
+    assert_eq!(alone.members.len(), 1, "the reserved id is no member");
+    // a comes back with its id within its session: it joins (a rebalance with b).
+    let a = waiting(g.join(&asking(&a, "a"), Tick(5)));
+    assert_eq!(g.joined(&a, Tick(5)), Ok(None), "waits for b to rejoin");
+    // An id given out and not used within its session timeout is forgotten.
+    let Ok(Entered::MemberIdRequired(c)) = g.join(&asking("", "c"), Tick(5)) else {
+        panic!("c is asked");
+    };
+    assert_eq!(
+        g.join(&asking(&c, "c"), Tick(20)).err(),
+        Some(GroupError::UnknownMember)
+    );
 }

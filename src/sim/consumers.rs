@@ -193,6 +193,7 @@ fn join(c: usize, member_id: &str) -> Join {
         protocols: vec![("range".into(), Vec::new())],
         session_timeout: SESSION_TIMEOUT,
         rebalance_timeout: REBALANCE_TIMEOUT,
+        member_id_required: false,
     }
 }
 
@@ -455,7 +456,7 @@ impl Cluster {
                         me.position = None;
                         me.at = here;
                     }
-                    Ok(Entered::Answered(_)) => return None,
+                    Ok(Entered::Answered(_) | Entered::MemberIdRequired(_)) => return None,
                     Err(e) if e == GroupError::UnknownMember && !me.member_id.is_empty() => {
                         me.rejoin(e)
                     }

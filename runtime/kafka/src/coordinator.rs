@@ -57,6 +57,24 @@ pub struct GroupDescription {
     pub members: Vec<MemberDescription>,
 }
 
+/// Why a JoinGroup is not answered with a generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JoinRefused {
+    /// Refused with this error.
+    Error(GroupError),
+    /// A new member must join again with this member id (KIP-394, JoinGroup v4+).
+    MemberIdRequired(String),
+}
+
+impl From<GroupError> for JoinRefused {
+    fn from(e: GroupError) -> Self {
+        JoinRefused::Error(e)
+    }
+}
+
+/// Kafka's MEMBER_ID_REQUIRED error code.
+pub const MEMBER_ID_REQUIRED: i16 = 79;
+
 /// Every group this broker coordinates.
 #[derive(Debug)]
 pub struct Coordinator {
@@ -99,9 +117,9 @@ impl Coordinator {
     }
 
     /// JoinGroup: answers once the rebalance this join starts (or joins) is complete.
-    pub async fn join(&self, group: &str, join: Join) -> Result<Joined, GroupError> {
+    pub async fn join(&self, group: &str, join: Join) -> Result<Joined, JoinRefused> {
         if !SESSION_TIMEOUTS.contains(&Duration::from_millis(join.session_timeout)) {
-            return Err(GroupError::InvalidSessionTimeout);
+            return Err(GroupError::InvalidSessionTimeout.into());
         }
         self.groups().entry(group.to_owned()).or_default();
         let entered = self
@@ -110,6 +128,7 @@ impl Coordinator {
         let member_id = match entered? {
             Entered::Answered(joined) => return Ok(joined),
             Entered::Waiting(id) => id,
+            Entered::MemberIdRequired(id) => return Err(JoinRefused::MemberIdRequired(id)),
         };
         loop {
             let notified = self.changed.notified();
@@ -277,6 +296,7 @@ mod tests {
             ],
             session_timeout: 1_000,
             rebalance_timeout: 2_000,
+            member_id_required: false,
         }
     }
 
@@ -299,6 +319,20 @@ mod tests {
             instance_id: None,
             generation,
         }
+    }
+
+    #[tokio::test]
+    async fn a_v4_join_gives_the_new_member_its_id_first() {
+        let c = Coordinator::default();
+        let asking = |member_id: &str| Join {
+            member_id_required: true,
+            ..join(member_id, "a")
+        };
+        let Err(JoinRefused::MemberIdRequired(id)) = c.join("g", asking("")).await else {
+            panic!("a new member is asked to join again with its id");
+        };
+        let joined = c.join("g", asking(&id)).await.expect("joins with its id");
+        assert_eq!((joined.member_id, joined.generation), (id, 1));
     }
 
     #[tokio::test]
@@ -508,7 +542,7 @@ mod tests {
         assert_eq!(c.may_commit("g", old), Err(GroupError::FencedInstanceId));
         assert_eq!(
             c.join("g", static_join(&b.member_id, "ib")).await,
-            Err(GroupError::FencedInstanceId)
+            Err(GroupError::FencedInstanceId.into())
         );
         // Removing a static member by its instance id (what admin tools do) rebalances.
         assert_eq!(c.leave("g", "", Some("ib")), Ok(()));
@@ -671,17 +705,17 @@ mod tests {
         other.protocols = vec![("sticky".into(), Vec::new())];
         assert_eq!(
             c.join("g", other).await,
-            Err(GroupError::InconsistentProtocol)
+            Err(GroupError::InconsistentProtocol.into())
         );
         assert_eq!(
             c.join("g", join("nobody", "y")).await,
-            Err(GroupError::UnknownMember)
+            Err(GroupError::UnknownMember.into())
         );
         let mut short = join("", "z");
         short.session_timeout = 10;
         assert_eq!(
             c.join("g", short).await,
-            Err(GroupError::InvalidSessionTimeout)
+            Err(GroupError::InvalidSessionTimeout.into())
         );
     }
 }

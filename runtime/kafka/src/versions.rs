@@ -18,8 +18,8 @@ const UNSUPPORTED_VERSION: i16 = 35;
 /// which are all this broker stores. Upper bounds stop before topic-id based Fetch (v13) and
 /// before batched OffsetFetch (v8), which this broker does not implement. The group membership
 /// APIs go up to the versions that carry static members (group.instance.id, KIP-345); from
-/// JoinGroup v4 a broker may ask new members for a MEMBER_ID_REQUIRED round trip (KIP-394),
-/// which this one does not: clients accept a join answered at once.
+/// JoinGroup v4 a new member is asked to join again with the id it is given
+/// (MEMBER_ID_REQUIRED, KIP-394), as Kafka does.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
     (ApiKey::Fetch, 4, 12),

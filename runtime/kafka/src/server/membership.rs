@@ -3,7 +3,9 @@
 
 use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError};
-use crate::coordinator::{Caller, Coordinator, GroupError, Join, StoredGroup};
+use crate::coordinator::{
+    Caller, Coordinator, GroupError, Join, JoinRefused, StoredGroup, MEMBER_ID_REQUIRED,
+};
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
@@ -122,6 +124,8 @@ pub async fn join_group<B: Backend>(
         } else {
             request.session_timeout_ms
         }),
+        // KIP-394: from v4 a new member is given its id first and joins again with it.
+        member_id_required: version >= 4,
     };
     match coordinator.join(group, join).await {
         Ok(joined) => JoinGroupResponse::default()
@@ -142,7 +146,10 @@ pub async fn join_group<B: Backend>(
                     })
                     .collect(),
             ),
-        Err(e) => refused(e.code()),
+        Err(JoinRefused::Error(e)) => refused(e.code()),
+        Err(JoinRefused::MemberIdRequired(id)) => {
+            refused(MEMBER_ID_REQUIRED).with_member_id(text(&id))
+        }
     }
 }
 
