@@ -270,9 +270,12 @@ enum Phase {
     /// No members.
     #[default]
     Empty,
-    /// Waiting for every member to join, until the deadline (Kafka's PreparingRebalance).
+    /// Waiting for every member to join, until the deadline (Kafka's PreparingRebalance); a
+    /// group that was empty also waits until `not_before` for more members to come
+    /// (`group.initial.rebalance.delay.ms`).
     Joining {
         deadline: Tick,
+        not_before: Tick,
     },
     /// Joined: waiting for the leader's assignment, then for it to be stored (Kafka's
     /// CompletingRebalance).
@@ -309,9 +312,22 @@ pub struct Group {
     next_member: u64,
     /// Counts the changes a waiting join or sync may be answered by.
     changes: u64,
+    /// `group.initial.rebalance.delay.ms`, in ticks: how long the first member of an empty group
+    /// waits for others before its rebalance completes (0: none).
+    initial_delay: u64,
 }
 
 impl Group {
+    /// The group with `group.initial.rebalance.delay.ms` set, in ticks: when a member joins it
+    /// empty, the rebalance waits that long for others (and as long again after each newcomer,
+    /// within the longest rebalance timeout), so consumers started together share one
+    /// generation instead of one rebalance each (Kafka's default: 3 s; 0 for none, as
+    /// [`Group::default`]).
+    pub fn with_initial_delay(mut self, ticks: u64) -> Group {
+        self.initial_delay = ticks;
+        self
+    }
+
     /// A count of the changes that may answer a waiting join or sync: a driver that holds
     /// them wakes them when it moves.
     pub fn changes(&self) -> u64 {
@@ -364,6 +380,8 @@ impl Group {
             _ => return Err(GroupError::UnknownMember),
         };
         self.protocol_type = join.protocol_type.clone();
+        let was_empty = self.members.is_empty();
+        let new_member = !self.members.contains_key(&member_id);
         if !matches!(self.phase, Phase::Joining { .. }) {
             self.start_rebalance(now);
         }
@@ -385,8 +403,18 @@ impl Group {
                 assignment,
             },
         );
-        if let Phase::Joining { deadline } = &mut self.phase {
+        if let Phase::Joining {
+            deadline,
+            not_before,
+        } = &mut self.phase
+        {
             *deadline = (*deadline).max(Tick(now.0 + join.rebalance_timeout));
+            // Kafka's InitialDelayedJoin: the first member of an empty group waits the initial
+            // delay for others, and each newcomer meanwhile extends it, within the deadline.
+            let delaying = was_empty || (new_member && now < *not_before);
+            if delaying && self.initial_delay > 0 {
+                *not_before = Tick(now.0 + self.initial_delay).min(*deadline);
+            }
         }
         self.answers.remove(&member_id);
         self.changes += 1;
@@ -622,6 +650,7 @@ impl Group {
             answers: BTreeMap::new(),
             next_member: 0,
             changes: 0,
+            initial_delay: 0,
         }
     }
 
@@ -669,6 +698,7 @@ impl Group {
             .unwrap_or_default();
         self.phase = Phase::Joining {
             deadline: Tick(now.0 + longest),
+            not_before: now,
         };
         for m in self.members.values_mut() {
             m.joined = false;
@@ -690,10 +720,15 @@ impl Group {
     /// Ends the join phase once every member has joined, or at the deadline without those that
     /// have not: a new generation, a protocol, a leader, and an answer for each member.
     fn try_complete(&mut self, now: Tick) {
-        let Phase::Joining { deadline } = self.phase else {
+        let Phase::Joining {
+            deadline,
+            not_before,
+        } = self.phase
+        else {
             return;
         };
-        if !self.members.values().all(|m| m.joined) && now < deadline {
+        let waiting = now < not_before || !self.members.values().all(|m| m.joined);
+        if waiting && now < deadline {
             return;
         }
         self.changes += 1;

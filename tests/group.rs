@@ -214,3 +214,40 @@ fn a_new_member_joins_again_with_the_id_it_is_given() {
         Some(GroupError::UnknownMember)
     );
 }
+
+/// `group.initial.rebalance.delay.ms`: the first member of an empty group waits for others,
+/// each newcomer extends the wait (within the rebalance timeout), and consumers started
+/// together share generation 1 instead of a rebalance each.
+#[test]
+fn an_empty_group_waits_the_initial_delay_for_more_members() {
+    let mut g = Group::default().with_initial_delay(3);
+    let a = waiting(g.join(&join("", "a"), Tick(0)));
+    assert_eq!(g.joined(&a, Tick(2)), Ok(None), "within the delay");
+    let b = waiting(g.join(&join("", "b"), Tick(2)));
+    assert_eq!(g.joined(&a, Tick(4)), Ok(None), "b extended the delay to 5");
+    let a1 = g.joined(&a, Tick(5)).expect("known").expect("complete");
+    let b1 = g.joined(&b, Tick(5)).expect("known").expect("complete");
+    assert_eq!((a1.generation, b1.generation), (1, 1));
+    assert_eq!(a1.members.len(), 2, "one generation for both");
+    // Without the delay the first member has a generation to itself.
+    let mut g = Group::default();
+    let a = waiting(g.join(&join("", "a"), Tick(0)));
+    let alone = g.joined(&a, Tick(0)).expect("known").expect("at once");
+    assert_eq!((alone.generation, alone.members.len()), (1, 1));
+    // A rebalance of a group with members is not delayed.
+    let mut g = Group::default().with_initial_delay(3);
+    let a = waiting(g.join(&join("", "a"), Tick(0)));
+    g.joined(&a, Tick(3))
+        .expect("known")
+        .expect("after the delay");
+    let b = waiting(g.join(&join("", "b"), Tick(3)));
+    let a = waiting(g.join(&join(&a, "a"), Tick(3)));
+    let a2 = g.joined(&a, Tick(3)).expect("known").expect("at once");
+    assert_eq!(
+        (
+            a2.generation,
+            g.joined(&b, Tick(3)).map(|j| j.map(|j| j.generation))
+        ),
+        (2, Ok(Some(2)))
+    );
+}

@@ -148,6 +148,9 @@ pub struct BrokerSettings {
     /// `offsets.topic.num.partitions`: the partitions of `__consumer_offsets` when the first
     /// group needs it (see [`crate::offsets_topic`]).
     pub offsets_topic_partitions: u32,
+    /// `group.initial.rebalance.delay.ms`: how long the first member of an empty group waits
+    /// for others before its rebalance completes ([`isr::group::Group::with_initial_delay`]).
+    pub group_initial_rebalance_delay_ms: u64,
 }
 
 impl Default for BrokerSettings {
@@ -161,6 +164,7 @@ impl Default for BrokerSettings {
             message_max_bytes: crate::configs::MESSAGE_MAX_BYTES,
             segment_bytes: 1 << 30,
             offsets_topic_partitions: crate::offsets_topic::DEFAULT_PARTITIONS,
+            group_initial_rebalance_delay_ms: 3_000,
         }
     }
 }

@@ -314,6 +314,7 @@ impl BrokerConfigs<'_> {
             "auto.create.topics.enable" => s.auto_create_topics.to_string(),
             "num.partitions" => s.num_partitions.to_string(),
             "offsets.topic.num.partitions" => s.offsets_topic_partitions.to_string(),
+            "group.initial.rebalance.delay.ms" => s.group_initial_rebalance_delay_ms.to_string(),
             "default.replication.factor" => s.default_replication_factor.to_string(),
             "min.insync.replicas" => s.min_insync_replicas.to_string(),
             "message.max.bytes" => s.message_max_bytes.to_string(),
@@ -338,6 +339,9 @@ impl BrokerConfigs<'_> {
             "num.partitions" => s.num_partitions != d.num_partitions,
             "offsets.topic.num.partitions" => {
                 s.offsets_topic_partitions != d.offsets_topic_partitions
+            }
+            "group.initial.rebalance.delay.ms" => {
+                s.group_initial_rebalance_delay_ms != d.group_initial_rebalance_delay_ms
             }
             "default.replication.factor" => {
                 s.default_replication_factor != d.default_replication_factor
@@ -383,6 +387,7 @@ impl BrokerConfigs<'_> {
             "auto.create.topics.enable",
             "broker.id",
             "default.replication.factor",
+            "group.initial.rebalance.delay.ms",
             "num.partitions",
             "offsets.topic.num.partitions",
         ];

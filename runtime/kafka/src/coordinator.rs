@@ -79,6 +79,8 @@ pub const MEMBER_ID_REQUIRED: i16 = 79;
 #[derive(Debug)]
 pub struct Coordinator {
     groups: Mutex<BTreeMap<String, Group>>,
+    /// `group.initial.rebalance.delay.ms`, in this driver's ticks (milliseconds).
+    initial_delay: u64,
     /// Rung on every change that may answer a waiting join or sync.
     changed: Notify,
     started: Instant,
@@ -88,6 +90,7 @@ impl Default for Coordinator {
     fn default() -> Self {
         Coordinator {
             groups: Mutex::default(),
+            initial_delay: 0,
             changed: Notify::new(),
             started: Instant::now(),
         }
@@ -95,6 +98,16 @@ impl Default for Coordinator {
 }
 
 impl Coordinator {
+    /// A coordinator whose groups, when a member joins them empty, wait `delay` for others
+    /// before the rebalance completes (`group.initial.rebalance.delay.ms`; the default
+    /// coordinator waits for none).
+    pub fn with_initial_delay(delay: Duration) -> Coordinator {
+        Coordinator {
+            initial_delay: ticks(delay),
+            ..Coordinator::default()
+        }
+    }
+
     fn groups(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
         self.groups.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -121,7 +134,10 @@ impl Coordinator {
         if !SESSION_TIMEOUTS.contains(&Duration::from_millis(join.session_timeout)) {
             return Err(GroupError::InvalidSessionTimeout.into());
         }
-        self.groups().entry(group.to_owned()).or_default();
+        let delay = self.initial_delay;
+        self.groups()
+            .entry(group.to_owned())
+            .or_insert_with(|| Group::default().with_initial_delay(delay));
         let entered = self
             .step(group, |g, now| g.join(&join, now))
             .ok_or(GroupError::UnknownMember)?;
@@ -262,7 +278,8 @@ impl Coordinator {
         let mut groups = self.groups();
         groups.retain(|name, _| !belongs(name));
         for (name, stored) in loaded {
-            groups.insert(name, Group::from_stored(stored, now));
+            let group = Group::from_stored(stored, now).with_initial_delay(self.initial_delay);
+            groups.insert(name, group);
         }
         drop(groups);
         self.changed.notify_waiters();
@@ -319,6 +336,20 @@ mod tests {
             instance_id: None,
             generation,
         }
+    }
+
+    #[tokio::test]
+    async fn members_that_join_an_empty_group_within_the_initial_delay_share_one_generation() {
+        let c = Arc::new(Coordinator::with_initial_delay(Duration::from_millis(300)));
+        let first = tokio::spawn({
+            let c = c.clone();
+            async move { c.join("g", join("", "a")).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let b = c.join("g", join("", "b")).await.expect("b joins");
+        let a = first.await.expect("task").expect("a joins");
+        assert_eq!((a.generation, b.generation), (1, 1));
+        assert_eq!(a.members.len() + b.members.len(), 2, "the leader sees both");
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ use isr_kafka::{
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 pub struct BrokerBackend {
@@ -46,12 +47,14 @@ impl BrokerBackend {
     ) -> BrokerBackend {
         BrokerBackend {
             net,
-            settings,
             acls: access.acls,
             super_users: Arc::new(access.super_users.iter().cloned().collect()),
             commits,
-            groups: Coordinator::default(),
+            groups: Coordinator::with_initial_delay(Duration::from_millis(
+                settings.group_initial_rebalance_delay_ms,
+            )),
             views: offsets::Views::default(),
+            settings,
         }
     }
 

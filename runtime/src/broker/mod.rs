@@ -136,6 +136,11 @@ pub struct TopicDefaults {
     #[arg(long, default_value_t = isr_kafka::offsets_topic::DEFAULT_PARTITIONS,
         value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub offsets_topic_partitions: u32,
+    /// group.initial.rebalance.delay.ms: how long the first member of an empty consumer group
+    /// waits for others before its first rebalance completes (Kafka's 3 s; 0 for none).
+    #[arg(long, default_value_t = 3_000, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(0..=300_000))]
+    pub group_initial_rebalance_delay_ms: u64,
 }
 
 impl TopicDefaults {
@@ -153,6 +158,10 @@ impl TopicDefaults {
                 "--offsets-topic-partitions={}",
                 self.offsets_topic_partitions
             ),
+            format!(
+                "--group-initial-rebalance-delay-ms={}",
+                self.group_initial_rebalance_delay_ms
+            ),
         ]
     }
 
@@ -165,6 +174,7 @@ impl TopicDefaults {
             message_max_bytes: self.message_max_bytes,
             segment_bytes: crate::storage::DEFAULT_SEGMENT_BYTES,
             offsets_topic_partitions: self.offsets_topic_partitions,
+            group_initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
         }
     }
 }
