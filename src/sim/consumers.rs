@@ -304,7 +304,8 @@ impl Cluster {
                     out.push(action);
                 }
             }
-            if failures {
+            // A consumer that has done nothing yet has nothing to lose.
+            if failures && consumers.members[c] != Consumer::new() {
                 out.push(GroupAction::Crash(c));
             }
         }

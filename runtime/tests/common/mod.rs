@@ -355,10 +355,21 @@ impl TestCluster {
     }
 
     /// The current leader of a partition and its address, once it has one that is running.
+    /// Every caller expects a leader, so a status that names none (a controller between
+    /// answers, a leaderless moment) is asked again for up to 5 s.
     pub fn leader(&self, topic: &str, index: u64) -> Option<(u32, String)> {
-        let status = self.status();
-        let leader = Self::partition(&status, topic, index)["leader"].as_u64()? as u32;
-        Some((leader, self.address(leader)?))
+        let start = Instant::now();
+        loop {
+            let status = self.status();
+            let leader = Self::partition(&status, topic, index)["leader"].as_u64();
+            if let Some(found) = leader.and_then(|l| Some((l as u32, self.address(l as u32)?))) {
+                return Some(found);
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 }
 
