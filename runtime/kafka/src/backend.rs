@@ -321,7 +321,7 @@ impl BackendError {
 /// [`crate::batch::stamp`] so that fetches serve correct offsets.
 pub trait Backend: Send + Sync + 'static {
     /// The consumer groups this broker coordinates (membership only: committed offsets go
-    /// through [`Backend::commit_offset`]). A backend keeps one for its lifetime.
+    /// through [`Backend::commit_offsets`]). A backend keeps one for its lifetime.
     fn coordinator(&self) -> &crate::Coordinator;
 
     /// This broker's static settings (its flags and defaults).
