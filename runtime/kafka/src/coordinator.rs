@@ -27,7 +27,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 pub use isr::group::{
-    Caller, GroupError, Join, Joined, JoinedMember, MemberDescription, StoredGroup, StoredMember,
+    Caller, GroupDescription, GroupError, Join, Joined, JoinedMember, MemberDescription,
+    StoredGroup, StoredMember,
 };
 
 /// Session timeouts a member may ask for (Kafka's group.min/max.session.timeout.ms are 6 s
@@ -41,20 +42,6 @@ const RECHECK: Duration = Duration::from_millis(100);
 /// A timeout as the core's groups count it: in milliseconds, this driver's tick.
 pub fn ticks(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A group as DescribeGroups and ListGroups report it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupDescription {
-    pub group: String,
-    /// Kafka's name of the group's state: Empty, PreparingRebalance, CompletingRebalance or
-    /// Stable.
-    pub state: &'static str,
-    pub protocol_type: String,
-    /// The assignment protocol of the current generation (empty while none is chosen).
-    pub protocol: String,
-    pub generation: i32,
-    pub members: Vec<MemberDescription>,
 }
 
 /// Why a JoinGroup is not answered with a generation.
@@ -236,26 +223,18 @@ impl Coordinator {
         }
     }
 
-    /// Every group this coordinator knows, described (members expired first).
-    pub fn list(&self) -> Vec<GroupDescription> {
+    /// Every group this coordinator knows, by name, described (members expired first).
+    pub fn list(&self) -> Vec<(String, GroupDescription)> {
         let names: Vec<String> = self.groups().keys().cloned().collect();
         names
-            .iter()
-            .filter_map(|name| self.describe(name))
+            .into_iter()
+            .filter_map(|name| Some((name.clone(), self.describe(&name)?)))
             .collect()
     }
 
     /// One group, described; `None` when this coordinator does not know it.
     pub fn describe(&self, group: &str) -> Option<GroupDescription> {
-        let d = self.step(group, |g, now| g.describe(now))?;
-        Some(GroupDescription {
-            group: group.to_owned(),
-            state: d.state,
-            protocol_type: d.protocol_type,
-            protocol: d.protocol,
-            generation: d.generation,
-            members: d.members,
-        })
+        self.step(group, |g, now| g.describe(now))
     }
 
     /// What is stored of a group now, for the caller to persist (after a LeaveGroup emptied

@@ -196,26 +196,25 @@ fn by_topic(offsets: Vec<GroupOffset>) -> Vec<OffsetFetchResponseTopic> {
 
 /// The groups this broker coordinates: those with members here, and those that only have
 /// committed offsets (Kafka lists them as Empty).
-async fn coordinated<B: Backend>(backend: &B) -> Result<Vec<GroupDescription>, BackendError> {
+async fn coordinated<B: Backend>(
+    backend: &B,
+) -> Result<BTreeMap<String, GroupDescription>, BackendError> {
     let mut groups = BTreeMap::new();
-    for g in backend.coordinator().list() {
+    for (name, g) in backend.coordinator().list() {
         // A group whose coordinator moved away is not this broker's to list.
-        if is_coordinator(backend, &g.group).await.unwrap_or(false) {
-            groups.insert(g.group.clone(), g);
+        if is_coordinator(backend, &name).await.unwrap_or(false) {
+            groups.insert(name, g);
         }
     }
     for group in backend.offset_groups().await? {
-        if !groups.contains_key(&group) {
-            groups.insert(group.clone(), without_members(&group));
-        }
+        groups.entry(group).or_insert_with(without_members);
     }
-    Ok(groups.into_values().collect())
+    Ok(groups)
 }
 
 /// A group known only by its committed offsets.
-fn without_members(group: &str) -> GroupDescription {
+fn without_members() -> GroupDescription {
     GroupDescription {
-        group: group.to_owned(),
         state: "Empty",
         protocol_type: String::new(),
         protocol: String::new(),
@@ -255,14 +254,14 @@ pub async fn list_groups<B: Backend>(
     };
     let listed = groups
         .into_iter()
-        .filter(|g| {
+        .filter(|(name, g)| {
             classic_wanted
                 && (states.is_empty() || states.contains(&g.state.to_ascii_lowercase()))
-                && visible(&g.group)
+                && visible(name)
         })
-        .map(|g| {
+        .map(|(name, g)| {
             ListedGroup::default()
-                .with_group_id(GroupId(StrBytes::from_string(g.group)))
+                .with_group_id(GroupId(StrBytes::from_string(name)))
                 .with_protocol_type(StrBytes::from_string(g.protocol_type))
                 .with_group_state(StrBytes::from_static_str(g.state))
                 .with_group_type(StrBytes::from_static_str(CLASSIC))
@@ -282,7 +281,7 @@ async fn describe_one<B: Backend>(backend: &B, group: &str) -> DescribedGroup {
     let description = match coordinator.describe(group) {
         Some(d) => d,
         None => match backend.group_offsets(group).await {
-            Ok(offsets) if !offsets.is_empty() => without_members(group),
+            Ok(offsets) if !offsets.is_empty() => without_members(),
             Ok(_) => {
                 return answer
                     .with_group_state(StrBytes::from_static_str("Dead"))
