@@ -1093,10 +1093,8 @@ impl Cluster {
             | Action::ConsumerRead(id)
             | Action::ProducerRetry { leader: id, .. } => Some(id.broker),
             Action::CleanShutdown(b) | Action::UncleanCrash(b) => Some(*b),
-            Action::Group(_) => self.offsets_partition().and_then(|p| {
-                let state = self.controller.partition(p)?;
-                state.leader
-            }),
+            // The group's writes are its serving coordinator's.
+            Action::Group(_) => self.serving().map(|(b, _)| b),
             Action::Deliver(e) => match e.to {
                 Node::Broker(b) => Some(b),
                 Node::Controller => None,

@@ -261,12 +261,14 @@ impl Cluster {
     }
 
     /// The broker that coordinates the group now, with its coordinator: the metadata's leader
-    /// of the offsets partition, once it has loaded the group in its epoch.
+    /// of the offsets partition, once it has loaded the group. A coordinator kept in
+    /// [`Consumers::coordinators`] is always one of its replica's current term
+    /// ([`Cluster::unload_resigned`] runs after every step).
     pub(super) fn serving(&self) -> Option<(BrokerId, &Coordinator)> {
         let consumers = self.consumers.as_deref()?;
         let id = self.metadata_leader(self.offsets_partition()?)?;
         let c = consumers.coordinators[id.broker.0 as usize].as_ref()?;
-        (c.epoch == self.replica(id).leader_epoch()).then_some((id.broker, c))
+        Some((id.broker, c))
     }
 
     /// The group's enabled actions, in a deterministic order: each is taken only where it
@@ -279,16 +281,13 @@ impl Cluster {
         };
         let mut out = Vec::new();
         if let Some(id) = self.metadata_leader(offsets) {
-            let r = self.replica(id);
-            let loaded = consumers.coordinators[id.broker.0 as usize]
-                .as_ref()
-                .is_some_and(|c| c.epoch == r.leader_epoch());
-            if !loaded && group::load_point(&cfg.rules, r).is_some() {
+            let loaded = consumers.coordinators[id.broker.0 as usize].is_some();
+            if !loaded && group::load_point(&cfg.rules, self.replica(id)).is_some() {
                 out.push(GroupAction::Load(id.broker));
             }
         }
         let failures = consumers.failures < bounds.consumer_failures;
-        for (c, _) in consumers.members.iter().enumerate() {
+        for c in 0..consumers.members.len() {
             for action in [
                 GroupAction::Join(c),
                 GroupAction::Sync(c),
@@ -373,20 +372,37 @@ impl Cluster {
             | GroupAction::Poll(c)
             | GroupAction::Commit(c) => Some(*c),
         };
-        match c.map(|c| self.consumer_step(cfg, bounds, &mut consumers, action, c)) {
-            Some(None) => return None,
-            Some(Some(Then::Write(broker, record))) => {
+        if let Some(c) = c {
+            let then = self.consumer_step(cfg, bounds, &mut consumers, action, c)?;
+            effects = self.carry_out(cfg, &mut consumers, c, offsets, then);
+        }
+        self.consumers = Some(Arc::new(consumers));
+        Some(effects)
+    }
+
+    /// The replica step a request of consumer `c` leads to: the coordinator's append to the
+    /// offsets partition, or the leader's answer to a read, which the consumer processes.
+    fn carry_out(
+        &mut self,
+        cfg: &Config,
+        consumers: &mut Consumers,
+        c: usize,
+        offsets: PartitionId,
+        then: Then,
+    ) -> Effects<Record> {
+        match then {
+            Then::Nothing => Vec::new(),
+            Then::Write(broker, record) => {
                 let input = ReplicaInput::Write {
                     id: u64::from(record),
                     records: vec![record],
                     acks: Acks::All,
                     producer: None,
                 };
-                let id = ReplicaId::new(broker, offsets);
-                effects = self.replica_mut(id).step(cfg, NOW, input);
+                self.replica_mut(ReplicaId::new(broker, offsets))
+                    .step(cfg, NOW, input)
             }
-            Some(Some(Then::Read(leader, from))) => {
-                let c = c.unwrap_or_default();
+            Then::Read(leader, from) => {
                 let read = ReplicaInput::Read {
                     id: c as u64 + 1,
                     from,
@@ -405,11 +421,9 @@ impl Cluster {
                         }
                     }
                 }
+                Vec::new()
             }
-            Some(Some(Then::Nothing)) | None => {}
         }
-        self.consumers = Some(Arc::new(consumers));
-        Some(effects)
     }
 
     /// What a request of consumer `c` does to the group, and what the coordinator or the
