@@ -92,6 +92,13 @@ pub struct Rules {
     /// commits over its successor. On when a serialized config predates it.
     #[serde(default = "on")]
     pub generation_check: bool,
+    /// Rule 17 (KIP-107): the log start offset never passes the high watermark. A leader
+    /// refuses DeleteRecords beyond its HW (OFFSET_OUT_OF_RANGE), a follower takes its
+    /// leader's log start from a Fetch answer only up to its own HW, and retention deletes
+    /// only below the HW. Off: DeleteRecords may delete up to the LEO, records no consumer may
+    /// read yet and no other replica may hold yet. On when a serialized config predates it.
+    #[serde(default = "on")]
+    pub log_start_within_hw: bool,
 }
 
 fn on() -> bool {
@@ -114,6 +121,7 @@ impl Default for Rules {
             producer_state: true,
             coordinator_load: true,
             generation_check: true,
+            log_start_within_hw: true,
         }
     }
 }
@@ -138,7 +146,8 @@ impl Rules {
     /// The names accepted by [`Rules::set`].
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
          maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing, \
-         append-check, producer-state, coordinator-load, generation-check";
+         append-check, producer-state, coordinator-load, generation-check, \
+         log-start-hw";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -184,6 +193,7 @@ impl Rules {
             "producer-state" => self.producer_state = flag("producer-state", value)?,
             "coordinator-load" => self.coordinator_load = flag("coordinator-load", value)?,
             "generation-check" => self.generation_check = flag("generation-check", value)?,
+            "log-start-hw" => self.log_start_within_hw = flag("log-start-hw", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -291,6 +301,13 @@ impl Rules {
                 on(safe.generation_check),
                 "on, off",
                 "16: an offset commit is accepted only in the group's generation",
+            ),
+            row(
+                "log-start-hw",
+                on(self.log_start_within_hw),
+                on(safe.log_start_within_hw),
+                "on, off",
+                "17: the log start offset never passes the high watermark (KIP-107)",
             ),
         ]
     }

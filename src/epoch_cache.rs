@@ -63,6 +63,25 @@ impl EpochCache {
         self.starts.retain(|&(_, start)| start < offset);
     }
 
+    /// Forgets what lies below a new log start `offset` in a log ending at `log_end`: the epoch
+    /// of the entry at `offset` now starts there, and older epochs are gone (Kafka's
+    /// `truncateFromStart`); nothing is left when the log is empty.
+    pub fn truncate_from_start(&mut self, offset: Offset, log_end: Offset) {
+        if offset >= log_end {
+            self.starts.clear();
+            return;
+        }
+        let first = self
+            .starts
+            .iter()
+            .rposition(|&(_, start)| start <= offset)
+            .unwrap_or(0);
+        self.starts.drain(..first);
+        if let Some(entry) = self.starts.first_mut() {
+            entry.1 = entry.1.max(offset);
+        }
+    }
+
     /// The answer to OffsetForLeaderEpoch(`requested`) for a log ending at `log_end`: the largest
     /// epoch not above `requested` and the offset where it ends (the start of the next larger
     /// epoch, or `log_end`). `None` when the log has no epoch that old.

@@ -127,7 +127,7 @@ pub enum AlterPartitionError {
     },
 }
 
-/// Why a consumer's read was refused.
+/// Why a consumer's read, or a DeleteRecords, was refused.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Error, Serialize, Deserialize,
 )]
@@ -136,7 +136,7 @@ pub enum ReadError {
     #[error("NOT_LEADER_OR_FOLLOWER: this replica does not lead the partition")]
     NotLeader,
     /// The read starts below the log start offset or above the high watermark: only committed
-    /// records are served.
+    /// records are served. For DeleteRecords: the offset lies beyond the high watermark.
     #[error("OFFSET_OUT_OF_RANGE")]
     OffsetOutOfRange,
 }

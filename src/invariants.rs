@@ -37,6 +37,10 @@ pub struct History<R: Ord> {
     /// every run of a correct protocol, so it adds no state to a model's.
     #[serde(default)]
     pub short_acknowledgements: BTreeSet<(Offset, usize)>,
+    /// Reads answered with records below the answering leader's log start: (the offset read
+    /// from, that log start). Empty in every run of a correct protocol.
+    #[serde(default)]
+    pub reads_below_log_start: BTreeSet<(Offset, Offset)>,
 }
 
 impl<R: Ord> Default for History<R> {
@@ -46,6 +50,7 @@ impl<R: Ord> Default for History<R> {
             acknowledged: BTreeSet::new(),
             consumed: BTreeSet::new(),
             short_acknowledgements: BTreeSet::new(),
+            reads_below_log_start: BTreeSet::new(),
         }
     }
 }
@@ -263,6 +268,24 @@ pub enum Violation {
         /// The newer generation stored before it.
         group: i32,
     },
+    /// **LogStartWithinHighWatermark** broken.
+    #[error("LogStartWithinHighWatermark: {replica}'s log start {log_start} is above its HW {hw}: records no replica may have committed are deleted")]
+    LogStartAboveHighWatermark {
+        /// The replica.
+        replica: BrokerId,
+        /// Its log start offset.
+        log_start: Offset,
+        /// Its high watermark.
+        hw: Offset,
+    },
+    /// **NoReadBelowLogStart** broken.
+    #[error("NoReadBelowLogStart: a consumer reading from offset {from} was given records, but the log starts at {log_start}")]
+    ReadBelowLogStart {
+        /// The offset read from.
+        from: Offset,
+        /// The answering leader's log start offset.
+        log_start: Offset,
+    },
     /// **LeaderEpochsAreUnique** broken.
     #[error("LeaderEpochsAreUnique: leader epoch {epoch} names both {a} and {b} as leader")]
     LeaderEpochTwice {
@@ -310,6 +333,10 @@ pub enum Property {
     /// [`idempotent_writes_stored_once`]: no idempotent producer's batch is committed twice or
     /// out of order.
     IdempotentWritesStoredOnce,
+    /// [`log_start_within_high_watermark`]: no replica's log start passes its HW.
+    LogStartWithinHighWatermark,
+    /// [`no_read_below_log_start`]: no consumer is given records below the log start.
+    NoReadBelowLogStart,
     /// [`consumer_resumes_without_loss`]: wherever a consumer group resumes, every committed
     /// record below was processed.
     ConsumerResumesWithoutLoss,
@@ -323,7 +350,7 @@ pub enum Property {
 
 impl Property {
     /// Every property, in the order the checker reports them.
-    pub const ALL: [Property; 17] = [
+    pub const ALL: [Property; 19] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -338,6 +365,8 @@ impl Property {
         Property::ControllerStateIsConsistent,
         Property::LeaderEpochsAreUnique,
         Property::IdempotentWritesStoredOnce,
+        Property::LogStartWithinHighWatermark,
+        Property::NoReadBelowLogStart,
         Property::ConsumerResumesWithoutLoss,
         Property::AcknowledgedCommitsSurvive,
         Property::FencedMembersCannotCommit,
@@ -375,6 +404,8 @@ impl Property {
             Property::ControllerStateIsConsistent => "ControllerStateIsConsistent",
             Property::LeaderEpochsAreUnique => "LeaderEpochsAreUnique",
             Property::IdempotentWritesStoredOnce => "IdempotentWritesStoredOnce",
+            Property::LogStartWithinHighWatermark => "LogStartWithinHighWatermark",
+            Property::NoReadBelowLogStart => "NoReadBelowLogStart",
             Property::ConsumerResumesWithoutLoss => "ConsumerResumesWithoutLoss",
             Property::AcknowledgedCommitsSurvive => "AcknowledgedCommitsSurvive",
             Property::FencedMembersCannotCommit => "FencedMembersCannotCommit",
@@ -407,6 +438,11 @@ impl Property {
                 .replicas
                 .iter()
                 .try_for_each(|r| idempotent_writes_stored_once(r)),
+            Property::LogStartWithinHighWatermark => view
+                .replicas
+                .iter()
+                .try_for_each(|r| log_start_within_high_watermark(r)),
+            Property::NoReadBelowLogStart => no_read_below_log_start(view),
             Property::ConsumerResumesWithoutLoss
             | Property::AcknowledgedCommitsSurvive
             | Property::FencedMembersCannotCommit => Ok(()),
@@ -453,11 +489,12 @@ where
     }
 }
 
-/// The first offset below `hw` where two replicas differ. Walks entry by entry: where both
+/// The first offset below `hw`, at or above both log starts, where two replicas differ. Walks entry by entry: where both
 /// hold the same entry, they hold it over the same offsets, so the next offset to compare is
 /// the next entry's (a record batch spans many offsets in the runtime's logs).
 fn first_difference<L: Log>(a: &Replica<L>, b: &Replica<L>, hw: Offset) -> Option<Offset> {
-    let mut o = Offset(0);
+    // Below either log start there is nothing to compare: deleted records were committed.
+    let mut o = a.log().log_start_offset().max(b.log().log_start_offset());
     while o < hw {
         let here = a.entry(o);
         if here != b.entry(o) {
@@ -588,7 +625,9 @@ where
     Ok(())
 }
 
-/// The first record of `records` the current leader does not hold at its offset.
+/// The first record of `records`, at or above the current leader's log start, that it does
+/// not hold at its offset: records below it were deleted (by DeleteRecords or retention, only
+/// once committed: rule 17), not lost.
 fn first_missing<'r, L: Log>(
     view: &ClusterView<'_, L>,
     records: impl Iterator<Item = &'r (Offset, Entry<L::Record>)>,
@@ -597,14 +636,16 @@ where
     L::Record: Ord + Debug + 'r,
 {
     let leader = view.current_leader()?;
+    let start = leader.log().log_start_offset();
     records
-        .filter(|(o, e)| leader.entry(*o).as_ref() != Some(e))
+        .filter(|(o, e)| *o >= start && leader.entry(*o).as_ref() != Some(e))
         .map(|(o, e)| (leader.id(), *o, format!("{:?}@{}", e.record, e.epoch)))
         .next()
 }
 
 /// **CommittedRecordsSurviveLeaderFailure**: every record that was committed or acknowledged
-/// under acks=all is held, at the same offset, by the current leader.
+/// under acks=all is held, at the same offset, by the current leader, unless it lies below the
+/// leader's log start (deleted).
 pub fn committed_records_survive<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
 where
     L::Record: Ord + Debug,
@@ -625,7 +666,7 @@ where
 }
 
 /// **ConsumerReadsAreNeverRevoked**: every record a consumer was given is held, at the same
-/// offset, by the current leader.
+/// offset, by the current leader, unless it lies below the leader's log start (deleted).
 pub fn consumer_reads_never_revoked<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
 where
     L::Record: Ord + Debug,
@@ -842,6 +883,34 @@ pub fn idempotent_writes_stored_once<L: Log>(r: &Replica<L>) -> Result<(), Viola
         }
     }
     Ok(())
+}
+
+/// **LogStartWithinHighWatermark** (rule 17): a replica's log start offset is at or below its
+/// high watermark, so every record a replica deleted was committed, and the replica that
+/// leads next holds every committed record above its own log start.
+pub fn log_start_within_high_watermark<L: Log>(r: &Replica<L>) -> Result<(), Violation> {
+    let (log_start, hw) = (r.log().log_start_offset(), r.high_watermark());
+    if log_start > hw {
+        return Err(Violation::LogStartAboveHighWatermark {
+            replica: r.id(),
+            log_start,
+            hw,
+        });
+    }
+    Ok(())
+}
+
+/// **NoReadBelowLogStart**: no consumer was given records from an offset below the log start
+/// of the leader that answered, as the driver saw the answers
+/// ([`History::reads_below_log_start`]).
+pub fn no_read_below_log_start<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    match view.history.reads_below_log_start.first() {
+        Some(&(from, log_start)) => Err(Violation::ReadBelowLogStart { from, log_start }),
+        None => Ok(()),
+    }
 }
 
 /// **LeaderEpochsAreUnique**: no two elections gave one leader epoch to different leaders, as

@@ -137,9 +137,10 @@ pub use error::{AlterPartitionError, ConfigError, EpochError, ParseError, ReadEr
 pub use invariants::{ClusterView, History, Property, Violation};
 pub use log::{Entry, EntryShape, Log, MemLog};
 pub use message::{
-    AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
-    FetchResponse, FetchedRecords, LeaderAndIsr, Message, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, PartitionState, ProduceId, ReadAnswer, ReadId,
+    AlterPartitionRequest, AlterPartitionResponse, DeleteId, Effect, Effects, Envelope,
+    FetchRequest, FetchResponse, FetchedRecords, LeaderAndIsr, Message,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, PartitionState, ProduceId,
+    ReadAnswer, ReadId,
 };
 pub use producers::{Admission, ProducerBatch, Producers};
 pub use replica::{

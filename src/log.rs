@@ -73,7 +73,16 @@ pub trait Log {
     /// not (its driver then stops it).
     fn append(&mut self, entries: &[Entry<Self::Record>]);
     /// Removes every entry at or above `offset`; a no-op when `offset` is at or past the end.
+    /// Never below the log start: what lies below it is gone already.
     fn truncate_to(&mut self, offset: Offset);
+    /// Makes `offset` the log start (DeleteRecords, retention, a follower starting at its
+    /// leader's log start): every offset below it is gone from every read, durably, before
+    /// this returns. Past the log end the log becomes empty and its end moves to `offset` (a
+    /// follower whose whole log lies below its leader's log start starts afresh there). A
+    /// no-op at or below the current log start. The core calls it only at an entry boundary
+    /// (an offset its replicas' logs share), so that a reader finds whole entries; a disk log
+    /// may keep the files that hold what lies below until a whole segment is below it.
+    fn advance_log_start(&mut self, offset: Offset);
     /// Makes everything appended so far durable. The driver's to call, never the core's: the
     /// core asks for it ([`crate::Effect::Flush`]) and is told when it is done
     /// ([`crate::ReplicaInput::Flushed`]), so one flush may serve several steps (group commit).
@@ -120,6 +129,13 @@ pub trait Log {
         entries
     }
 
+    /// The first offset of the entry holding `offset`: `offset` itself where every record
+    /// occupies one offset, a batch's base offset in the runtime's logs. At or past the log
+    /// end, or below the log start, `offset` itself.
+    fn entry_start(&self, offset: Offset) -> Offset {
+        offset
+    }
+
     /// The leader epoch of the entry at `offset`.
     fn epoch_at(&self, offset: Offset) -> Option<LeaderEpoch> {
         self.entry(offset).map(|e| e.epoch)
@@ -156,6 +172,9 @@ pub fn shapes<L: Log>(log: &L) -> impl Iterator<Item = (Offset, EntryShape)> + '
 /// An in-memory log backed by a persistent vector: cloning shares structure.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct MemLog<R: Clone> {
+    /// The log start offset: the offset of `entries[0]` (zero in traces written before it moved).
+    #[serde(default)]
+    start: Offset,
     entries: imbl::Vector<Entry<R>>,
     flushed: Offset,
     /// Set while the disk under it is full: it takes no appends (the model's `DiskFull`).
@@ -166,6 +185,7 @@ pub struct MemLog<R: Clone> {
 impl<R: Clone> Default for MemLog<R> {
     fn default() -> Self {
         MemLog {
+            start: Offset(0),
             entries: imbl::Vector::new(),
             flushed: Offset(0),
             full: false,
@@ -185,9 +205,17 @@ impl<R: Clone> MemLog<R> {
         self.full = full;
     }
 
-    /// All entries, oldest first.
+    /// All entries from the log start, oldest first.
     pub fn entries(&self) -> impl Iterator<Item = &Entry<R>> {
         self.entries.iter()
+    }
+
+    /// The index in `entries` of `offset`, if the log holds it.
+    fn index(&self, offset: Offset) -> Option<usize> {
+        offset
+            .0
+            .checked_sub(self.start.0)
+            .and_then(|i| usize::try_from(i).ok())
     }
 }
 
@@ -195,11 +223,11 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
     type Record = R;
 
     fn log_start_offset(&self) -> Offset {
-        Offset(0)
+        self.start
     }
 
     fn log_end_offset(&self) -> Offset {
-        Offset(self.entries.len() as u64)
+        Offset(self.start.0 + self.entries.len() as u64)
     }
 
     fn flushed_offset(&self) -> Offset {
@@ -207,14 +235,13 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
     }
 
     fn entry(&self, offset: Offset) -> Option<Entry<R>> {
-        usize::try_from(offset.0)
-            .ok()
+        self.index(offset)
             .and_then(|i| self.entries.get(i))
             .cloned()
     }
 
     fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<R>> {
-        let start = usize::try_from(from.0).unwrap_or(usize::MAX);
+        let start = self.index(from).unwrap_or(usize::MAX);
         let count = until.0.saturating_sub(from.0).min(max as u64) as usize;
         self.entries
             .iter()
@@ -231,10 +258,21 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
     }
 
     fn truncate_to(&mut self, offset: Offset) {
+        let offset = offset.max(self.start);
         if offset < self.log_end_offset() {
-            self.entries.truncate(offset.0 as usize);
+            self.entries.truncate((offset.0 - self.start.0) as usize);
             self.flushed = self.flushed.min(offset);
         }
+    }
+
+    fn advance_log_start(&mut self, offset: Offset) {
+        if offset <= self.start {
+            return;
+        }
+        let gone = (offset.0 - self.start.0).min(self.entries.len() as u64) as usize;
+        self.entries = self.entries.skip(gone);
+        self.start = offset;
+        self.flushed = self.flushed.max(offset);
     }
 
     fn flush(&mut self) {
@@ -242,6 +280,7 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
     }
 
     fn lose_unflushed(&mut self) {
-        self.entries.truncate(self.flushed.0 as usize);
+        self.entries
+            .truncate(self.flushed.0.saturating_sub(self.start.0) as usize);
     }
 }

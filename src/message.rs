@@ -79,6 +79,11 @@ pub struct FetchResponse<R> {
     pub fetch_offset: Offset,
     /// The records, or why the leader refused the Fetch.
     pub result: Result<FetchedRecords<R>, EpochError>,
+    /// The answering replica's log start offset, in every answer (KIP-107): a follower moves
+    /// its own up to it (never past its own high watermark, rule 17), and a follower whose
+    /// fetch offset lies below it, refused with OffsetOutOfRange, starts afresh there.
+    #[serde(default)]
+    pub log_start_offset: Offset,
 }
 
 /// What a Fetch the leader served carries.
@@ -274,6 +279,7 @@ impl<R> Envelope<R> {
                 leader_epoch: req.current_leader_epoch,
                 fetch_offset: req.fetch_offset,
                 result: Err(EpochError::NotLeader),
+                log_start_offset: Offset(0),
             }),
             Message::OffsetForLeaderEpoch(req) => {
                 Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {
@@ -298,6 +304,9 @@ pub type ProduceId = u64;
 
 /// Identifies a consumer's read so its answer can find it. Chosen by the driver.
 pub type ReadId = u64;
+
+/// Identifies a DeleteRecords request so its answer can find it. Chosen by the driver.
+pub type DeleteId = u64;
 
 /// What a consumer's read found.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -386,6 +395,16 @@ pub enum Effect<R> {
         id: ReadId,
         /// The committed records found, or why the read was refused.
         result: Result<ReadAnswer<R>, ReadError>,
+    },
+    /// The answer to a DeleteRecords ([`crate::ReplicaInput::DeleteRecords`]).
+    RecordsDeleted {
+        /// The partition.
+        partition: PartitionId,
+        /// The request's id, as the driver gave it.
+        id: DeleteId,
+        /// The leader's log start offset after it (Kafka's low watermark), or why it was
+        /// refused: not the leader, or an offset beyond the high watermark (rule 17).
+        result: Result<Offset, ReadError>,
     },
     /// The controller heard a heartbeat from a broker it has fenced: the broker must register
     /// again, as a new incarnation, to be part of the cluster.

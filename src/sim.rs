@@ -155,6 +155,12 @@ pub struct Bounds {
     /// min ISR) rebalances again and again, as Kafka's does.
     #[serde(default = "three")]
     pub max_generation: u8,
+    /// DeleteRecords requests that move a leader's log start, in all (the checker's
+    /// `--deletes`); none by default. Each asks the leader of a data partition to delete below
+    /// an offset between its log start and its LEO: one beyond its high watermark is refused
+    /// (rule 17) and changes nothing.
+    #[serde(default)]
+    pub deletes: u8,
     /// Keep the messages their receiver will ignore forever in flight, instead of discarding
     /// them (the checker's `--no-reduction`): their deliveries are then steps that change no
     /// node and send only messages dead in turn (an error answer its sender ignores), which is
@@ -204,6 +210,7 @@ impl Default for Bounds {
             commits: 0,
             consumer_failures: 0,
             max_generation: 3,
+            deletes: 0,
             keep_dead: false,
             audit_dead: false,
         }
@@ -297,6 +304,14 @@ pub enum Action {
     },
     /// A step of the consumer group ([`Bounds::consumers`]).
     Group(GroupAction),
+    /// A client asks a replica that believes it leads to delete the records below `before`
+    /// (DeleteRecords, KIP-107; [`Bounds::deletes`]).
+    DeleteRecords {
+        /// The replica asked.
+        leader: ReplicaId,
+        /// The new log start offset asked for.
+        before: Offset,
+    },
 }
 
 impl fmt::Display for Action {
@@ -325,6 +340,9 @@ impl fmt::Display for Action {
             Action::LeaderRetryAlterPartition(b) => write!(f, "LeaderRetryAlterPartition({b})"),
             Action::FetchWaitExpired(b) => write!(f, "FetchWaitExpired({b})"),
             Action::ConsumerRead(b) => write!(f, "ConsumerRead({b})"),
+            Action::DeleteRecords { leader, before } => {
+                write!(f, "DeleteRecords({leader}, before {before})")
+            }
             Action::ControllerFailover => write!(f, "ControllerFailover"),
             Action::ZombieShrinkIsr(b) => write!(f, "ZombieShrinkIsr({b})"),
             Action::ZombieElectLeader(b) => write!(f, "ZombieElectLeader({b})"),
@@ -519,6 +537,9 @@ pub struct Cluster {
     /// consumers; its offsets partition is the last of [`Cluster::replicas`].
     #[serde(default)]
     pub consumers: Option<Arc<Consumers>>,
+    /// DeleteRecords that moved a log start so far, against [`Bounds::deletes`].
+    #[serde(default)]
+    pub deletes: u8,
 }
 
 impl Cluster {
@@ -555,6 +576,7 @@ impl Cluster {
             stalled_reconciliation: None,
             consumers: (bounds.consumers > 0)
                 .then(|| Arc::new(Consumers::new(bounds.consumers, n as usize))),
+            deletes: 0,
         };
         let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
@@ -728,6 +750,15 @@ impl Cluster {
             let unread = self.consumer_offset[id.partition.0 as usize] < r.high_watermark();
             if r.is_leader() && data && bounds.consumer && unread {
                 listed.push(Action::ConsumerRead(id));
+            }
+            if r.is_leader() && data && self.deletes < bounds.deletes {
+                let (start, end) = (r.log().log_start_offset(), r.log_end_offset());
+                for before in start.0 + 1..=end.0 {
+                    listed.push(Action::DeleteRecords {
+                        leader: id,
+                        before: Offset(before),
+                    });
+                }
             }
             replicas.push(ReplicaMenu {
                 id,
@@ -1037,6 +1068,13 @@ impl Cluster {
                 let flushed = r.log().flushed_offset();
                 r.step(cfg, now, ReplicaInput::Flushed(flushed))
             }
+            Action::DeleteRecords { leader, before } => {
+                let delete = ReplicaInput::DeleteRecords {
+                    id: 0,
+                    before: *before,
+                };
+                self.replica_mut(*leader).step(cfg, now, delete)
+            }
             Action::ConsumerRead(id) => {
                 let read = ReplicaInput::Read {
                     id: 0,
@@ -1091,6 +1129,7 @@ impl Cluster {
             | Action::FetchWaitExpired(id)
             | Action::Flush(id)
             | Action::ConsumerRead(id)
+            | Action::DeleteRecords { leader: id, .. }
             | Action::ProducerRetry { leader: id, .. } => Some(id.broker),
             Action::CleanShutdown(b) | Action::UncleanCrash(b) => Some(*b),
             // The group's writes are its serving coordinator's.
@@ -1329,18 +1368,42 @@ impl Cluster {
                     let at = partition.0 as usize;
                     let from = self.consumer_offset[at];
                     let history = Arc::make_mut(&mut self.history[at]);
+                    if from < answer.log_start_offset && !answer.entries.is_empty() {
+                        history
+                            .reads_below_log_start
+                            .insert((from, answer.log_start_offset));
+                    }
                     for (i, entry) in answer.entries.into_iter().enumerate() {
                         let offset = Offset(from.0 + i as u64);
                         history.consumed.insert((offset, entry));
                         self.consumer_offset[at] = offset.next();
                     }
                 }
+                // The consumer's position lies below the log start: it resets to the earliest
+                // offset, as a consumer with `auto.offset.reset=earliest` asks ListOffsets.
+                Effect::Read {
+                    partition,
+                    result: Err(crate::ReadError::OffsetOutOfRange),
+                    ..
+                } => {
+                    let start = self
+                        .replicas_of(partition)
+                        .filter(|r| r.is_leader() && source.is_none_or(|s| s == r.id()))
+                        .map(|r| r.log().log_start_offset())
+                        .next();
+                    let at = partition.0 as usize;
+                    if let Some(start) = start.filter(|&s| s > self.consumer_offset[at]) {
+                        self.consumer_offset[at] = start;
+                    }
+                }
+                Effect::RecordsDeleted { result: Ok(_), .. } => self.deletes += 1,
                 Effect::FailWrite { partition, id, .. } if Some(partition) == offsets => {
                     let record = Record::try_from(id).unwrap_or_default();
                     offsets_answers.push((source, record, false));
                 }
                 Effect::Acknowledge { .. }
                 | Effect::Read { .. }
+                | Effect::RecordsDeleted { .. }
                 | Effect::FailWrite { .. }
                 | Effect::Truncated { .. }
                 | Effect::HighWatermark { .. }

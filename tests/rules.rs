@@ -117,6 +117,7 @@ impl Run {
             max_leader_epoch: 10,
             controller_failovers: 1,
             disk_failures: 0,
+            deletes: 0,
             clean_crashes: 5,
             unclean_crashes: 5,
             drops: 5,

@@ -51,6 +51,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             1u32..=2,
             proptest::option::of(0u8..=2),
             0u8..=2,
+            0u8..=2,
         ),
     )
         .prop_map(
@@ -71,7 +72,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 ),
                 consumer,
                 background_flush,
-                (slow_broker, slow_steps, partitions, producer_retries, consumers),
+                (slow_broker, slow_steps, partitions, producer_retries, consumers, deletes),
             )| Knobs {
                 replicas,
                 partitions,
@@ -86,6 +87,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 session_expiries,
                 controller_failovers,
                 disk_failures,
+                deletes,
                 consumer,
                 background_flush,
                 producer_retries,

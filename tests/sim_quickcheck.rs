@@ -45,6 +45,7 @@ impl Arbitrary for Schedule {
             session_expiries: pick(g, 0, 2) as u8,
             controller_failovers: pick(g, 0, 2) as u8,
             disk_failures: pick(g, 0, 1) as u8,
+            deletes: pick(g, 0, 2) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             producer_retries: bool::arbitrary(g).then(|| pick(g, 0, 2) as u8),

@@ -70,6 +70,10 @@ pub struct Overrides {
     /// timed-out request, a lost answer); makes the producer idempotent.
     #[arg(long, value_name = "N")]
     pub producer_retries: Option<u8>,
+    /// DeleteRecords a client may send in all: each asks a leader of a data partition to move
+    /// its log start to an offset up to its LEO (one beyond its HW is refused, rule 17).
+    #[arg(long, value_name = "N")]
+    pub deletes: Option<u8>,
     /// Consumers in a group that reads the first partition and commits its position to an
     /// offsets partition replicated on every broker (0: no group).
     #[arg(long, value_name = "N")]
@@ -206,6 +210,9 @@ impl Target {
         }
         if let Some(n) = o.commits {
             b.commits = n;
+        }
+        if let Some(n) = o.deletes {
+            b.deletes = n;
         }
         if let Some(n) = o.consumer_failures {
             b.consumer_failures = n;
@@ -388,6 +395,10 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", idempotent producer, {} retries", b.producer_retries)
     } else {
         String::new()
+    } + &if b.deletes > 0 {
+        format!(", {} DeleteRecords", b.deletes)
+    } else {
+        String::new()
     } + &if b.consumers > 0 {
         format!(
             ", a group of {} consumers, {} commits, {} consumer failures, max generation {}",
@@ -446,6 +457,7 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "acks": b.acks.to_string(), "consumer": b.consumer,
         "idempotent": b.idempotent, "producer_retries": b.producer_retries,
         "consumers": b.consumers, "commits": b.commits, "consumer_failures": b.consumer_failures, "max_generation": b.max_generation,
+        "deletes": b.deletes,
         "dead_messages_kept": b.keep_dead,
         "reduction_audited": b.audit_dead,
     })

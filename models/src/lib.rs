@@ -165,6 +165,10 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::IdempotentWritesStoredOnce) => {
             always!(Property::IdempotentWritesStoredOnce)
         }
+        Check::Always(Property::LogStartWithinHighWatermark) => {
+            always!(Property::LogStartWithinHighWatermark)
+        }
+        Check::Always(Property::NoReadBelowLogStart) => always!(Property::NoReadBelowLogStart),
         Check::Always(Property::ConsumerResumesWithoutLoss) => {
             always!(Property::ConsumerResumesWithoutLoss)
         }

@@ -86,6 +86,7 @@ const BASE: Bounds = Bounds {
     commits: 0,
     consumer_failures: 0,
     max_generation: 3,
+    deletes: 0,
 };
 
 /// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
@@ -560,6 +561,40 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[FencedMembersCannotCommit],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "delete-records",
+        about: "every rule on, a client's DeleteRecords at any offset up to a leader's LEO:                 the log start moves only up to the HW (rule 17), followers follow it from                 Fetch answers, one left below it starts afresh there, and the consumer resets                 to it. Every committed record above the log start survives the crash and                 the failover. Holds exhaustively",
+        rules: &[],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            records: 2,
+            clean_crashes: 1,
+            deletes: 1,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "log-start-hw",
+        about: "rule 17 off: DeleteRecords may move a leader's log start up to its LEO, past                 its HW, deleting a record before any follower holds it:                 LogStartWithinHighWatermark fails (KIP-107 answers OFFSET_OUT_OF_RANGE                 beyond the HW)",
+        rules: &[("log-start-hw", "off")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            deletes: 1,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[LogStartWithinHighWatermark],
         unreached: &[],
         exhaustive: false,
     },

@@ -40,6 +40,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         session_expiries: 1,
         controller_failovers: 2,
         disk_failures: 0,
+        deletes: 0,
         acks: Acks::All,
         consumer: true,
         background_flush: false,

@@ -69,6 +69,8 @@ impl<L: Log> Replica<L> {
         effects: &mut Effects<L::Record>,
     ) {
         let from = self.log.log_end_offset();
+        // What lies below the log start is gone already, and was committed (rule 17).
+        let offset = offset.max(self.log.log_start_offset());
         if offset >= from {
             return;
         }
@@ -196,7 +198,7 @@ impl<L: Log> Replica<L> {
             self.log.lose_unflushed();
             self.epoch_cache = EpochCache::from_log(&self.log);
             self.producers = Producers::from_log(&self.log);
-            self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
+            self.high_watermark = self.recovered_high_watermark();
             self.hw_checkpoint = self.high_watermark;
         }
         self.held.clear();
@@ -212,7 +214,7 @@ impl<L: Log> Replica<L> {
     pub(super) fn restart(&mut self) {
         self.epoch_cache = EpochCache::from_log(&self.log);
         self.producers = Producers::from_log(&self.log);
-        self.high_watermark = self.hw_checkpoint.min(self.log.log_end_offset());
+        self.high_watermark = self.recovered_high_watermark();
         self.hw_checkpoint = self.high_watermark;
         self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
         self.partition_epoch = PartitionEpoch(0);
@@ -225,6 +227,17 @@ impl<L: Log> Replica<L> {
             last_request: self.now,
             request_out: None,
         });
+    }
+}
+
+impl<L: Log> Replica<L> {
+    /// The high watermark a replica starts from after a crash: its checkpoint, within its
+    /// log. Never below the log start (Kafka's recovery takes the larger of the two): what
+    /// was deleted was committed (rule 17), and the checkpoint may predate the deletion.
+    fn recovered_high_watermark(&self) -> Offset {
+        self.hw_checkpoint
+            .min(self.log.log_end_offset())
+            .max(self.log.log_start_offset())
     }
 }
 

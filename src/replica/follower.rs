@@ -221,8 +221,10 @@ impl<L: Log> Replica<L> {
     }
 
     /// `FollowerReplicate`: appends the records of a Fetch answer, takes the leader's high
-    /// watermark, capped by the own LEO, and fetches on. An out-of-range answer starts
-    /// reconciliation anew; another error, a retry after `retry_backoff`.
+    /// watermark, capped by the own LEO (and never below the own log start), and its log start (KIP-107), and fetches on. An
+    /// out-of-range answer below the leader's log start starts the log afresh there; another
+    /// out-of-range answer starts reconciliation anew; another error, a retry after
+    /// `retry_backoff`.
     pub(super) fn on_fetch_response(
         &mut self,
         cfg: &Config,
@@ -244,8 +246,21 @@ impl<L: Log> Replica<L> {
                 // A log that failed took less than fetched: the LEO says how much, and the
                 // driver stops the replica.
                 self.append(cfg, &fetched.entries, effects);
-                let hw = fetched.high_watermark.min(self.log.log_end_offset());
+                // Never below the log start (Kafka's `updateHighWatermark`): an answer may
+                // carry a HW older than the log start this follower took from a later one
+                // (a held Fetch answered after a newer), and what lies below was committed.
+                let hw = fetched
+                    .high_watermark
+                    .min(self.log.log_end_offset())
+                    .max(self.log.log_start_offset());
                 self.set_high_watermark(hw, effects);
+                self.follow_log_start(cfg, resp.log_start_offset, effects);
+                self.send_request(cfg, effects);
+            }
+            // KIP-107: the leader deleted every record this follower lacks. What lies below
+            // its log start is committed (rule 17), so the follower starts afresh there.
+            Err(_) if resp.log_start_offset > self.log.log_end_offset() => {
+                self.advance_log_start(cfg, resp.log_start_offset, effects);
                 self.send_request(cfg, effects);
             }
             Err(_) => {

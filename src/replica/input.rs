@@ -1,6 +1,6 @@
 //! Everything that can happen to a replica, as one type: the input of [`crate::Replica::step`].
 
-use crate::message::{Message, ProduceId, ReadId};
+use crate::message::{DeleteId, Message, ProduceId, ReadId};
 use crate::producers::ProducerBatch;
 use crate::types::{Acks, BrokerId, Node, Offset};
 use serde::{Deserialize, Serialize};
@@ -51,6 +51,25 @@ pub enum Input<R> {
         /// The most bytes of records to return, as [`crate::Log::size`] counts them (but always
         /// one entry, if there is one).
         max_bytes: usize,
+    },
+    /// DeleteRecords (KIP-107), to the leader: make `before` the log start offset, so that
+    /// every record below it is gone. Refused with OffsetOutOfRange beyond the high watermark
+    /// (rule 17): only committed records may be deleted. Answered by
+    /// [`crate::Effect::RecordsDeleted`] carrying `id`; followers follow the new log start
+    /// from their next Fetch answer.
+    DeleteRecords {
+        /// The driver's id for the request, which its answer carries.
+        id: DeleteId,
+        /// The new log start offset (the start of the entry holding it, if it lies inside one).
+        before: Offset,
+    },
+    /// Retention, on any replica: the driver's retention policy (time, size) found the
+    /// records below `before` expired. The log start moves there, but never past this
+    /// replica's high watermark (rule 17): a follower must not delete what it may still have
+    /// to serve as leader. Nothing is answered.
+    Retain {
+        /// The first offset retention keeps.
+        before: Offset,
     },
     /// Time passed: every timer due by now (the step's `now`) fires.
     Tick,

@@ -205,6 +205,7 @@ impl<L: Log> Replica<L> {
             leader_epoch: self.leader_epoch,
             fetch_offset: req.fetch_offset,
             result,
+            log_start_offset: self.log.log_start_offset(),
         };
         self.reply(req.replica, Message::FetchResponse(response))
     }

@@ -15,6 +15,7 @@ mod durability;
 mod follower;
 mod input;
 mod leader;
+mod log_start;
 mod roles;
 #[cfg(test)]
 mod tests;
@@ -272,6 +273,10 @@ impl<L: Log> Replica<L> {
                 max_entries,
                 max_bytes,
             } => effects.push(self.read(id, from, max_entries, max_bytes)),
+            Input::DeleteRecords { id, before } => {
+                self.delete_records(cfg, id, before, &mut effects)
+            }
+            Input::Retain { before } => self.retain(cfg, before, &mut effects),
             Input::Tick => self.on_tick(cfg, &mut effects),
             Input::Timeout(timer) => {
                 if self

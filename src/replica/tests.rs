@@ -161,6 +161,7 @@ fn records_from_b1(epoch: u32, fetch_offset: u64, entries: Vec<Entry<u64>>) -> I
                 entries,
                 high_watermark: Offset(0),
             }),
+            log_start_offset: Offset(0),
         }),
     }
 }
@@ -522,6 +523,7 @@ fn a_follower_asks_again_when_its_request_times_out_and_soon_after_an_error() {
             leader_epoch: LeaderEpoch(0),
             fetch_offset: Offset(0),
             result: Err(EpochError::UnknownLeaderEpoch),
+            log_start_offset: Offset(0),
         }),
     };
     follower.step(&cfg, Tick(12), error);
@@ -1157,6 +1159,7 @@ fn an_epoch_error_answer_is_dead_and_an_out_of_range_one_is_not() {
             leader_epoch: LeaderEpoch(1),
             fetch_offset: Offset(0),
             result: Err(error),
+            log_start_offset: Offset(0),
         }),
     };
     assert!(dead(&r, &cfg, &answer(EpochError::FencedLeaderEpoch)));
@@ -1536,6 +1539,9 @@ impl Log for FillingLog {
     }
     fn truncate_to(&mut self, offset: Offset) {
         self.records.truncate_to(offset);
+    }
+    fn advance_log_start(&mut self, offset: Offset) {
+        self.records.advance_log_start(offset);
     }
     fn flush(&mut self) {
         self.records.flush();

@@ -22,6 +22,8 @@ pub struct Digest {
 /// for would: entries span [`Digest::width`] offsets, and an entry holds every offset it spans.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DigestLog {
+    /// The log start offset: no entry ends at or below it.
+    start: Offset,
     /// (base offset, entry), in offset order, without gaps.
     entries: Vec<(u64, Entry<Digest>)>,
     flushed: Offset,
@@ -67,14 +69,14 @@ impl Log for DigestLog {
     type Record = Digest;
 
     fn log_start_offset(&self) -> Offset {
-        Offset(0)
+        self.start
     }
 
     fn log_end_offset(&self) -> Offset {
         Offset(
             self.entries
                 .last()
-                .map_or(0, |(base, e)| base + e.record.width),
+                .map_or(self.start.0, |(base, e)| base + e.record.width),
         )
     }
 
@@ -117,6 +119,18 @@ impl Log for DigestLog {
             .unwrap_or_else(|| self.entries.partition_point(|(base, _)| *base < offset.0));
         self.entries.truncate(cut);
         self.flushed = self.flushed.min(self.log_end_offset());
+    }
+
+    fn advance_log_start(&mut self, offset: Offset) {
+        if offset <= self.start {
+            return;
+        }
+        let gone = self
+            .entries
+            .partition_point(|(base, e)| base + e.record.width <= offset.0);
+        self.entries.drain(..gone);
+        self.start = offset;
+        self.flushed = self.flushed.max(offset);
     }
 
     fn flush(&mut self) {

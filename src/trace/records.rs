@@ -32,6 +32,7 @@ pub fn message<R, S>(message: &Message<R>, f: &impl Fn(&R) -> S) -> Message<S> {
                     entries: entries(&fetched.entries, f),
                     high_watermark: fetched.high_watermark,
                 }),
+            log_start_offset: r.log_start_offset,
         }),
         Message::Fetch(r) => Message::Fetch(r.clone()),
         Message::OffsetForLeaderEpoch(r) => Message::OffsetForLeaderEpoch(r.clone()),
@@ -112,6 +113,15 @@ pub fn effect<R, S>(effect: &Effect<R>, f: &impl Fn(&R) -> S) -> Effect<S> {
             partition: *partition,
             offset: *offset,
         },
+        Effect::RecordsDeleted {
+            partition,
+            id,
+            result,
+        } => Effect::RecordsDeleted {
+            partition: *partition,
+            id: *id,
+            result: *result,
+        },
         Effect::MustRegister { broker } => Effect::MustRegister { broker: *broker },
     }
 }
@@ -134,6 +144,11 @@ pub fn replica_input<R, S>(input: &ReplicaInput<R>, f: &impl Fn(&R) -> S) -> Rep
             acks: *acks,
             producer: *producer,
         },
+        ReplicaInput::DeleteRecords { id, before } => ReplicaInput::DeleteRecords {
+            id: *id,
+            before: *before,
+        },
+        ReplicaInput::Retain { before } => ReplicaInput::Retain { before: *before },
         ReplicaInput::Read {
             id,
             from,

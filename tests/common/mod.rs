@@ -41,6 +41,8 @@ pub struct Knobs {
     pub controller_failovers: u8,
     /// Times a leader's disk may fill up under a write.
     pub disk_failures: u8,
+    /// DeleteRecords that may move a leader's log start.
+    pub deletes: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// An idempotent producer that may retry this many times; `None` for a plain producer.
@@ -97,6 +99,7 @@ impl Scenario {
             session_expiries: k.session_expiries,
             controller_failovers: k.controller_failovers,
             disk_failures: k.disk_failures,
+            deletes: k.deletes,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
