@@ -225,6 +225,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
                     entries: vec![Entry::new(LeaderEpoch(1), stamped)],
                     high_watermark: Offset(0),
                 }),
+                log_start_offset: Offset(0),
             }),
         ),
         envelope(

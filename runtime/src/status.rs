@@ -59,6 +59,8 @@ struct ReplicaRow {
     /// `None` when the broker could not be asked.
     log_end_offset: Option<u64>,
     high_watermark: Option<u64>,
+    /// The first offset the replica still holds (DeleteRecords and retention move it).
+    log_start_offset: Option<u64>,
     /// How far the replica's LEO is behind the leader's.
     lag: Option<u64>,
     /// For a follower: its LEO as the leader last saw it in a fetch of the current epoch (what
@@ -349,6 +351,7 @@ fn rows(
                         broker: b,
                         log_end_offset: leo,
                         high_watermark: r.map(|r| r.high_watermark.0),
+                        log_start_offset: r.map(|r| r.log_start_offset.0),
                         lag: leader_leo.zip(leo).map(|(l, f)| l.saturating_sub(f)),
                         leader_view: leader
                             .and_then(|l| l.followers.get(&b).copied().flatten())
@@ -429,8 +432,9 @@ fn print_partitions(rows: &[PartitionRow]) {
                 .leader_view
                 .map_or(String::new(), |o| format!(", leader saw LEO {o}"));
             println!(
-                "  broker {} LEO {} HW {} lag {} ({}{seen})",
+                "  broker {} log start {} LEO {} HW {} lag {} ({}{seen})",
                 r.broker.0,
+                opt(r.log_start_offset),
                 opt(r.log_end_offset),
                 opt(r.high_watermark),
                 opt(r.lag),

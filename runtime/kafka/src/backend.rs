@@ -395,6 +395,17 @@ pub trait Backend: Send + Sync + 'static {
         spec: OffsetSpec,
     ) -> impl Future<Output = Result<Option<ListedOffset>, BackendError>> + Send;
 
+    /// DeleteRecords (KIP-107) on a partition this broker leads: its log start moves to
+    /// `before` (to the high watermark when `None`, Kafka's -1); the answer is the new log
+    /// start (the low watermark). Beyond the high watermark: `OffsetOutOfRange`, nothing
+    /// deleted.
+    fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: Option<Offset>,
+    ) -> impl Future<Output = Result<Offset, BackendError>> + Send;
+
     /// The broker that coordinates `group`: its members join there, and its offsets are
     /// committed and read there. COORDINATOR_NOT_AVAILABLE while there is none.
     fn group_coordinator(

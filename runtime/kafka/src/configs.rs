@@ -3,8 +3,9 @@
 //! IncrementalAlterConfigs all go through here, so a name or value is judged alike everywhere.
 //!
 //! What takes effect: `max.message.bytes` (and the broker's `message.max.bytes`) bound every
-//! produced batch; `min.insync.replicas` is the partition's floor in the core. `retention.*`,
-//! `segment.*` are stored and described, but the log does not act on them yet (no retention).
+//! produced batch; `min.insync.replicas` is the partition's floor in the core; `retention.ms`,
+//! `retention.bytes`, `segment.bytes` and `segment.ms` are each broker's retention policy
+//! ([`log_retention`]).
 //! Settings isr cannot honour are refused rather than silently ignored: compaction,
 //! recompression, log-append time, per-topic unclean election.
 
@@ -473,6 +474,61 @@ pub fn min_insync_replicas(
     {
         Some(n) => n,
         None => usize::from(broker.settings.min_insync_replicas.min(replication_factor)),
+    }
+}
+
+/// How a topic's log is rolled and deleted: its `retention.ms`, `retention.bytes`,
+/// `segment.bytes` and `segment.ms`, each its override, else the broker's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogRetention {
+    /// Segments whose newest record is older than this are deleted; -1: never by time.
+    pub retention_ms: i64,
+    /// Oldest segments are deleted while the log stays at least this large without them; -1:
+    /// never by size.
+    pub retention_bytes: i64,
+    /// The active segment rolls once it is this large.
+    pub segment_bytes: u64,
+    /// The active segment rolls once a record is this much newer than its first.
+    pub segment_ms: i64,
+}
+
+/// A topic's [`LogRetention`]. A value that does not parse (the config checks refuse one
+/// before it is stored) falls back to the broker's, then to Kafka's default.
+pub fn log_retention(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+) -> LogRetention {
+    fn value<T: std::str::FromStr>(
+        overrides: &BTreeMap<String, String>,
+        broker: &BrokerConfigs<'_>,
+        topic: &str,
+        name: &'static str,
+        default: T,
+    ) -> T {
+        overrides
+            .get(topic)
+            .and_then(|v| v.parse().ok())
+            .or_else(|| broker.value(name).and_then(|v| v.parse().ok()))
+            .unwrap_or(default)
+    }
+    const WEEK: i64 = 604_800_000;
+    LogRetention {
+        retention_ms: value(overrides, broker, "retention.ms", "log.retention.ms", WEEK),
+        retention_bytes: value(
+            overrides,
+            broker,
+            "retention.bytes",
+            "log.retention.bytes",
+            -1,
+        ),
+        segment_bytes: value(
+            overrides,
+            broker,
+            "segment.bytes",
+            "log.segment.bytes",
+            broker.settings.segment_bytes,
+        ),
+        segment_ms: value(overrides, broker, "segment.ms", "log.roll.ms", WEEK),
     }
 }
 

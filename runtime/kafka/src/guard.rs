@@ -113,6 +113,11 @@ const LIST_OFFSETS: &[F] = &[
     since(10, I32),
 ];
 
+const DELETE_RECORDS: &[F] = &[
+    all(Structs(&[all(Str), all(Structs(&[all(I32), all(I64)]))])),
+    all(I32),
+];
+
 const METADATA: &[F] = &[
     all(Structs(&[since(10, Uuid), all(Str)])),
     since(4, I8),
@@ -310,6 +315,14 @@ const FETCH_RESPONSE: &[F] = &[
             since(11, I32),
             all(Bytes),
         ])),
+    ])),
+];
+
+const DELETE_RECORDS_RESPONSE: &[F] = &[
+    all(I32),
+    all(Structs(&[
+        all(Str),
+        all(Structs(&[all(I32), all(I64), all(I16)])),
     ])),
 ];
 
@@ -598,6 +611,7 @@ fn response_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::Produce => PRODUCE_RESPONSE,
         ApiKey::Fetch => FETCH_RESPONSE,
         ApiKey::ListOffsets => LIST_OFFSETS_RESPONSE,
+        ApiKey::DeleteRecords => DELETE_RECORDS_RESPONSE,
         ApiKey::Metadata => METADATA_RESPONSE,
         ApiKey::OffsetCommit => OFFSET_COMMIT_RESPONSE,
         ApiKey::OffsetFetch => OFFSET_FETCH_RESPONSE,
@@ -634,6 +648,7 @@ fn request_shape(api: ApiKey) -> Option<&'static [F]> {
         ApiKey::Produce => PRODUCE,
         ApiKey::Fetch => FETCH,
         ApiKey::ListOffsets => LIST_OFFSETS,
+        ApiKey::DeleteRecords => DELETE_RECORDS,
         ApiKey::Metadata => METADATA,
         ApiKey::OffsetCommit => OFFSET_COMMIT,
         ApiKey::OffsetFetch => OFFSET_FETCH,

@@ -395,6 +395,21 @@ impl Backend for BrokerBackend {
         .await
     }
 
+    async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: Option<Offset>,
+    ) -> Result<Offset, BackendError> {
+        let partition = self.partition_id(topic, partition).await?;
+        self.host(|reply| Command::DeleteRecords {
+            partition,
+            before,
+            reply,
+        })
+        .await
+    }
+
     async fn group_coordinator(&self, group: &str) -> Result<GroupCoordinator, BackendError> {
         self.coordinator_of(group).await
     }

@@ -7,7 +7,9 @@ use super::host::{Committed, HostError};
 use crate::storage::{DiskLog, OpenError, PartitionDir, DEFAULT_SEGMENT_BYTES};
 use crate::trace::Tracer;
 use crate::wire::admin::ReplicaView;
-use isr::{BrokerId, EpochCache, Log, Offset, PartitionId, ProduceId, ReadId, Replica, Role};
+use isr::{
+    BrokerId, DeleteId, EpochCache, Log, Offset, PartitionId, ProduceId, ReadId, Replica, Role,
+};
 use std::collections::HashMap;
 use std::path::Path;
 use tokio::sync::oneshot;
@@ -17,6 +19,8 @@ use tracing::warn;
 pub type ProduceReply = oneshot::Sender<Result<Offset, HostError>>;
 /// How a consumer gets its records.
 pub type ReadReply = oneshot::Sender<Result<Committed, HostError>>;
+/// How a DeleteRecords learns the log start it left (or why it was refused).
+pub type DeleteReply = oneshot::Sender<Result<Offset, HostError>>;
 
 pub struct Hosted {
     pub replica: Replica<DiskLog>,
@@ -26,6 +30,8 @@ pub struct Hosted {
     pub waiting: HashMap<ProduceId, ProduceReply>,
     /// Consumers waiting for the core's `Read`.
     pub reading: HashMap<ReadId, ReadReply>,
+    /// DeleteRecords waiting for the core's `RecordsDeleted`.
+    pub deleting: HashMap<DeleteId, DeleteReply>,
     /// Set when storage failed: the replica is stopped for good.
     pub failed: Option<String>,
 }
@@ -62,6 +68,7 @@ impl Hosted {
             dir,
             waiting: HashMap::new(),
             reading: HashMap::new(),
+            deleting: HashMap::new(),
             failed: None,
         })
     }
@@ -100,6 +107,7 @@ impl Hosted {
                 "storage failed; stopping the replica");
             self.waiting.clear();
             self.reading.clear();
+            self.deleting.clear();
             self.failed = Some(why);
         }
     }
@@ -120,6 +128,7 @@ impl Hosted {
             leader_epoch: r.leader_epoch(),
             log_end_offset: r.log_end_offset(),
             high_watermark: r.high_watermark(),
+            log_start_offset: r.log().log_start_offset(),
             followers: r
                 .leader_state()
                 .map(|l| {
@@ -145,12 +154,16 @@ impl Hosted {
             dir,
             waiting,
             reading,
+            deleting,
             ..
         } = self;
         for reply in waiting.into_values() {
             let _ = reply.send(Err(HostError::NotHosted));
         }
         for reply in reading.into_values() {
+            let _ = reply.send(Err(HostError::NotHosted));
+        }
+        for reply in deleting.into_values() {
             let _ = reply.send(Err(HostError::NotHosted));
         }
         drop(replica);

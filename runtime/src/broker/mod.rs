@@ -19,9 +19,11 @@ use backend::BrokerBackend;
 use host::{Command, Host};
 use isr::{BrokerId, FlushPolicy, Node, Rules};
 use network::Net;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{info, warn};
@@ -81,6 +83,10 @@ pub struct BrokerArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub access: AccessArgs,
+    /// How often the broker applies each topic's retention (retention.ms, retention.bytes,
+    /// segment.bytes, segment.ms) to its replicas: Kafka's log.retention.check.interval.ms.
+    #[arg(long, default_value_t = 300_000, value_name = "MS")]
+    pub log_retention_check_interval_ms: u64,
     /// Record every input the broker's replicas were stepped with, and the effects that came
     /// back, as JSON lines in FILE, for `isr-check replay` (also: ISR_TRACE=DIR).
     #[arg(long, value_name = "FILE")]
@@ -311,6 +317,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     }
     tokio::spawn(net.clone().controller_session());
     tokio::spawn(ticks(commands.clone()));
+    tokio::spawn(retention_checks(
+        net.clone(),
+        commands.clone(),
+        args.topics.settings(&cfg),
+        Duration::from_millis(args.log_retention_check_interval_ms.max(1)),
+    ));
 
     tokio::select! {
         _ = stop.wait() => {}
@@ -373,6 +385,51 @@ fn take_marker(dir: &Path) -> io::Result<bool> {
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+/// The retention pass, every `interval`: each topic's policy, from its configs in the metadata
+/// the controller pushed, goes to the replica thread. The offsets topic is left alone: Kafka
+/// compacts it, and deleting its oldest records would lose groups' commits.
+async fn retention_checks(
+    net: Arc<Net>,
+    commands: mpsc::UnboundedSender<Command>,
+    settings: isr_kafka::BrokerSettings,
+    interval: Duration,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        ticks.tick().await;
+        let Ok(view) = net.cluster_view().await else {
+            continue;
+        };
+        let broker = isr_kafka::configs::BrokerConfigs {
+            id: net.me,
+            settings: &settings,
+            dynamic: &view.broker_configs,
+        };
+        let empty = BTreeMap::new();
+        let policies = view
+            .topics
+            .iter()
+            .filter(|(name, _)| name.as_str() != isr_kafka::offsets_topic::OFFSETS_TOPIC)
+            .flat_map(|(name, ids)| {
+                let overrides = view.topic_configs.get(name).unwrap_or(&empty);
+                let policy = isr_kafka::configs::log_retention(overrides, &broker);
+                ids.iter().map(move |&id| (id, policy))
+            })
+            .collect();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        if commands
+            .send(Command::Retention { policies, now_ms })
+            .is_err()
+        {
+            return;
+        }
     }
 }
 

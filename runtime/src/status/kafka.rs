@@ -50,6 +50,7 @@ pub(super) async fn view(bootstrap: &str, only: Option<&str>) -> Result<KafkaVie
                         broker: broker(b),
                         log_end_offset: None,
                         high_watermark: if Some(broker(b)) == leader { hw } else { None },
+                        log_start_offset: None,
                         lag: None,
                         leader_view: None,
                         role: match (Some(broker(b)) == leader, p.isr.contains(&b)) {

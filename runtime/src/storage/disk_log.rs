@@ -4,11 +4,18 @@
 //! when the log is opened; the scan stops at the first torn or corrupt batch and cuts the log
 //! there, dropping any later segment, since nothing after a gap can be trusted to follow it.
 //!
+//! The log start offset (KIP-107) is kept in a checkpoint beside the segments, written durably
+//! before any segment below it is removed; at open, the larger of it and the first segment's
+//! base offset is the log start (a checkpoint that cannot be read is ignored, with a warning:
+//! the segments say where the log starts, and at worst records deleted logically come back).
+//! Segments wholly below it are removed; the one that holds it stays until it is wholly below.
+//!
 //! `Log` methods are infallible by design (a failed disk is not a protocol event): the first I/O
 //! error is kept in [`DiskLog::failure`], every later change is refused, and the broker stops
 //! the replica when it sees the failure.
 
 use super::batch;
+use super::checkpoint;
 use super::segment::{self, BatchPosition, Segment};
 use bytes::Bytes;
 use isr::{Entry, EntryShape, Log, Offset};
@@ -20,6 +27,9 @@ use tracing::warn;
 /// A new segment is started once the active one has grown past this.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 128 << 20;
 
+/// The log start offset checkpoint's file name, in the log's directory.
+pub const LOG_START: &str = "log-start-offset.json";
+
 #[derive(Debug)]
 struct Indexed {
     at: BatchPosition,
@@ -29,7 +39,12 @@ struct Indexed {
 #[derive(Debug)]
 pub struct DiskLog {
     dir: PathBuf,
+    /// The log start offset: no entry of the index ends at or below it.
+    start: Offset,
     segment_bytes: u64,
+    /// The active segment also rolls once a batch is this many milliseconds newer than its
+    /// first batch (the topic's `segment.ms`); `None`: only by size.
+    segment_ms: Option<i64>,
     segments: Vec<Segment>,
     index: Vec<Indexed>,
     flushed: Offset,
@@ -47,7 +62,9 @@ impl DiskLog {
         bases.sort_unstable();
         let mut log = DiskLog {
             dir: dir.to_path_buf(),
+            start: Offset(0),
             segment_bytes,
+            segment_ms: None,
             segments: Vec::new(),
             index: Vec::new(),
             flushed: Offset(0),
@@ -55,7 +72,13 @@ impl DiskLog {
         };
         let mut cut = false;
         for base in bases {
-            let expected = log.end();
+            // The first segment starts wherever retention left the log; each next one where
+            // the one before it ends.
+            let expected = if log.segments.is_empty() {
+                base
+            } else {
+                log.end()
+            };
             if cut || base != expected {
                 warn!(dir = %dir.display(), base, expected, "removing segment after a gap");
                 fs::remove_file(dir.join(segment::file_name(base)))?;
@@ -85,8 +108,68 @@ impl DiskLog {
             log.segments.push(Segment::create(dir, 0)?);
             sync_dir(dir)?;
         }
+        let first = Offset(log.segments.first().map_or(0, |s| s.base));
+        let checkpointed = match checkpoint::read::<Offset>(&dir.join(LOG_START)) {
+            Ok(start) => start.unwrap_or_default(),
+            Err(e) => {
+                warn!(error = %e, "ignoring the log start checkpoint; the segments say where the log starts");
+                first
+            }
+        };
+        log.start = first;
+        log.drop_below(checkpointed)?;
         log.flushed = Offset(log.end());
         Ok(log)
+    }
+
+    /// Drops what lies below `offset` from the index and removes the segments wholly below it
+    /// (the checkpoint saying so is already durable); past the end, every segment goes and an
+    /// empty one starts at `offset`.
+    fn drop_below(&mut self, offset: Offset) -> io::Result<()> {
+        if offset <= self.start {
+            return Ok(());
+        }
+        let beyond_end = offset.0 > self.end();
+        let gone = self
+            .index
+            .partition_point(|e| e.at.base + e.at.width <= offset.0);
+        self.index.drain(..gone);
+        self.start = offset;
+        // Segment `i` is wholly below `offset` when the next one starts at or below it.
+        let below = if beyond_end {
+            self.segments.len()
+        } else {
+            self.segments
+                .windows(2)
+                .take_while(|pair| pair[1].base <= offset.0)
+                .count()
+        };
+        if below == 0 {
+            return Ok(());
+        }
+        for seg in self.segments.drain(..below) {
+            fs::remove_file(&seg.path)?;
+        }
+        for e in &mut self.index {
+            e.segment -= below;
+        }
+        if self.segments.is_empty() {
+            self.segments.push(Segment::create(&self.dir, offset.0)?);
+        }
+        sync_dir(&self.dir)
+    }
+
+    /// When the active segment rolls: at `segment_bytes`, or once a batch is `segment_ms`
+    /// newer than its first (the topic's `segment.bytes` and `segment.ms`, which may change).
+    pub fn set_rolling(&mut self, segment_bytes: u64, segment_ms: Option<i64>) {
+        self.segment_bytes = segment_bytes.max(1);
+        self.segment_ms = segment_ms;
+    }
+
+    /// The segments, oldest first: their base offsets, sizes and largest timestamps, for the
+    /// retention policy.
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.iter()
     }
 
     /// The first I/O error this log met, after which it refuses every change.
@@ -95,11 +178,12 @@ impl DiskLog {
     }
 
     fn end(&self) -> u64 {
-        self.index
-            .last()
-            .map_or(self.segments.first().map_or(0, |s| s.base), |i| {
-                i.at.base + i.at.width
-            })
+        let empty = self
+            .segments
+            .first()
+            .map_or(0, |s| s.base)
+            .max(self.start.0);
+        self.index.last().map_or(empty, |i| i.at.base + i.at.width)
     }
 
     /// The index position of the entry holding `offset`.
@@ -193,18 +277,21 @@ impl DiskLog {
 
     fn append_one(&mut self, entry: &Entry<Bytes>) -> io::Result<()> {
         let base = self.end();
-        if self
-            .segments
-            .last()
-            .is_some_and(|s| s.size() >= self.segment_bytes)
-        {
+        let max_timestamp = batch::max_timestamp(&entry.record).unwrap_or(-1);
+        let (segment_bytes, segment_ms) = (self.segment_bytes, self.segment_ms);
+        let due = |s: &Segment| {
+            s.size() >= segment_bytes
+                || segment_ms.zip(s.times.first()).is_some_and(|(ms, first)| {
+                    s.size() > 0 && max_timestamp.saturating_sub(first) >= ms
+                })
+        };
+        if self.segments.last().is_some_and(due) {
             self.segments.push(Segment::create(&self.dir, base)?);
             sync_dir(&self.dir)?;
         }
         let stamped = batch::stamp(&entry.record, Offset(base), entry.epoch);
         let n = self.segments.len() - 1;
         let position = self.segments[n].append(&stamped)?;
-        let max_timestamp = batch::max_timestamp(&stamped).unwrap_or(-1);
         self.segments[n].times.note(max_timestamp, base);
         let at = BatchPosition {
             base,
@@ -250,7 +337,7 @@ impl Log for DiskLog {
     type Record = Bytes;
 
     fn log_start_offset(&self) -> Offset {
-        Offset(self.segments.first().map_or(0, |s| s.base))
+        self.start
     }
 
     fn log_end_offset(&self) -> Offset {
@@ -298,6 +385,21 @@ impl Log for DiskLog {
         self.flushed = self.flushed.min(self.log_end_offset());
     }
 
+    /// The checkpoint goes first, durably: a crash between it and the segments' removal
+    /// leaves segments below the log start, which the next open removes.
+    fn advance_log_start(&mut self, offset: Offset) {
+        if self.failure.is_some() || offset <= self.start {
+            return;
+        }
+        if let Err(e) = checkpoint::write(&self.dir.join(LOG_START), &offset) {
+            self.record::<()>(Err(io::Error::other(e.to_string())));
+            return;
+        }
+        let result = self.drop_below(offset);
+        self.record(result);
+        self.flushed = self.flushed.max(offset);
+    }
+
     fn flush(&mut self) {
         if self.flushed < self.log_end_offset() {
             self.sync();
@@ -326,6 +428,11 @@ impl Log for DiskLog {
     ) -> Vec<Entry<Bytes>> {
         let fitting = self.entries_within(from, until, max_bytes);
         self.read(from, until, max_entries.min(fitting))
+    }
+
+    fn entry_start(&self, offset: Offset) -> Offset {
+        self.find(offset)
+            .map_or(offset, |i| Offset(self.index[i].at.base))
     }
 
     fn epoch_at(&self, offset: Offset) -> Option<isr::LeaderEpoch> {

@@ -7,6 +7,7 @@ mod disk_log;
 pub mod faults;
 mod handles;
 mod partition_dir;
+pub mod retention;
 pub(crate) mod segment;
 
 pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES};

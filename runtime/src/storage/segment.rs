@@ -42,6 +42,17 @@ impl TimeIndex {
         }
     }
 
+    /// The first batch's largest timestamp, if the segment holds a batch with one: where
+    /// rolling by time (`segment.ms`) counts from, as in Kafka.
+    pub fn first(&self) -> Option<i64> {
+        self.entries.first().map(|&(t, _)| t)
+    }
+
+    /// The segment's largest timestamp, if it holds a batch with one.
+    pub fn largest(&self) -> Option<i64> {
+        self.entries.last().map(|&(t, _)| t)
+    }
+
     /// Forgets batches at or above `offset` (truncation).
     pub fn cut(&mut self, offset: u64) {
         let keep = self.entries.partition_point(|&(_, base)| base < offset);

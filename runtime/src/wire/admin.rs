@@ -203,6 +203,9 @@ pub struct ReplicaView {
     pub leader_epoch: LeaderEpoch,
     pub log_end_offset: Offset,
     pub high_watermark: Offset,
+    /// The first offset the replica still holds (KIP-107: DeleteRecords, retention).
+    #[serde(default)]
+    pub log_start_offset: Offset,
     /// Leader only: each follower's LEO as proven by its last fetch in this epoch.
     pub followers: BTreeMap<BrokerId, Option<Offset>>,
     /// Set when the replica's storage failed and it stopped.

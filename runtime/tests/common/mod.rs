@@ -77,6 +77,8 @@ pub struct TestCluster {
     /// The controllers' shared store (`etcd://...`), or `None` for the file store.
     store: Option<String>,
     pub brokers: Vec<Option<Proc>>,
+    /// Flags every broker is started with, besides the ones every test needs.
+    broker_flags: Vec<String>,
 }
 
 /// Where every process of a cluster writes its trace (`--trace`): one file per process, so a
@@ -101,6 +103,16 @@ impl TestCluster {
     /// `controllers` controllers on `store` (`etcd://...`; `None`: the file store, one
     /// controller), and `n` brokers given them all.
     pub fn start_with(n: u32, controllers: u32, store: Option<String>) -> TestCluster {
+        Self::start_with_broker_flags(n, controllers, store, &[])
+    }
+
+    /// As [`TestCluster::start_with`], every broker started with `flags` too.
+    pub fn start_with_broker_flags(
+        n: u32,
+        controllers: u32,
+        store: Option<String>,
+        flags: &[&str],
+    ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("traces")).expect("traces directory");
         let mut cluster = TestCluster {
@@ -109,6 +121,7 @@ impl TestCluster {
             controller_addresses: Vec::new(),
             store,
             brokers: Vec::new(),
+            broker_flags: flags.iter().map(|f| f.to_string()).collect(),
         };
         for c in 1..=controllers {
             let controller = cluster.spawn_controller(c, "127.0.0.1:0");
@@ -222,22 +235,27 @@ impl TestCluster {
         let log = self.dir.path().join(format!("broker-{id}.log"));
         let log = next_free(&log);
         let trace = trace_file(&self.traces(), &format!("broker-{id}"));
-        Proc::start(
-            &[
-                "broker",
-                "--trace",
-                &trace.to_string_lossy(),
-                "--id",
-                &id.to_string(),
-                "--listen",
-                "127.0.0.1:0",
-                "--controller",
-                &self.controller_list(),
-                "--dir",
-                &self.broker_dir(id).to_string_lossy(),
-            ],
-            &log,
-        )
+        let (trace, dir) = (trace.to_string_lossy(), self.broker_dir(id));
+        let (id, dir, controllers) = (
+            id.to_string(),
+            dir.to_string_lossy(),
+            self.controller_list(),
+        );
+        let mut args = vec![
+            "broker",
+            "--trace",
+            &trace,
+            "--id",
+            &id,
+            "--listen",
+            "127.0.0.1:0",
+            "--controller",
+            &controllers,
+            "--dir",
+            &dir,
+        ];
+        args.extend(self.broker_flags.iter().map(String::as_str));
+        Proc::start(&args, &log)
     }
 
     /// Where the processes write their traces.

@@ -176,6 +176,15 @@ impl Backend for Accepting {
         }))
     }
 
+    async fn delete_records(
+        &self,
+        _: &str,
+        _: u32,
+        before: Option<Offset>,
+    ) -> Result<Offset, BackendError> {
+        Ok(before.unwrap_or(Offset(0)))
+    }
+
     async fn group_coordinator(&self, _group: &str) -> Result<GroupCoordinator, BackendError> {
         Ok(GroupCoordinator {
             broker: BrokerId(1),

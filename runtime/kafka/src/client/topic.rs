@@ -1,4 +1,4 @@
-//! `isr topic create|list|describe|delete|alter|add-partitions`.
+//! `isr topic create|list|describe|delete|alter|add-partitions|delete-records`.
 
 pub use super::args::{DeleteArgs, ListArgs, NamedArgs};
 use super::cluster::{Cluster, PartitionView, Route, TopicView};
@@ -6,6 +6,9 @@ use super::error::{malformed, ClientError};
 use crate::configs::{self, Source};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -13,8 +16,9 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+    DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
@@ -52,6 +56,26 @@ pub enum TopicCommand {
     Alter(AlterArgs),
     /// Grow a topic to more partitions (new ones start empty).
     AddPartitions(AddPartitionsArgs),
+    /// Delete a partition's records below an offset (DeleteRecords, KIP-107): its log start
+    /// moves there, on the leader at once and on the followers as they fetch. Only committed
+    /// records can be deleted: an offset beyond the high watermark is refused
+    /// (OFFSET_OUT_OF_RANGE) and deletes nothing. Prints the new log start.
+    DeleteRecords(DeleteRecordsArgs),
+}
+
+#[derive(Clone, Debug, clap::Args)]
+pub struct DeleteRecordsArgs {
+    /// A broker to start from: HOST:PORT, or several separated by commas.
+    #[arg(long)]
+    pub bootstrap: String,
+    pub name: String,
+    /// The partition's index in the topic.
+    #[arg(long)]
+    pub partition: u32,
+    /// The new log start offset: every record below it is deleted (-1: the high watermark,
+    /// every committed record).
+    #[arg(long, allow_hyphen_values = true)]
+    pub before: i64,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -123,6 +147,7 @@ pub async fn run_with(args: TopicArgs, out: &mut impl Write) -> Result<(), Clien
         TopicCommand::Delete(a) => delete(a, out).await,
         TopicCommand::Alter(a) => alter(a, out).await,
         TopicCommand::AddPartitions(a) => add_partitions(a, out).await,
+        TopicCommand::DeleteRecords(a) => delete_records(a, out).await,
     }
 }
 
@@ -332,6 +357,45 @@ async fn describe(args: NamedArgs, out: &mut impl Write) -> Result<(), ClientErr
         output(out, &format!("  {}={value} ({})\n", c.name, c.source))?;
     }
     Ok(())
+}
+
+async fn delete_records(args: DeleteRecordsArgs, out: &mut impl Write) -> Result<(), ClientError> {
+    if args.before < -1 {
+        return Err(ClientError::Usage(format!(
+            "--before {}: an offset, or -1 for the high watermark",
+            args.before
+        )));
+    }
+    let mut cluster = Cluster::connect(&args.bootstrap).await?;
+    cluster.existing_topic(&args.name)?;
+    let index = i32::try_from(args.partition)
+        .map_err(|_| ClientError::Usage("--partition is too large".into()))?;
+    let request = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(&args.name))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(index)
+                .with_offset(args.before)])])
+        .with_timeout_ms(ADMIN_TIMEOUT_MS);
+    let start = cluster
+        .send(
+            Route::Leader(&args.name, args.partition),
+            &request,
+            |addr, answer: DeleteRecordsResponse| {
+                let p = answer
+                    .topics
+                    .first()
+                    .and_then(|t| t.partitions.first())
+                    .ok_or_else(|| malformed(addr, "DeleteRecords answer names no partition"))?;
+                refused(p.error_code, &None)?;
+                Ok(p.low_watermark)
+            },
+        )
+        .await?;
+    output(
+        out,
+        &format!("{}/{} log start {start}\n", args.name, args.partition),
+    )
 }
 
 async fn delete(args: DeleteArgs, out: &mut impl Write) -> Result<(), ClientError> {

@@ -185,6 +185,16 @@ impl<B: Backend> Backend for Authorized<B> {
         self.inner.list_offsets(topic, partition, spec).await
     }
 
+    async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: Option<Offset>,
+    ) -> Result<Offset, BackendError> {
+        self.access.topic(Operation::Delete, topic)?;
+        self.inner.delete_records(topic, partition, before).await
+    }
+
     async fn group_coordinator(&self, group: &str) -> Result<GroupCoordinator, BackendError> {
         self.inner.group_coordinator(group).await
     }

@@ -1,15 +1,19 @@
-//! Fetch and ListOffsets: reading committed data.
+//! Fetch and ListOffsets: reading committed data; DeleteRecords: moving where it starts.
 
 use super::codes;
 use crate::backend::{Backend, BackendError, FetchedData, ListedOffset, OffsetSpec};
 use bytes::BytesMut;
 use isr::Offset;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{
-    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse, FetchRequest, FetchResponse, ListOffsetsRequest,
+    ListOffsetsResponse,
 };
 use std::time::Duration;
 use tokio::time::Instant;
@@ -109,6 +113,49 @@ pub async fn fetch<B: Backend>(backend: &B, request: FetchRequest) -> FetchRespo
         // Past the deadline, one last read answers with whatever is there.
         let _ = tokio::time::timeout_at(deadline, changed).await;
     }
+}
+
+/// DeleteRecords (KIP-107): each partition's log start moves to the offset asked for (the
+/// high watermark for -1), answered with the new log start as the low watermark. An offset
+/// beyond the high watermark, or below -1, is OFFSET_OUT_OF_RANGE and deletes nothing.
+pub async fn delete_records<B: Backend>(
+    backend: &B,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.0.as_str();
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let answer = DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1);
+            let before = match p.offset {
+                -1 => Ok(None),
+                o => u64::try_from(o)
+                    .map(|o| Some(Offset(o)))
+                    .map_err(|_| BackendError::OffsetOutOfRange.code()),
+            };
+            let result = match (before, u32::try_from(p.partition_index)) {
+                (Err(code), _) => Err(code),
+                (_, Err(_)) => Err(BackendError::UnknownTopicOrPartition.code()),
+                (Ok(before), Ok(partition)) => backend
+                    .delete_records(name, partition, before)
+                    .await
+                    .map_err(|e| e.code()),
+            };
+            partitions.push(match result {
+                Ok(start) => answer.with_low_watermark(to_i64(start)),
+                Err(code) => answer.with_error_code(code),
+            });
+        }
+        topics.push(
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name)
+                .with_partitions(partitions),
+        );
+    }
+    DeleteRecordsResponse::default().with_topics(topics)
 }
 
 /// What a ListOffsets timestamp asks for; `Ok(None)` for the latest tiered offset, which a

@@ -293,6 +293,14 @@ async fn serve<B: Backend>(
             let answer = fetch::list_offsets(&**backend, request, version).await;
             encode(cid, version, &answer)?
         }
+        ApiKey::DeleteRecords => {
+            let request = decode(body, version)?;
+            encode(
+                cid,
+                version,
+                &fetch::delete_records(&**backend, request).await,
+            )?
+        }
         ApiKey::OffsetCommit => {
             let request = decode(body, version)?;
             encode(

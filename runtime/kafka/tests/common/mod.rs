@@ -41,6 +41,8 @@ struct Partition {
     /// (base offset, stamped batch, offsets spanned)
     batches: Vec<(u64, Bytes, u64)>,
     end: u64,
+    /// The log start offset: DeleteRecords drops the batches wholly below it.
+    start: u64,
 }
 
 #[derive(Default)]
@@ -300,6 +302,24 @@ impl Backend for MemoryBackend {
         })
     }
 
+    async fn delete_records(
+        &self,
+        topic: &str,
+        partition: u32,
+        before: Option<Offset>,
+    ) -> Result<Offset, BackendError> {
+        self.with_partition(topic, partition, |p| {
+            let before = before.map_or(p.end, |o| o.0);
+            if before > p.end {
+                return Err(BackendError::OffsetOutOfRange);
+            }
+            p.start = p.start.max(before);
+            let start = p.start;
+            p.batches.retain(|(base, _, width)| base + width > start);
+            Ok(Offset(p.start))
+        })
+    }
+
     async fn list_offsets(
         &self,
         topic: &str,
@@ -314,7 +334,7 @@ impl Backend for MemoryBackend {
             };
             let found = |(o, t): (i64, i64)| at(o as u64, t);
             Ok(match spec {
-                OffsetSpec::Earliest => Some(at(0, -1)),
+                OffsetSpec::Earliest => Some(at(p.start, -1)),
                 OffsetSpec::Latest => Some(at(p.end, -1)),
                 OffsetSpec::Timestamp(target) => p
                     .batches

@@ -1,7 +1,7 @@
 //! The client side of the replica thread: producer writes and consumer reads.
 
 use super::{Host, HostError};
-use crate::broker::hosted::{ProduceReply, ReadReply};
+use crate::broker::hosted::{DeleteReply, ProduceReply, ReadReply};
 use crate::storage::batch;
 use bytes::Bytes;
 use isr::{Acks, LeaderEpoch, Log, Offset, PartitionId, ReadError, ReplicaInput};
@@ -68,6 +68,29 @@ impl Host {
                 max_bytes,
             },
         );
+    }
+
+    /// DeleteRecords, answered with the core's `RecordsDeleted`: the log start moves to the
+    /// entry holding `before` (to the high watermark when `None`), never beyond the high
+    /// watermark (rule 17).
+    pub(super) fn on_delete_records(
+        &mut self,
+        partition: PartitionId,
+        before: Option<Offset>,
+        reply: DeleteReply,
+    ) {
+        let id = self.next_delete;
+        self.next_delete += 1;
+        let h = match self.hosted(partition) {
+            Ok(h) => h,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let before = before.unwrap_or(h.replica.high_watermark());
+        h.deleting.insert(id, reply);
+        self.step(partition, ReplicaInput::DeleteRecords { id, before });
     }
 
     /// [`super::Command::Coordinating`]: NOT_LEADER_OR_FOLLOWER unless this broker leads the

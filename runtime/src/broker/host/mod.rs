@@ -11,6 +11,7 @@
 
 mod clients;
 mod replication;
+mod retention;
 
 use super::hosted::Hosted;
 use super::outbox::Outbox;
@@ -19,9 +20,10 @@ use crate::trace::Tracer;
 use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
-    Acks, BrokerId, Config, Effect, Effects, Envelope, Log, Message, Offset, PartitionId,
+    Acks, BrokerId, Config, DeleteId, Effect, Effects, Envelope, Log, Message, Offset, PartitionId,
     ProduceId, ReadError, ReadId, ReplicaInput, Tick, Timer, WriteError,
 };
+use isr_kafka::configs::LogRetention;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -66,6 +68,13 @@ pub enum Command {
         max_bytes: usize,
         reply: oneshot::Sender<Result<Committed, HostError>>,
     },
+    /// DeleteRecords on a partition this broker leads: the log start moves to `before` (the
+    /// high watermark when `None`, Kafka's -1); answered with the new log start.
+    DeleteRecords {
+        partition: PartitionId,
+        before: Option<Offset>,
+        reply: oneshot::Sender<Result<Offset, HostError>>,
+    },
     /// ListOffsets on a partition this broker leads.
     ListOffsets {
         partition: PartitionId,
@@ -86,6 +95,13 @@ pub enum Command {
         /// Every partition id below this was created at some point.
         next_partition: u32,
         live: BTreeSet<PartitionId>,
+    },
+    /// The retention pass: each partition's policy (from its topic's configs) at `now_ms`
+    /// (wall-clock milliseconds, as record timestamps are). Hosted partitions not named keep
+    /// everything (the offsets topic's).
+    Retention {
+        policies: Vec<(PartitionId, LogRetention)>,
+        now_ms: i64,
     },
     Status(oneshot::Sender<Vec<ReplicaView>>),
     /// A connection with this peer opened or closed: what went to it may be lost (a request
@@ -113,6 +129,7 @@ pub struct Host {
     commits: Arc<Notify>,
     next_produce: ProduceId,
     next_read: ReadId,
+    next_delete: DeleteId,
     /// Set when a replica's storage failed: the thread stops after the current command.
     storage_failure: Option<String>,
     /// Partitions whose replica asked for a flush since the last group commit.
@@ -164,6 +181,7 @@ impl Host {
             commits,
             next_produce: 0,
             next_read: 0,
+            next_delete: 0,
             storage_failure: None,
             flush_due: BTreeSet::new(),
             check_invariants: checks_invariants(),
@@ -223,6 +241,11 @@ impl Host {
                 max_bytes,
                 reply,
             } => self.on_read(partition, offset, max_bytes, reply),
+            Command::DeleteRecords {
+                partition,
+                before,
+                reply,
+            } => self.on_delete_records(partition, before, reply),
             Command::ListOffsets {
                 partition,
                 spec,
@@ -237,6 +260,7 @@ impl Host {
                 next_partition,
                 live,
             } => self.retire(next_partition, &live),
+            Command::Retention { policies, now_ms } => self.on_retention(&policies, now_ms),
             Command::Status(reply) => {
                 let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
             }
@@ -435,6 +459,11 @@ impl Host {
                             high_watermark: answer.high_watermark,
                             log_start_offset,
                         }));
+                    }
+                }
+                Effect::RecordsDeleted { id, result, .. } => {
+                    if let Some(tx) = h.deleting.remove(&id) {
+                        let _ = tx.send(result.map_err(HostError::from));
                     }
                 }
                 Effect::Truncated { from, to, .. } => {

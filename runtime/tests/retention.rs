@@ -1,0 +1,145 @@
+//! The log start offset on real brokers: DeleteRecords through `isr topic delete-records`, and
+//! time-based retention deleting whole segments; `isr status` shows each replica's log start.
+
+mod common;
+
+use common::{isr, isr_topic_create, TestCluster};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Every replica's log start offset of `topic`/0, by broker, as `isr status` shows them.
+fn log_starts(cluster: &TestCluster, topic: &str) -> Vec<u64> {
+    let status = cluster.status();
+    TestCluster::partition(&status, topic, 0)["replicas"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter_map(|r: &Value| r["log_start_offset"].as_u64())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_watermark() {
+    let cluster = TestCluster::start(3);
+    let bootstrap = cluster.address(1).expect("broker 1");
+    let (ok, text) = isr_topic_create(&bootstrap, "deleted", 1, &["--min-insync-replicas", "2"]);
+    assert!(ok, "{text}");
+    for batch in ["a\nb\n", "c\nd\n", "e\nf\n"] {
+        let (ok, text) = isr(&["produce", "deleted", "--bootstrap", &bootstrap], batch);
+        assert!(ok, "{text}");
+    }
+    // Beyond the high watermark: refused, nothing deleted.
+    let delete = |before: &str| {
+        isr(
+            &[
+                "topic",
+                "delete-records",
+                "deleted",
+                "--bootstrap",
+                &bootstrap,
+                "--partition",
+                "0",
+                "--before",
+                before,
+            ],
+            "",
+        )
+    };
+    let (ok, text) = delete("1000");
+    assert!(!ok, "{text}");
+    assert!(text.contains("OFFSET_OUT_OF_RANGE"), "{text}");
+    assert_eq!(log_starts(&cluster, "deleted"), vec![0, 0, 0]);
+
+    // Offset 3 lies in the second batch: the log starts at that batch, or at 3 when every
+    // record went as its own batch.
+    let (ok, text) = delete("3");
+    assert!(ok, "{text}");
+    let start: u64 = text
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no log start in {text:?}"));
+    assert!((1..=3).contains(&start), "{text}");
+    cluster.wait_for(Duration::from_secs(10), "every replica's log start", |_| {
+        log_starts(&cluster, "deleted") == vec![start; 3]
+    });
+    // A consumer from the beginning starts at the log start.
+    let (ok, text) = isr(
+        &[
+            "consume",
+            "deleted",
+            "--bootstrap",
+            &bootstrap,
+            "--from-beginning",
+            "--until-end",
+        ],
+        "",
+    );
+    assert!(ok, "{text}");
+    let offsets: Vec<&str> = text.lines().filter_map(|l| l.split(' ').next()).collect();
+    let expected: Vec<String> = (start..6).map(|o| o.to_string()).collect();
+    assert_eq!(offsets, expected, "{text}");
+
+    // -1: everything committed.
+    let (ok, text) = delete("-1");
+    assert!(ok, "{text}");
+    assert!(text.contains("log start 6"), "{text}");
+    cluster.wait_for(
+        Duration::from_secs(10),
+        "every log start at the end",
+        |_| log_starts(&cluster, "deleted") == vec![6; 3],
+    );
+}
+
+#[test]
+fn retention_by_time_deletes_old_segments_on_every_replica() {
+    let cluster = TestCluster::start_with_broker_flags(
+        3,
+        1,
+        None,
+        &["--log-retention-check-interval-ms", "200"],
+    );
+    let bootstrap = cluster.address(1).expect("broker 1");
+    let (ok, text) = isr_topic_create(
+        &bootstrap,
+        "expiring",
+        1,
+        &[
+            "--min-insync-replicas",
+            "2",
+            "--config",
+            "retention.ms=1000",
+            "--config",
+            "segment.ms=200",
+        ],
+    );
+    assert!(ok, "{text}");
+    // A steady producer for 3 s: segments roll every 200 ms of record time.
+    for i in 0..15 {
+        let (ok, text) = isr(
+            &["produce", "expiring", "--bootstrap", &bootstrap],
+            &format!("{i}\n"),
+        );
+        assert!(ok, "{text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = cluster.wait_for(
+        Duration::from_secs(15),
+        "retention on every replica",
+        |_| {
+            let starts = log_starts(&cluster, "expiring");
+            starts.len() == 3 && starts.iter().all(|&s| s > 0)
+        },
+    );
+    // Deleted segments are gone from disk: far fewer files than the 15 segments written.
+    let files = std::fs::read_dir(cluster.broker_dir(1).join("partitions"))
+        .expect("partitions")
+        .flatten()
+        .flat_map(|p| std::fs::read_dir(p.path()).into_iter().flatten().flatten())
+        .filter(|f| f.file_name().to_string_lossy().ends_with(".log"))
+        .count();
+    assert!(files < 12, "{files} segment files left; {status}");
+}
