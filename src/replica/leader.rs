@@ -252,10 +252,7 @@ impl<L: Log> Replica<L> {
     /// leader's epoch counts), or says why it is refused.
     fn count_fetch(&mut self, cfg: &Config, req: &FetchRequest) -> Result<(), EpochError> {
         self.check_epoch(cfg, req.current_leader_epoch)?;
-        let leo = self.log.log_end_offset();
-        if req.fetch_offset > leo || req.fetch_offset < self.log.log_start_offset() {
-            return Err(EpochError::OffsetOutOfRange);
-        }
+        let (start, leo) = (self.log.log_start_offset(), self.log.log_end_offset());
         let now = self.now;
         let Role::Leader(l) = &mut self.role else {
             return Err(EpochError::NotLeader);
@@ -268,6 +265,11 @@ impl<L: Log> Replica<L> {
         // credit the restarted replica with records it lost.
         if req.broker_epoch < progress.broker_epoch {
             return Err(EpochError::StaleBrokerEpoch);
+        }
+        // After the incarnation check: a stale incarnation's Fetch is refused with an error its
+        // follower ignores, wherever it asks from (the model's reduction counts on it).
+        if req.fetch_offset > leo || req.fetch_offset < start {
+            return Err(EpochError::OffsetOutOfRange);
         }
         progress.log_end_offset = Some(req.fetch_offset);
         progress.broker_epoch = req.broker_epoch;
@@ -426,23 +428,26 @@ impl<L: Log> Replica<L> {
                 self.partition_epoch = state.partition_epoch;
             }
             Ok(_) => return,
-            // The controller moved on without this proposal, or a duplicate of an accepted one
-            // came back refused: either way the controller's state may hold the proposed ISR,
-            // so HW stays over the maximal ISR until the LeaderAndIsr that the controller sends
-            // with the refusal says which.
-            Err(AlterPartitionError::InvalidUpdateVersion { .. }) => {
-                l.proposal_sent = None;
-                return;
-            }
             Err(AlterPartitionError::IneligibleReplicas(_)) => {
-                // A joining follower has re-registered since the fetch that proved it caught
-                // up. Only a fetch of its new incarnation can prove it now: the held fetches
-                // are answered (as when their wait ends), so that the next one is sent, rather
-                // than after `fetch_max_wait` with nothing else to prompt it.
+                // Checked against the very version it was built on, so not applied. A joining
+                // follower has re-registered since the fetch that proved it caught up. Only a
+                // fetch of its new incarnation can prove it now: the held fetches are answered
+                // (as when their wait ends), so that the next one is sent, rather than after
+                // `fetch_max_wait` with nothing else to prompt it.
                 l.clear_proposal();
                 self.answer_parked(cfg, effects);
             }
-            Err(_) => l.clear_proposal(),
+            // Every other refusal is of a controller that moved on: a version conflict, another
+            // leader or epoch (this leader was fenced), a deleted partition. A duplicate of an
+            // accepted proposal comes back refused that way too, so the controller's state may
+            // hold the proposed ISR: HW stays over the maximal ISR until the LeaderAndIsr that
+            // follows says which. (Forgetting the proposal on NOT_LEADER let a fenced leader
+            // commit alone on its old ISR while the controller elected the follower it had
+            // proposed, which lacked the record: found by the safe protocol's property test.)
+            Err(_) => {
+                l.proposal_sent = None;
+                return;
+            }
         }
         // Followers whose Fetch is held here are caught up now; one that joined while the
         // proposal was out could not be proposed then (one proposal at a time), and its next

@@ -13,6 +13,9 @@ use crate::types::{Acks, LeaderEpoch};
 
 type R = Replica<MemLog<u64>>;
 
+#[path = "log_start_tests.rs"]
+mod log_start;
+
 fn page_cache() -> Config {
     with_rules(Rules {
         flush: FlushPolicy::PageCache,
@@ -1074,9 +1077,13 @@ fn a_proposal_survives_a_deposed_controllers_answers() {
         r.step(&cfg, Tick(1), refused_by(1, error));
         assert_eq!(pending(&r), Some(req.new_isr.clone()));
     }
-    // The current controller's refusal is final.
+    // The current controller's NOT_LEADER keeps it pending too: a duplicate of a proposal it
+    // accepted is refused so once the leader is fenced, so the controller may hold the
+    // proposed ISR, and the HW stays over the maximal ISR until the LeaderAndIsr that follows
+    // says which. Only the next request waits for it.
     r.step(&cfg, Tick(1), refused_by(2, AlterPartitionError::NotLeader));
-    assert_eq!(pending(&r), None);
+    assert_eq!(pending(&r), Some(req.new_isr.clone()));
+    assert!(r.leader_state().expect("leads").proposal_sent.is_none());
 }
 
 #[test]
@@ -1382,7 +1389,8 @@ fn a_refusal_of_an_earlier_version_of_the_same_proposal_is_ignored() {
     let [Message::AlterPartition(first)] = sent(&effects)[..] else {
         panic!("a proposal: {effects:?}");
     };
-    let refused = refusal(first, 1, AlterPartitionError::UnknownPartition);
+    let ineligible = AlterPartitionError::IneligibleReplicas([BrokerId(2)].into());
+    let refused = refusal(first, 1, ineligible);
     leader.step(&cfg, Tick(0), refused.clone());
     assert_eq!(leader.leader_state().expect("leads").proposed_isr, None);
     // The partition moves to version 2 with the same ISR, and b2 lags again.
