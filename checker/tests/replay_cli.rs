@@ -111,6 +111,7 @@ fn broker(b: BrokerId) -> (Led, Vec<Event>) {
         partition: PartitionId(0),
         hw_checkpoint: isr::Offset(0),
         entries: Vec::new(),
+        log_start: isr::Offset(0),
     };
     (replica, vec![process(Node::Broker(b)), open])
 }
@@ -286,6 +287,7 @@ fn restarted(first: &[Event], entries: Vec<Entry<Digest>>) -> Vec<Event> {
             partition: PartitionId(0),
             hw_checkpoint: isr::Offset(0),
             entries,
+            log_start: isr::Offset(0),
         },
     ]
 }

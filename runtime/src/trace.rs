@@ -119,6 +119,7 @@ impl Tracer {
             partition,
             hw_checkpoint: hw,
             entries,
+            log_start: log.log_start_offset(),
         });
     }
 
@@ -292,7 +293,7 @@ mod tests {
             .collect();
         assert_eq!(
             answers(&reopened, digest),
-            answers(&DigestLog::recovered(&recovered), |d| *d)
+            answers(&DigestLog::recovered(Offset(0), &recovered), |d| *d)
         );
     }
 }

@@ -32,9 +32,12 @@ pub struct DigestLog {
 }
 
 impl DigestLog {
-    /// A log holding `entries` from offset 0, all durable: what a replica recovered.
-    pub fn recovered(entries: &[Entry<Digest>]) -> DigestLog {
-        let mut log = DigestLog::default();
+    /// A log holding `entries` from `log_start`, all durable: what a replica recovered.
+    pub fn recovered(log_start: Offset, entries: &[Entry<Digest>]) -> DigestLog {
+        let mut log = DigestLog {
+            start: log_start,
+            ..DigestLog::default()
+        };
         log.append(entries);
         log.flush();
         log

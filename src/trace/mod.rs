@@ -47,8 +47,11 @@ pub enum Event {
         partition: PartitionId,
         /// The high watermark checkpoint it was recovered with.
         hw_checkpoint: Offset,
-        /// The entries of its recovered log, from offset 0, in order.
+        /// The entries of its recovered log, from its log start, in order.
         entries: Vec<Entry<Digest>>,
+        /// Its recovered log start offset (zero in traces written before logs had one).
+        #[serde(default)]
+        log_start: Offset,
     },
     /// A replica stepped at `now` with `input`, and the effects it returned, in order.
     /// `log_end` is recorded when the log's storage failed during the step (a full disk): the

@@ -420,8 +420,9 @@ impl<'t> Replayer<'t> {
                 partition,
                 hw_checkpoint,
                 entries,
+                log_start,
             } => {
-                self.open(p, event, *partition, *hw_checkpoint, entries)?;
+                self.open(p, event, *partition, *hw_checkpoint, (*log_start, entries))?;
                 Ok(Some(*partition))
             }
             Event::Replica {
@@ -486,7 +487,7 @@ impl<'t> Replayer<'t> {
         event: usize,
         partition: PartitionId,
         hw_checkpoint: Offset,
-        entries: &[Entry<Digest>],
+        (log_start, entries): (Offset, &[Entry<Digest>]),
     ) -> Result<(), Divergence> {
         let Node::Broker(me) = self.processes[p].node else {
             return Err(self.diverged(p, event, "a controller opened a replica".into()));
@@ -494,8 +495,8 @@ impl<'t> Replayer<'t> {
         if self.processes[p].replicas.contains_key(&partition) {
             return Err(self.diverged(p, event, format!("{partition} opened twice")));
         }
-        self.check_recovery(p, event, partition, entries)?;
-        let log = DigestLog::recovered(entries);
+        self.check_recovery(p, event, partition, (log_start, entries))?;
+        let log = DigestLog::recovered(log_start, entries);
         self.processes[p].replicas.insert(
             partition,
             Replica::recover(me, partition, log, hw_checkpoint),
@@ -594,12 +595,21 @@ impl<'t> Replayer<'t> {
         p: usize,
         event: usize,
         partition: PartitionId,
-        entries: &[Entry<Digest>],
+        (log_start, entries): (Offset, &[Entry<Digest>]),
     ) -> Result<(), Divergence> {
         let me = self.processes[p].node;
         let Some(before) = self.predecessor(p, partition) else {
             return Ok(());
         };
+        // The log start is durable before anything below it goes, and moves only in steps.
+        let held_start = before.log().log_start_offset();
+        if held_start != log_start {
+            return Err(self.diverged(
+                p,
+                event,
+                format!("{me} recovered {partition} from log start {log_start}, but its log started at {held_start} when it stopped"),
+            ));
+        }
         let held = before.log().entries().count();
         let prefix =
             entries.len() <= held && before.log().entries().zip(entries).all(|(a, b)| a == b);
