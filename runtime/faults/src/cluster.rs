@@ -33,6 +33,10 @@ pub struct Setup {
     /// `--rule NAME=VALUE` for every process.
     pub rules: Vec<&'static str>,
     pub min_isr: u16,
+    /// The topic's configs, KEY=VALUE (`retention.ms`, `segment.ms`, ...).
+    pub topic_configs: Vec<(&'static str, &'static str)>,
+    /// Flags every broker is started with besides the usual ones.
+    pub broker_flags: Vec<&'static str>,
 }
 
 impl Default for Setup {
@@ -42,6 +46,8 @@ impl Default for Setup {
             page_cache: false,
             rules: Vec::new(),
             min_isr: 2,
+            topic_configs: Vec::new(),
+            broker_flags: Vec::new(),
         }
     }
 }
@@ -250,6 +256,7 @@ impl Cluster {
                     "--flush".into(),
                     flush.into(),
                 ]);
+                args.extend(self.setup.broker_flags.iter().map(|f| f.to_string()));
             }
             Node::Client => {}
         }
@@ -362,6 +369,54 @@ impl Cluster {
     }
 
     /// SIGSTOP.
+    /// The bytes every broker's data directory holds now.
+    pub fn disk_usage(&self) -> u64 {
+        fn size(path: &Path) -> u64 {
+            match std::fs::read_dir(path) {
+                Ok(entries) => entries.flatten().map(|e| size(&e.path())).sum(),
+                Err(_) => std::fs::metadata(path).map_or(0, |m| m.len()),
+            }
+        }
+        self.brokers.iter().map(|b| size(&b.dir.join("data"))).sum()
+    }
+
+    /// For each broker: how many of its partitions' logs start above 0 (their log start
+    /// checkpoints), and the most segment files one of its partitions holds.
+    pub fn log_starts(&self) -> Vec<(u32, usize, usize)> {
+        self.brokers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let root = b.dir.join("data").join("partitions");
+                let dirs: Vec<PathBuf> = std::fs::read_dir(root)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect();
+                let moved = dirs
+                    .iter()
+                    .filter_map(|d| std::fs::read(d.join("log-start-offset.json")).ok())
+                    .filter_map(|bytes| serde_json::from_slice::<u64>(&bytes).ok())
+                    .filter(|&start| start > 0)
+                    .count();
+                let segments = dirs
+                    .iter()
+                    .map(|d| {
+                        std::fs::read_dir(d)
+                            .into_iter()
+                            .flatten()
+                            .flatten()
+                            .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                            .count()
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (i as u32 + 1, moved, segments)
+            })
+            .collect()
+    }
+
     pub fn pause(&mut self, node: Node) {
         let member = self.slot(node);
         if let Some(pid) = member.pid() {
@@ -544,7 +599,12 @@ impl Cluster {
                 partitions: Some(PARTITIONS),
                 replication_factor: Some(BROKERS as u16),
                 min_insync_replicas: Some(self.setup.min_isr),
-                configs: Vec::new(),
+                configs: self
+                    .setup
+                    .topic_configs
+                    .iter()
+                    .map(|&(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
             }),
         };
         isr_kafka::client::topic::run_with(args, &mut Vec::new())

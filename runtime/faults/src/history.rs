@@ -100,11 +100,14 @@ impl Recorder {
     }
 }
 
-/// The log as read back after the heal: each partition's records in offset order, and the
-/// group's committed offsets.
+/// The log as read back after the heal: each partition's records in offset order from its log
+/// start, and the group's committed offsets.
 #[derive(Clone, Debug, Default)]
 pub struct FinalState {
     pub logs: BTreeMap<u32, Vec<(i64, String)>>,
+    /// Each partition's log start when it was read back: what lies below was deleted
+    /// (retention, DeleteRecords), not lost. Absent: 0.
+    pub log_starts: BTreeMap<u32, i64>,
     pub committed: BTreeMap<u32, Option<i64>>,
 }
 
@@ -133,6 +136,8 @@ pub struct Findings {
     pub attempted: usize,
     pub acknowledged: usize,
     pub indeterminate: usize,
+    /// Acknowledged writes below their partition's log start: deleted, as retention may.
+    pub deleted: usize,
     pub lost: Vec<Lost>,
     /// Values the final log holds at more than one offset.
     pub duplicated: Vec<(String, Vec<i64>)>,
@@ -165,6 +170,13 @@ fn producer_and_sequence(value: &str) -> Option<(&str, u64)> {
     Some((producer, seq.parse().ok()?))
 }
 
+impl FinalState {
+    /// Partition `p`'s log start when it was read back.
+    pub fn log_start(&self, p: u32) -> i64 {
+        self.log_starts.get(&p).copied().unwrap_or(0)
+    }
+}
+
 /// Judges `history` against the log read back after the run.
 pub fn check(history: &History, last: &FinalState, timeline: Timeline) -> Findings {
     let mut f = Findings {
@@ -181,6 +193,10 @@ pub fn check(history: &History, last: &FinalState, timeline: Timeline) -> Findin
     }
     for w in &history.writes {
         match w.outcome {
+            Outcome::Acked(offset) if offset < last.log_start(w.partition) => {
+                f.acknowledged += 1;
+                f.deleted += 1;
+            }
             Outcome::Acked(offset) => {
                 f.acknowledged += 1;
                 let found = holds.get(w.value.as_str());
@@ -268,13 +284,18 @@ fn commit_gap(history: &History, timeline: Timeline, f: &mut Findings) {
     }
 }
 
-/// Offsets out of order: a partition's log not numbered 0, 1, 2..., a producer's records in
+/// Offsets out of order: a partition's log not numbered from its log start on, a producer's records in
 /// the log out of its sequence order, or a producer acknowledged at a lower offset than its
 /// previous write.
 fn order(history: &History, last: &FinalState) -> Vec<String> {
     let mut found = Vec::new();
     for (&p, log) in &last.logs {
-        if let Some(bad) = log.iter().enumerate().find(|(i, (o, _))| *o != *i as i64) {
+        let start = last.log_start(p);
+        if let Some(bad) = log
+            .iter()
+            .enumerate()
+            .find(|(i, (o, _))| *o != start + *i as i64)
+        {
             found.push(format!(
                 "partition {p}: record {} is at offset {}",
                 bad.0, bad.1 .0
@@ -312,7 +333,8 @@ fn order(history: &History, last: &FinalState) -> Vec<String> {
     found
 }
 
-/// ConsumerReadsAreNeverRevoked: every record a consumer read is in the final log, there.
+/// ConsumerReadsAreNeverRevoked: every record a consumer read is in the final log, there,
+/// unless it lies below the log start (deleted).
 fn revoked(history: &History, last: &FinalState) -> Vec<String> {
     let logs: HashMap<u32, HashMap<i64, &str>> = last
         .logs
@@ -322,7 +344,9 @@ fn revoked(history: &History, last: &FinalState) -> Vec<String> {
     let mut seen = BTreeSet::new();
     let mut found = Vec::new();
     for r in &history.reads {
-        if !seen.insert((r.partition, r.offset, r.value.as_str())) {
+        if r.offset < last.log_start(r.partition)
+            || !seen.insert((r.partition, r.offset, r.value.as_str()))
+        {
             continue;
         }
         let now = logs.get(&r.partition).and_then(|l| l.get(&r.offset));
@@ -462,6 +486,44 @@ mod tests {
     }
 
     #[test]
+    fn records_below_the_log_start_are_deleted_not_lost_and_the_log_counts_from_it() {
+        let history = History {
+            writes: vec![
+                write("a", 0, 0, Outcome::Acked(0), 100),
+                write("a", 1, 0, Outcome::Acked(1), 200),
+                write("a", 2, 0, Outcome::Acked(2), 300),
+            ],
+            reads: vec![Read {
+                consumer: "m1".into(),
+                partition: 0,
+                offset: 0,
+                value: "a-0".into(),
+                at: ms(150),
+            }],
+            ..History::default()
+        };
+        let last = FinalState {
+            logs: BTreeMap::from([(0, vec![(2, "a-2".to_string())])]),
+            log_starts: BTreeMap::from([(0, 2)]),
+            ..FinalState::default()
+        };
+        let f = check(&history, &last, timeline());
+        assert_eq!((f.acknowledged, f.deleted), (3, 2));
+        assert!(f.lost.is_empty(), "{:?}", f.lost);
+        assert!(f.out_of_order.is_empty(), "{:?}", f.out_of_order);
+        assert!(f.revoked_reads.is_empty(), "{:?}", f.revoked_reads);
+        // Above the log start, a missing write is still lost.
+        let gone = FinalState {
+            logs: BTreeMap::from([(0, vec![(1, "a-1".to_string())])]),
+            log_starts: BTreeMap::from([(0, 1)]),
+            ..FinalState::default()
+        };
+        let f = check(&history, &gone, timeline());
+        assert_eq!(f.lost.len(), 1, "{:?}", f.lost);
+        assert_eq!(f.lost[0].value, "a-2");
+    }
+
+    #[test]
     fn a_clean_history_has_no_findings() {
         let history = History {
             writes: vec![
@@ -564,6 +626,7 @@ mod tests {
         let last = FinalState {
             logs: BTreeMap::from([(0, log(&["a-0", "x-9"]))]),
             committed: BTreeMap::from([(0, Some(1))]),
+            ..FinalState::default()
         };
         let f = check(&history, &last, timeline());
         assert_eq!(f.revoked_reads.len(), 1, "{:?}", f.revoked_reads);
@@ -596,6 +659,7 @@ mod tests {
         let last = FinalState {
             logs: BTreeMap::from([(0, log(&["a-0", "a-1", "a-2", "a-3"])), (1, log(&["a-0"]))]),
             committed: BTreeMap::from([(0, Some(3)), (1, Some(1))]),
+            ..FinalState::default()
         };
         let f = check(&history, &last, timeline());
         assert_eq!(f.skipped.len(), 1, "{:?}", f.skipped);

@@ -9,7 +9,8 @@ use crate::rng::Rng;
 use crate::scenario::{self, Expected, Run, Scenario};
 use crate::workload::{Plan, Workload, GROUP};
 use isr_kafka::client::consume::{
-    committed_offset, fetch_request, fetched_records, offset_fetch_request,
+    committed_offset, fetch_request, fetched_records, list_offsets_request, listed_offset,
+    offset_fetch_request, EARLIEST,
 };
 use isr_kafka::client::records;
 use std::path::PathBuf;
@@ -237,6 +238,7 @@ async fn read_back(cluster: &Cluster) -> Result<FinalState, String> {
     for p in 0..PARTITIONS {
         let mut log = Vec::new();
         let mut next = 0i64;
+        let mut start = 0i64;
         loop {
             if Instant::now() > deadline {
                 return Err(format!("partition {p} could not be read to its end"));
@@ -250,8 +252,19 @@ async fn read_back(cluster: &Cluster) -> Result<FinalState, String> {
             let Ok(answer) = router.call(&leader, &request, Duration::from_secs(5)).await else {
                 continue;
             };
-            let Ok((data, hw)) = fetched_records(&leader, answer) else {
-                continue;
+            let (data, hw) = match fetched_records(&leader, answer) {
+                Ok(fetched) => fetched,
+                // Below the log start (retention runs on): read again from where it is now.
+                Err(e) if e.is_offset_out_of_range() => {
+                    let request = list_offsets_request(TOPIC, p, EARLIEST);
+                    let listed = router.call(&leader, &request, Duration::from_secs(5)).await;
+                    if let Ok(earliest) = listed.and_then(|a| listed_offset(&leader, a)) {
+                        (start, next) = (earliest, earliest);
+                        log.clear();
+                    }
+                    continue;
+                }
+                Err(_) => continue,
             };
             let batch = records::decode(data).map_err(|e| format!("partition {p}: {e}"))?;
             let before = next;
@@ -268,6 +281,7 @@ async fn read_back(cluster: &Cluster) -> Result<FinalState, String> {
             }
         }
         last.logs.insert(p, log);
+        last.log_starts.insert(p, start);
     }
     for p in 0..PARTITIONS {
         let mut committed = None;

@@ -5,7 +5,7 @@
 //! runner then waits for it to be healthy and reads everything back. "The leader" is partition
 //! 0's leader when the fault begins; a bounce chases the role (Kafka's replication tests do too).
 
-use crate::cluster::{Cluster, Setup, Stop};
+use crate::cluster::{Cluster, Setup, Stop, PARTITIONS};
 use crate::proxy::Node;
 use crate::rng::Rng;
 use std::fmt;
@@ -71,6 +71,9 @@ pub enum Kind {
     /// SIGKILL of the broker that coordinates the workload's consumer group (the leader of the
     /// group's `__consumer_offsets` partition), then its restart.
     CoordinatorFailover,
+    /// The topic keeps 5 s of records in 1 s segments under the steady producers, and a
+    /// follower is paused past the retention: it comes back below its leader's log start.
+    RetentionUnderLoad,
     Jepsen2013,
     LastReplicaStanding,
 }
@@ -95,6 +98,11 @@ impl Scenario {
             Kind::Jepsen2013 => Setup {
                 rules: vec!["unclean-election=on", "elr=off"],
                 min_isr: 1,
+                ..Setup::default()
+            },
+            Kind::RetentionUnderLoad => Setup {
+                topic_configs: vec![("retention.ms", "5000"), ("segment.ms", "1000")],
+                broker_flags: vec!["--log-retention-check-interval-ms", "500"],
                 ..Setup::default()
             },
             Kind::LastReplicaStanding => Setup {
@@ -241,6 +249,12 @@ pub fn all() -> Vec<Scenario> {
         "SIGKILL of the group's coordinator, then restart".into(),
         safe,
         Kind::CoordinatorFailover,
+    );
+    add(
+        "retention-under-load".into(),
+        "retention.ms=5000, segment.ms=1000; a follower paused past it".into(),
+        safe,
+        Kind::RetentionUnderLoad,
     );
     add(
         "jepsen-2013".into(),
@@ -458,9 +472,74 @@ pub async fn inject(kind: Kind, run: &mut Run) -> Result<(), String> {
             Ok(())
         }
         Kind::CoordinatorFailover => coordinator_failover(run).await,
+        Kind::RetentionUnderLoad => retention_under_load(run).await,
         Kind::Jepsen2013 => jepsen_2013(run).await,
         Kind::LastReplicaStanding => last_replica_standing(run).await,
     }
+}
+
+/// Retention under the steady producers: a follower is paused past the retention (its
+/// partitions' leaders delete what it lacks), then resumed, and the run goes on until
+/// retention has moved the log start of every partition on every broker. The disk usage is
+/// sampled throughout (its peak is logged), and no partition may keep more segments than
+/// retention allows (5 s in 1 s segments, the active one and a few more for the checks'
+/// interval).
+async fn retention_under_load(run: &mut Run) -> Result<(), String> {
+    const MOST_SEGMENTS: usize = 10;
+    let (_, followers) = run.replicas().await?;
+    let follower = Node::Broker(followers[0]);
+    let began = Instant::now();
+    let mut peak = 0u64;
+    let mut paused = false;
+    let until = began + run.at_least(Duration::from_secs(14));
+    while Instant::now() < until {
+        let t = began.elapsed();
+        if !paused && t >= Duration::from_secs(1) && t < Duration::from_secs(8) {
+            run.cluster.pause(follower);
+            run.log(format!("SIGSTOP {follower}, past the retention"));
+            paused = true;
+        } else if paused && t >= Duration::from_secs(8) {
+            run.cluster.resume(follower);
+            run.log(format!("SIGCONT {follower}: below its leaders' log start"));
+            paused = false;
+        }
+        peak = peak.max(run.cluster.disk_usage());
+        run.sleep(Duration::from_millis(250)).await;
+    }
+    if paused {
+        run.cluster.resume(follower);
+    }
+    // Every broker's replicas of the topic have moved their log start (a follower's log start
+    // follows its leader's, and its own retention).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let starts = loop {
+        let starts = run.cluster.log_starts();
+        let done = starts
+            .iter()
+            .all(|&(_, moved, _)| moved >= PARTITIONS as usize);
+        if done || Instant::now() > deadline {
+            break starts;
+        }
+        peak = peak.max(run.cluster.disk_usage());
+        run.sleep(Duration::from_millis(250)).await;
+    };
+    run.log(format!(
+        "disk usage peak {:.2} MiB over every broker; log starts moved (broker, partitions, most segments): {starts:?}",
+        peak as f64 / f64::from(1 << 20)
+    ));
+    for (broker, moved, segments) in starts {
+        if moved < PARTITIONS as usize {
+            run.problems.push(format!(
+                "broker {broker}: {moved} of the topic's {PARTITIONS} partitions moved their log start"
+            ));
+        }
+        if segments > MOST_SEGMENTS {
+            run.problems.push(format!(
+                "broker {broker}: a partition holds {segments} segments, more than retention keeps"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Kafka's replication-test cell: stop the target once (shutdown), or stop and restart it

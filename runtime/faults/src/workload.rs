@@ -18,7 +18,7 @@ use crate::history::{Acks, Commit, Outcome, Read, Recorder, Told, Write};
 use bytes::Bytes;
 use isr_kafka::client::consume::{
     commit_request, commit_result, committed_offset, fetch_request, fetched_records,
-    offset_fetch_request,
+    list_offsets_request, listed_offset, offset_fetch_request, EARLIEST,
 };
 use isr_kafka::client::produce::{base_offset, request};
 use isr_kafka::client::records::{self, Idempotent, Outgoing};
@@ -327,12 +327,19 @@ async fn join(
         .call(coordinator, &request, GROUP_TIMEOUT)
         .await
         .ok()?;
-    if joined.error_code != 0 {
-        // UNKNOWN_MEMBER_ID: join afresh.
-        if joined.error_code == 25 {
-            member_id.clear();
+    match joined.error_code {
+        0 => {}
+        // MEMBER_ID_REQUIRED (KIP-394, JoinGroup v4+): join again with the id it gives.
+        79 => {
+            *member_id = joined.member_id.as_str().to_string();
+            return None;
         }
-        return None;
+        // UNKNOWN_MEMBER_ID: join afresh.
+        25 => {
+            member_id.clear();
+            return None;
+        }
+        _ => return None,
     }
     *member_id = joined.member_id.as_str().to_string();
     let mut assignments = Vec::new();
@@ -516,6 +523,15 @@ async fn read(
     };
     let data = match data {
         Ok((data, _)) => data,
+        // Retention deleted what this member had not read yet: it starts again at the log
+        // start, as a consumer with auto.offset.reset=earliest does.
+        Err(e) if e.is_offset_out_of_range() => {
+            let request = list_offsets_request(&cx.plan.topic, partition, EARLIEST);
+            let answer = router.call(&leader, &request, PRODUCE_TIMEOUT).await?;
+            let start = listed_offset(&leader, answer)?;
+            *position = (*position).max(start);
+            return Ok(());
+        }
         Err(_) => {
             // Not the leader any more, or unreachable: look again, and come back next round.
             router.forget(partition);

@@ -22,6 +22,9 @@ use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -218,6 +221,25 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection, addr: &str) {
                 let p = &a.topics[0].partitions[0];
                 assert_eq!((p.error_code, p.offset), (0, offset), "v{v} at {timestamp}");
             }
+        }
+        ApiKey::DeleteRecords => {
+            // Below the log start: nothing moves (the other cases read "t" from offset 0).
+            // Beyond the end: OFFSET_OUT_OF_RANGE.
+            let delete = |offset| {
+                DeleteRecordsRequest::default()
+                    .with_topics(vec![DeleteRecordsTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(offset)])])
+                    .with_timeout_ms(1000)
+            };
+            let a = conn.exchange(&delete(0), v).await.expect("answer");
+            let p = &a.topics[0].partitions[0];
+            assert_eq!((p.error_code, p.low_watermark), (0, 0), "v{v}");
+            let a = conn.exchange(&delete(1 << 40), v).await.expect("answer");
+            let p = &a.topics[0].partitions[0];
+            assert_eq!(p.error_code, 1, "v{v}: OFFSET_OUT_OF_RANGE");
         }
         ApiKey::FindCoordinator => {
             let key = StrBytes::from_static_str("g");

@@ -218,6 +218,35 @@ fn index(partition: u32) -> i32 {
     i32::try_from(partition).unwrap_or(i32::MAX)
 }
 
+/// ListOffsets' timestamp for the earliest offset (the log start).
+pub const EARLIEST: i64 = -2;
+/// ListOffsets' timestamp for the latest offset (the high watermark).
+pub const LATEST: i64 = -1;
+
+/// A ListOffsets of one partition at `timestamp` ([`EARLIEST`], [`LATEST`] or a time).
+pub fn list_offsets_request(topic: &str, partition: u32, timestamp: i64) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(index(partition))
+                .with_timestamp(timestamp)])])
+}
+
+/// The offset a ListOffsets answer of one partition gives, or its error.
+pub fn listed_offset(addr: &str, answer: ListOffsetsResponse) -> Result<i64, ClientError> {
+    let p = answer
+        .topics
+        .first()
+        .and_then(|t| t.partitions.first())
+        .ok_or_else(|| malformed(addr, "ListOffsets answer names no partition"))?;
+    match ClientError::from_code(p.error_code, None) {
+        Some(e) => Err(e),
+        None => Ok(p.offset),
+    }
+}
+
 /// Turns a start position into an offset (ListOffsets for earliest and latest).
 pub async fn resolve(
     cluster: &mut Cluster,
@@ -227,32 +256,12 @@ pub async fn resolve(
 ) -> Result<i64, ClientError> {
     let timestamp = match start {
         Start::At(o) => return Ok(o),
-        Start::Earliest => -2,
-        Start::Latest => -1,
+        Start::Earliest => EARLIEST,
+        Start::Latest => LATEST,
     };
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(name(topic))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(index(partition))
-                .with_timestamp(timestamp)])]);
+    let request = list_offsets_request(topic, partition, timestamp);
     cluster
-        .send(
-            Route::Leader(topic, partition),
-            &request,
-            |addr, answer: ListOffsetsResponse| {
-                let p = answer
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .ok_or_else(|| malformed(addr, "ListOffsets answer names no partition"))?;
-                match ClientError::from_code(p.error_code, None) {
-                    Some(e) => Err(e),
-                    None => Ok(p.offset),
-                }
-            },
-        )
+        .send(Route::Leader(topic, partition), &request, listed_offset)
         .await
 }
 

@@ -106,6 +106,13 @@ impl ClientError {
             _ => false,
         }
     }
+
+    /// Whether a fetch asked outside the log (OFFSET_OUT_OF_RANGE): below its log start
+    /// (deleted by retention or DeleteRecords) or past its high watermark.
+    pub fn is_offset_out_of_range(&self) -> bool {
+        matches!(self, ClientError::Kafka { code, .. }
+            if ResponseError::try_from_code(*code) == Some(ResponseError::OffsetOutOfRange))
+    }
 }
 
 #[cfg(test)]
