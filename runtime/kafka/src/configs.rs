@@ -127,6 +127,14 @@ const TOPIC: &[TopicDef] = &[
         check: |v| int_in(v, 0, crate::batch::MAX_BATCH as i64),
     },
     TopicDef {
+        name: "message.format.version",
+        broker: "log.message.format.version",
+        kind: Kind::String,
+        doc: "Accepted and ignored, as Kafka 3.x does: records are stored as the producer \
+              wrote them, in the v2 format.",
+        check: format_version,
+    },
+    TopicDef {
         name: "message.timestamp.type",
         broker: "log.message.timestamp.type",
         kind: Kind::String,
@@ -145,28 +153,29 @@ const TOPIC: &[TopicDef] = &[
         name: "retention.bytes",
         broker: "log.retention.bytes",
         kind: Kind::Long,
-        doc: "Stored and described; isr does not delete old records yet.",
+        doc: "The oldest segments are deleted while the log without them stays at least this \
+              large; -1: never by size.",
         check: |v| int_in(v, -1, i64::MAX),
     },
     TopicDef {
         name: "retention.ms",
         broker: "log.retention.ms",
         kind: Kind::Long,
-        doc: "Stored and described; isr does not delete old records yet.",
+        doc: "Segments whose newest record is older than this are deleted; -1: never by time.",
         check: |v| int_in(v, -1, i64::MAX),
     },
     TopicDef {
         name: "segment.bytes",
         broker: "log.segment.bytes",
         kind: Kind::Int,
-        doc: "Stored and described; the broker's segment size applies.",
+        doc: "The active segment rolls once it is this large.",
         check: |v| int_in(v, 14, i64::from(i32::MAX)),
     },
     TopicDef {
         name: "segment.ms",
         broker: "log.roll.ms",
         kind: Kind::Long,
-        doc: "Stored and described; segments roll by size only.",
+        doc: "The active segment rolls once a record is this much newer than its first.",
         check: |v| int_in(v, 1, i64::MAX),
     },
     TopicDef {
@@ -192,6 +201,23 @@ fn only(value: &str, allowed: &str, why: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("only {allowed} is supported: {why}"))
+    }
+}
+
+/// A Kafka version as `message.format.version` takes it (`0.10.2`, `2.8`, `3.0-IV1`): Kafka
+/// 3.x accepts and ignores it, and so does isr; anything else is refused as Kafka refuses it.
+fn format_version(value: &str) -> Result<(), String> {
+    let (version, iv) = match value.split_once("-IV") {
+        Some((v, iv)) => (v, Some(iv)),
+        None => (value, None),
+    };
+    let parts: Vec<&str> = version.split('.').collect();
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if (2..=4).contains(&parts.len()) && parts.iter().all(|p| numeric(p)) && iv.is_none_or(numeric)
+    {
+        Ok(())
+    } else {
+        Err("must be a Kafka version, such as 2.8 or 3.0-IV1".into())
     }
 }
 
@@ -323,6 +349,7 @@ impl BrokerConfigs<'_> {
             "log.cleanup.policy" => "delete".into(),
             "compression.type" => "producer".into(),
             "log.message.timestamp.type" => "CreateTime".into(),
+            "log.message.format.version" => "3.0-IV1".into(),
             "log.retention.bytes" => "-1".into(),
             "log.retention.ms" | "log.roll.ms" => WEEK_MS.into(),
             "unclean.leader.election.enable" => "false".into(),
@@ -579,6 +606,12 @@ mod tests {
         assert!(check_topic_config("retention.ms", "86400000").is_ok());
         assert!(check_topic_config("retention.ms", "-1").is_ok());
         assert!(check_topic_config("retention.ms", "soon").is_err());
+        for version in ["0.10.2", "2.8", "3.0-IV1", "0.8.2.1"] {
+            assert!(check_topic_config("message.format.version", version).is_ok());
+        }
+        for bad in ["", "3", "three", "3.0-IV", "3..0"] {
+            assert!(check_topic_config("message.format.version", bad).is_err(), "{bad}");
+        }
         assert!(check_topic_config("max.message.bytes", "2000000").is_ok());
         assert!(check_topic_config("max.message.bytes", "99999999999").is_err());
         assert!(check_topic_config("cleanup.policy", "compact").is_err());
