@@ -11,6 +11,14 @@ use isr::{Config, FlushPolicy, Rules, Tick};
 use std::time::Duration;
 
 pub const TICK: Duration = Duration::from_millis(100);
+
+/// The wall clock in milliseconds since the Unix epoch, as Kafka's record timestamps count:
+/// what retention compares segments' timestamps with, and what LogAppendTime stamps.
+pub fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 /// How often a broker heartbeats (`HEARTBEAT_TICKS`), and how often it asks the controllers
 /// again while it looks for the active one.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(200);

@@ -56,6 +56,25 @@ fn confluent_kafka_tools_work_on_a_cluster() {
     });
 }
 
+#[test]
+fn log_append_time_topics_carry_the_brokers_time() {
+    if !confluent_kafka_present() {
+        return;
+    }
+    let cluster = TestCluster::start(3);
+    let (status, out, err) = Client::run(
+        Command::new("python3")
+            .arg(script("confluent_log_append_time.py"))
+            .arg(bootstrap(&cluster)),
+        Duration::from_secs(120),
+        "confluent_log_append_time.py",
+    );
+    assert!(
+        status.success(),
+        "confluent_log_append_time.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+    );
+}
+
 /// The broker id every running broker names as the controller in `kcat -L`.
 fn controllers(cluster: &TestCluster) -> Vec<Option<String>> {
     (1..=cluster.brokers.len() as u32)

@@ -28,6 +28,15 @@ pub struct BrokerInfo {
     pub listeners: BTreeMap<SecurityProtocol, (String, u16)>,
 }
 
+/// What an append answers: the batch's base offset, and the broker's time it was stamped with
+/// when its topic's `message.timestamp.type` is LogAppendTime ([`crate::batch::with_log_append_time`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Appended {
+    pub base_offset: Offset,
+    /// The Produce answer's `log_append_time_ms`; `None` (-1) under CreateTime.
+    pub log_append_time: Option<i64>,
+}
+
 /// One partition of a topic as the controller last described it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionInfo {
@@ -372,7 +381,7 @@ pub trait Backend: Send + Sync + 'static {
         partition: u32,
         acks: Acks,
         batch: Bytes,
-    ) -> impl Future<Output = Result<Offset, BackendError>> + Send;
+    ) -> impl Future<Output = Result<Appended, BackendError>> + Send;
 
     /// Committed batches from `offset` on, at most about `max_bytes` (see [`FetchedData`]).
     /// Returns promptly with no batches when nothing is committed at `offset` yet; the Kafka

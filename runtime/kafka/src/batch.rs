@@ -220,6 +220,24 @@ pub fn stamp(batch: &[u8], base_offset: Offset, leader_epoch: LeaderEpoch) -> By
     out.freeze()
 }
 
+/// A copy of `batch` stamped with the broker's time, as a topic with
+/// `message.timestamp.type=LogAppendTime` stores it: the timestamp-type attribute set and the
+/// largest timestamp `now_ms` (every record of such a batch has that timestamp), the CRC
+/// computed again, since both fields are covered by it. A header too short is left as it is
+/// (batches are validated before).
+pub fn with_log_append_time(batch: &[u8], now_ms: i64) -> Bytes {
+    let mut out = BytesMut::from(batch);
+    if out.len() >= HEADER_LEN {
+        let attributes = i16::from_be_bytes([out[ATTRIBUTES_AT], out[ATTRIBUTES_AT + 1]]);
+        out[ATTRIBUTES_AT..ATTRIBUTES_AT + 2]
+            .copy_from_slice(&(attributes | LOG_APPEND_TIME).to_be_bytes());
+        out[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+        let crc = crc32c::crc32c(&out[CRC_FROM..]);
+        out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+    out.freeze()
+}
+
 /// How many offsets a batch occupies: lastOffsetDelta + 1. Batches are validated before they
 /// enter a log, so the fallback of 1 for a header too short to say only keeps this total.
 pub fn width(batch: &[u8]) -> u64 {
@@ -455,6 +473,19 @@ mod tests {
         let s = stamp(&batch(2), Offset(42), LeaderEpoch(7));
         assert!(validate(&s).is_ok());
         assert_eq!(base_offset(&s), Some(42));
+    }
+
+    #[test]
+    fn a_log_append_time_batch_carries_the_brokers_time_and_a_valid_crc() {
+        let stamped = with_log_append_time(&batch(3), 1_700_000_000_000);
+        let header = validate(&stamped).expect("the CRC was computed again");
+        assert_ne!(header.attributes & LOG_APPEND_TIME, 0);
+        assert_eq!(max_timestamp(&stamped), Some(1_700_000_000_000));
+        assert_eq!(width(&stamped), 3);
+        // Every record has the broker's time.
+        assert!(record_times(&stamped)
+            .iter()
+            .all(|&(_, t)| t == 1_700_000_000_000));
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! produced batch; `min.insync.replicas` is the partition's floor in the core; `retention.ms`,
 //! `retention.bytes`, `segment.bytes` and `segment.ms` are each broker's retention policy
 //! ([`log_retention`]).
-//! Settings isr cannot honour are refused rather than silently ignored: compaction,
-//! recompression, log-append time, per-topic unclean election.
+//! `message.timestamp.type=LogAppendTime` has the leader stamp each batch
+//! ([`log_append_time`]). Settings isr cannot honour are refused rather than silently
+//! ignored: compaction, recompression, per-topic unclean election.
 
 use crate::backend::{BackendError, BrokerSettings};
 use isr::BrokerId;
@@ -138,8 +139,12 @@ const TOPIC: &[TopicDef] = &[
         name: "message.timestamp.type",
         broker: "log.message.timestamp.type",
         kind: Kind::String,
-        doc: "CreateTime: records keep the producer's timestamps.",
-        check: |v| only(v, "CreateTime", "LogAppendTime is not supported"),
+        doc: "CreateTime: records keep the producer's timestamps; LogAppendTime: the leader \
+              stamps each batch with its own time.",
+        check: |v| match v {
+            "CreateTime" | "LogAppendTime" => Ok(()),
+            _ => Err("must be CreateTime or LogAppendTime".into()),
+        },
     },
     TopicDef {
         name: "min.insync.replicas",
@@ -559,6 +564,16 @@ pub fn log_retention(
     }
 }
 
+/// Whether the leader stamps a topic's batches with its own time: its
+/// `message.timestamp.type` (else the broker's `log.message.timestamp.type`) is LogAppendTime.
+pub fn log_append_time(overrides: &BTreeMap<String, String>, broker: &BrokerConfigs<'_>) -> bool {
+    overrides
+        .get("message.timestamp.type")
+        .cloned()
+        .or_else(|| broker.value("log.message.timestamp.type"))
+        .is_some_and(|v| v == "LogAppendTime")
+}
+
 /// The largest batch a producer may write to a topic: its `max.message.bytes`, else the
 /// broker's `message.max.bytes`.
 pub fn max_message_bytes(
@@ -610,7 +625,10 @@ mod tests {
             assert!(check_topic_config("message.format.version", version).is_ok());
         }
         for bad in ["", "3", "three", "3.0-IV", "3..0"] {
-            assert!(check_topic_config("message.format.version", bad).is_err(), "{bad}");
+            assert!(
+                check_topic_config("message.format.version", bad).is_err(),
+                "{bad}"
+            );
         }
         assert!(check_topic_config("max.message.bytes", "2000000").is_ok());
         assert!(check_topic_config("max.message.bytes", "99999999999").is_err());

@@ -68,7 +68,7 @@ mod server;
 pub mod versions;
 
 pub use backend::{
-    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     TopicInfo, POLL_INTERVAL,
 };

@@ -15,7 +15,7 @@ use isr_kafka::auth::acl::Authorizer;
 use isr_kafka::auth::{SecurityAnswer, SecurityChange};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
     PartitionInfo, StoredGroup, TopicInfo,
 };
@@ -330,9 +330,9 @@ impl Backend for BrokerBackend {
         partition: u32,
         acks: Acks,
         batch: Bytes,
-    ) -> Result<Offset, BackendError> {
+    ) -> Result<Appended, BackendError> {
         let (partition, view) = self.locate(topic, partition).await?;
-        {
+        let log_append_time = {
             let broker = BrokerConfigs {
                 id: self.net.me,
                 settings: &self.settings,
@@ -340,21 +340,30 @@ impl Backend for BrokerBackend {
             };
             let overrides = view.topic_configs.get(topic).cloned().unwrap_or_default();
             configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
-        }
+            configs::log_append_time(&overrides, &broker).then(timing::wall_clock_ms)
+        };
         // The Kafka layer validated the batch; checking again here keeps anything malformed out
         // of the log whoever the caller is.
         let batches = isr_kafka::batch::split(batch)
             .map_err(|e| BackendError::CorruptMessage(e.to_string()))?
             .into_iter()
-            .map(|(batch, _)| batch)
+            .map(|(batch, _)| match log_append_time {
+                Some(now) => isr_kafka::batch::with_log_append_time(&batch, now),
+                None => batch,
+            })
             .collect();
-        self.host(|reply| Command::Produce {
-            partition,
-            acks,
-            batches,
-            reply,
+        let base_offset = self
+            .host(|reply| Command::Produce {
+                partition,
+                acks,
+                batches,
+                reply,
+            })
+            .await?;
+        Ok(Appended {
+            base_offset,
+            log_append_time,
         })
-        .await
     }
 
     async fn fetch(

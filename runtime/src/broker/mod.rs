@@ -421,9 +421,7 @@ async fn retention_checks(
                 ids.iter().map(move |&id| (id, policy))
             })
             .collect();
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let now_ms = timing::wall_clock_ms();
         if commands
             .send(Command::Retention { policies, now_ms })
             .is_err()

@@ -12,7 +12,7 @@ use isr_kafka::client::produce;
 use isr_kafka::configs::{ConfigOp, ConfigResource};
 use isr_kafka::versions::SUPPORTED;
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
     PartitionInfo, StoredGroup, TopicInfo,
 };
@@ -141,8 +141,11 @@ impl Backend for Accepting {
         Ok(())
     }
 
-    async fn produce(&self, _: &str, _: u32, _: Acks, _: Bytes) -> Result<Offset, BackendError> {
-        Ok(Offset(0))
+    async fn produce(&self, _: &str, _: u32, _: Acks, _: Bytes) -> Result<Appended, BackendError> {
+        Ok(Appended {
+            base_offset: Offset(0),
+            log_append_time: None,
+        })
     }
 
     async fn fetch(

@@ -11,7 +11,7 @@
 use crate::auth::acl::{Authorizer, Operation, ResourceType, CLUSTER_NAME};
 use crate::auth::SecurityProtocol;
 use crate::backend::{
-    Backend, BackendError, BrokerSettings, ClusterMetadata, CommittedOffset, FetchedData,
+    Appended, Backend, BackendError, BrokerSettings, ClusterMetadata, CommittedOffset, FetchedData,
     GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
 };
 use crate::configs::{ConfigOp, ConfigResource};
@@ -159,7 +159,7 @@ impl<B: Backend> Backend for Authorized<B> {
         partition: u32,
         acks: Acks,
         batch: Bytes,
-    ) -> Result<Offset, BackendError> {
+    ) -> Result<Appended, BackendError> {
         self.access.topic(Operation::Write, topic)?;
         self.inner.produce(topic, partition, acks, batch).await
     }

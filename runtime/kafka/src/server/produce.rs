@@ -1,7 +1,7 @@
 //! Produce: validate each partition's batch, append it through the backend, report offsets.
 
 use super::codes;
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Appended, Backend, BackendError};
 use crate::batch;
 use isr::Acks;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -91,7 +91,7 @@ pub async fn produce<B: Backend>(backend: &Arc<B>, request: ProduceRequest) -> P
         }
         shape.push((topic.name, indexes));
     }
-    let mut outcomes: Vec<Vec<Option<Result<isr::Offset, Refusal>>>> = shape
+    let mut outcomes: Vec<Vec<Option<Result<Appended, Refusal>>>> = shape
         .iter()
         .map(|(_, indexes)| indexes.iter().map(|_| None).collect())
         .collect();
@@ -112,7 +112,7 @@ pub async fn produce<B: Backend>(backend: &Arc<B>, request: ProduceRequest) -> P
 fn topic_response(
     name: TopicName,
     indexes: Vec<i32>,
-    outcomes: Vec<Option<Result<isr::Offset, Refusal>>>,
+    outcomes: Vec<Option<Result<Appended, Refusal>>>,
 ) -> TopicProduceResponse {
     let partitions = indexes
         .into_iter()
@@ -120,9 +120,9 @@ fn topic_response(
         .map(|(index, outcome)| {
             let answer = PartitionProduceResponse::default().with_index(index);
             match outcome {
-                Some(Ok(offset)) => {
-                    answer.with_base_offset(i64::try_from(offset.0).unwrap_or(i64::MAX))
-                }
+                Some(Ok(appended)) => answer
+                    .with_base_offset(i64::try_from(appended.base_offset.0).unwrap_or(i64::MAX))
+                    .with_log_append_time_ms(appended.log_append_time.unwrap_or(-1)),
                 Some(Err(refusal)) => answer
                     .with_base_offset(-1)
                     .with_error_code(refusal.code)

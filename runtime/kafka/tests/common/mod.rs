@@ -24,7 +24,7 @@ use isr_kafka::batch;
 use isr_kafka::client::security::{ClientSecurity, SaslLogin};
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
-    Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
+    Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
     StoredGroup, TopicInfo,
 };
@@ -244,7 +244,7 @@ impl Backend for MemoryBackend {
         partition: u32,
         _acks: Acks,
         batch: Bytes,
-    ) -> Result<Offset, BackendError> {
+    ) -> Result<Appended, BackendError> {
         if let Some(e) = self.state().faults.pop_front() {
             return Err(e);
         }
@@ -266,7 +266,10 @@ impl Backend for MemoryBackend {
             let stamped = batch::stamp(&batch, Offset(base), LeaderEpoch(0));
             p.batches.push((base, stamped, u64::from(count)));
             p.end += u64::from(count);
-            Ok(Offset(base))
+            Ok(Appended {
+                base_offset: Offset(base),
+                log_append_time: None,
+            })
         })
         .inspect(|_| self.commits.notify_waiters())
     }
