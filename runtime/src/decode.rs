@@ -163,6 +163,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
         partitions: 3,
         replication_factor: 3,
         configs: [("min.insync.replicas".to_string(), "2".to_string())].into(),
+        assignment: Vec::new(),
     };
     if let Ok(more) = metadata.create_topic(&cfg, &spec) {
         effects.extend(more);

@@ -177,3 +177,45 @@ fn consume_until_end_and_describe_on_a_cluster() {
         "{text}"
     );
 }
+
+#[test]
+fn a_topic_created_with_a_replica_assignment_lives_on_the_brokers_named() {
+    let cluster = TestCluster::start(3);
+    let b = cluster.address(1).expect("broker 1");
+    let create = |name: &str, assignment: &str| {
+        isr(
+            &[
+                "topic",
+                "create",
+                name,
+                "--bootstrap",
+                &b,
+                "--min-insync-replicas",
+                "1",
+                "--replica-assignment",
+                assignment,
+            ],
+            "",
+        )
+    };
+    let (ok, text) = create("placed", "3:1,2:3");
+    assert!(ok, "{text}");
+    let status = cluster.wait_for(Duration::from_secs(10), "leaders", |s| {
+        (0..2).all(|p| TestCluster::partition(s, "placed", p)["leader"].is_u64())
+    });
+    let assigned = |p: u64| {
+        TestCluster::partition(&status, "placed", p)["assigned"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|b| b.as_u64()).collect::<Vec<_>>())
+    };
+    assert_eq!(assigned(0), Some(vec![3, 1]), "{status}");
+    assert_eq!(assigned(1), Some(vec![2, 3]), "{status}");
+    // A broker that does not exist, or partitions of different sizes: refused.
+    for bad in ["1:9", "1:2,3"] {
+        let (ok, text) = create("misplaced", bad);
+        assert!(
+            !ok && text.contains("INVALID_REPLICA_ASSIGNMENT"),
+            "{bad}: {text}"
+        );
+    }
+}

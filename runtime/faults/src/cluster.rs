@@ -605,6 +605,7 @@ impl Cluster {
                     .iter()
                     .map(|&(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
+                replica_assignment: None,
             }),
         };
         isr_kafka::client::topic::run_with(args, &mut Vec::new())

@@ -87,6 +87,10 @@ pub struct NewTopic {
     /// Config overrides (`min.insync.replicas` among them), already validated (see
     /// [`crate::configs`]); the broker's values apply to the rest.
     pub configs: BTreeMap<String, String>,
+    /// A manual replica assignment: each partition's replicas, in preference order (the first
+    /// is the preferred leader), one list per partition, all of `replication_factor` distinct
+    /// brokers. Empty: the controller assigns them.
+    pub assignment: Vec<Vec<BrokerId>>,
 }
 
 /// What a fetch returns: committed data only.

@@ -26,6 +26,7 @@ async fn create(
             replication_factor: Some(rf),
             min_insync_replicas: Some(1),
             configs: Vec::new(),
+            replica_assignment: None,
         }),
     };
     topic::run_with(args, &mut out)

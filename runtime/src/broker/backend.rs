@@ -160,6 +160,7 @@ fn admin_error(e: AdminError) -> BackendError {
             BackendError::ControllerUnavailable(e.to_string())
         }
         AdminError::NotYours(s) => BackendError::Internal(s),
+        AdminError::InvalidReplicaAssignment(s) => BackendError::InvalidReplicaAssignment(s),
     }
 }
 
@@ -294,6 +295,7 @@ impl Backend for BrokerBackend {
             partitions: topic.partitions,
             replication_factor: topic.replication_factor,
             configs: topic.configs,
+            assignment: topic.assignment,
         }))
         .await
     }

@@ -10,7 +10,7 @@ use isr::{BrokerId, Config, Controller, Effects, PartitionId};
 use isr_kafka::auth::SecurityState;
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The most partitions a topic may have.
 const MAX_PARTITIONS: u32 = 10_000;
@@ -90,7 +90,11 @@ impl Metadata {
             Some(v) => parse_min_isr(v)?,
             None => cfg.min_insync_replicas.min(factor),
         };
-        let (ids, effects) = self.add_partitions(spec.partitions, factor, min_isr)?;
+        let (ids, effects) = if spec.assignment.is_empty() {
+            self.add_partitions(spec.partitions, factor, min_isr)?
+        } else {
+            self.add_assigned(&spec.assignment, min_isr)?
+        };
         self.set(Record::Topic {
             name: spec.name.clone(),
             partitions: Some(ids),
@@ -140,6 +144,55 @@ impl Metadata {
                 .controller
                 .create_partition(id, assigned, min_isr)
                 .map_err(|e| AdminError::InvalidReplicationFactor(e.to_string()))?;
+            effects.extend(created);
+            ids.push(id);
+        }
+        self.set(Record::NextPartition(self.next_partition + count));
+        Ok((ids, effects))
+    }
+
+    /// Creates one partition per list of `assignment`, on exactly those brokers in that order
+    /// (Kafka's manual replica assignment): each list must name distinct live brokers, and
+    /// all as many.
+    fn add_assigned(
+        &mut self,
+        assignment: &[Vec<BrokerId>],
+        min_isr: usize,
+    ) -> Result<(Vec<PartitionId>, Effects<bytes::Bytes>), AdminError> {
+        let invalid = |why: String| Err(AdminError::InvalidReplicaAssignment(why));
+        let count = assignment.len() as u32;
+        if count > MAX_PARTITIONS {
+            return Err(AdminError::InvalidPartitions(format!(
+                "{count} is not between 1 and {MAX_PARTITIONS}"
+            )));
+        }
+        let factor = assignment.first().map_or(0, Vec::len);
+        let alive = self.controller.alive_brokers();
+        for (index, replicas) in assignment.iter().enumerate() {
+            let distinct: BTreeSet<&BrokerId> = replicas.iter().collect();
+            if replicas.is_empty() || replicas.len() != factor || distinct.len() != factor {
+                return invalid(format!(
+                    "partition {index}: {} replicas; every partition needs the same number ({factor}) of distinct brokers",
+                    replicas.len()
+                ));
+            }
+            if let Some(b) = replicas.iter().find(|b| !alive.contains(b)) {
+                return invalid(format!("partition {index}: broker {b} is not alive"));
+            }
+        }
+        if min_isr == 0 || min_isr > factor {
+            return Err(AdminError::InvalidConfig(format!(
+                "{MIN_INSYNC}={min_isr} is not between 1 and the replication factor {factor}"
+            )));
+        }
+        let mut ids = Vec::new();
+        let mut effects = Vec::new();
+        for (next, replicas) in (self.next_partition..).zip(assignment) {
+            let id = PartitionId(next);
+            let created = self
+                .controller
+                .create_partition(id, replicas.clone(), min_isr)
+                .map_err(|e| AdminError::InvalidReplicaAssignment(e.to_string()))?;
             effects.extend(created);
             ids.push(id);
         }
@@ -302,6 +355,7 @@ pub(super) mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            assignment: Vec::new(),
         }
     }
 
@@ -315,6 +369,42 @@ pub(super) mod tests {
                     .min_insync_replicas
             })
             .collect()
+    }
+
+    #[test]
+    fn a_manual_assignment_places_each_partition_on_its_brokers_in_order() {
+        let (cfg, mut meta) = three_brokers();
+        let assigned = |lists: &[&[u32]]| TopicSpec {
+            assignment: lists
+                .iter()
+                .map(|l| l.iter().map(|&b| BrokerId(b)).collect())
+                .collect(),
+            ..spec("m", 0, &[("min.insync.replicas", "1")])
+        };
+        meta.create_topic(&cfg, &assigned(&[&[3, 1], &[2, 3]]))
+            .expect("create");
+        let replicas = |p: u32| {
+            meta.controller
+                .partition(PartitionId(p))
+                .map(|s| (s.assigned.clone(), s.leader))
+        };
+        assert_eq!(
+            replicas(0),
+            Some((vec![BrokerId(3), BrokerId(1)], Some(BrokerId(3))))
+        );
+        assert_eq!(
+            replicas(1),
+            Some((vec![BrokerId(2), BrokerId(3)], Some(BrokerId(2))))
+        );
+        for bad in [&[&[1, 1][..]][..], &[&[1, 2], &[3]], &[&[1, 4]], &[&[]]] {
+            assert!(
+                matches!(
+                    meta.clone().create_topic(&cfg, &assigned(bad)),
+                    Err(AdminError::InvalidReplicaAssignment(_))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -273,6 +273,7 @@ mod tests {
             partitions,
             replication_factor: 3,
             configs: [("retention.ms".to_string(), "9".to_string())].into(),
+            assignment: Vec::new(),
         }
     }
 

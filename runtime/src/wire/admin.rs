@@ -68,6 +68,10 @@ pub struct TopicSpec {
     /// Config overrides, `min.insync.replicas` among them (the controller's default applies
     /// without it).
     pub configs: BTreeMap<String, String>,
+    /// Each partition's replicas, in preference order, when the client assigned them (Kafka's
+    /// manual replica assignment); empty: the controller assigns them over the live brokers.
+    #[serde(default)]
+    pub assignment: Vec<Vec<BrokerId>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Error, Serialize, Deserialize)]
@@ -101,6 +105,9 @@ pub enum AdminError {
         None => "no controller is active at the moment".to_string(),
     })]
     NotActive(Option<ControllerInfo>),
+    /// A manual replica assignment names a broker that is not alive.
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
 }
 
 /// The active controller: its id, where it listens, and the controller epoch it acts in.

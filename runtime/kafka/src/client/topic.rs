@@ -5,7 +5,9 @@ use super::cluster::{Cluster, PartitionView, Route, TopicView};
 use super::error::{malformed, ClientError};
 use crate::configs::{self, Source};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
@@ -15,10 +17,10 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
-    DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, TopicName,
+    BrokerId, CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+    CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::json;
@@ -96,6 +98,35 @@ pub struct CreateArgs {
     /// A topic config, KEY=VALUE (repeatable), e.g. retention.ms=86400000.
     #[arg(long = "config", value_name = "KEY=VALUE", value_parser = key_value)]
     pub configs: Vec<(String, String)>,
+    /// Each partition's replicas, as kafka-topics takes them: partitions separated by commas,
+    /// their brokers by colons, the preferred leader first (`1:2,2:3,3:1`). Sets the partition
+    /// count and the replication factor.
+    #[arg(long, value_name = "B:B,B:B...", value_parser = replica_assignment,
+          conflicts_with_all = ["partitions", "replication_factor"])]
+    pub replica_assignment: Option<ReplicaAssignment>,
+}
+
+/// Each partition's broker ids, in partition order (`--replica-assignment`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaAssignment(pub Vec<Vec<i32>>);
+
+/// `1:2,2:3` as each partition's broker ids.
+fn replica_assignment(s: &str) -> Result<ReplicaAssignment, String> {
+    s.split(',')
+        .map(|partition| {
+            partition
+                .split(':')
+                .map(|b| {
+                    b.trim()
+                        .parse::<i32>()
+                        .ok()
+                        .filter(|b| *b >= 0)
+                        .ok_or_else(|| format!("`{b}` is not a broker id in `{s}`"))
+                })
+                .collect()
+        })
+        .collect::<Result<_, _>>()
+        .map(ReplicaAssignment)
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -193,10 +224,22 @@ async fn create(args: CreateArgs, out: &mut impl Write) -> Result<(), ClientErro
     if let Some(m) = args.min_insync_replicas {
         configs.push(("min.insync.replicas".into(), m.to_string()));
     }
+    let assignments = args
+        .replica_assignment
+        .iter()
+        .flat_map(|a| &a.0)
+        .enumerate()
+        .map(|(index, brokers)| {
+            CreatableReplicaAssignment::default()
+                .with_partition_index(index as i32)
+                .with_broker_ids(brokers.iter().map(|&b| BrokerId(b)).collect())
+        })
+        .collect();
     let topic = CreatableTopic::default()
         .with_name(name(&args.name))
         .with_num_partitions(partitions)
         .with_replication_factor(replication_factor)
+        .with_assignments(assignments)
         .with_configs(
             configs
                 .iter()

@@ -68,21 +68,26 @@ fn count<T: TryFrom<i32>>(
 fn new_topic(t: &CreatableTopic, settings: &BrokerSettings) -> Result<NewTopic, BackendError> {
     let name = t.name.0.as_str().to_owned();
     check_topic(&name)?;
-    if !t.assignments.is_empty() {
-        return Err(BackendError::InvalidReplicationFactor(
-            "manual replica assignment is not supported".into(),
-        ));
-    }
-    let partitions = count(
-        t.num_partitions,
-        settings.num_partitions,
-        BackendError::InvalidPartitions,
-    )?;
-    let replication_factor = count(
-        t.replication_factor.into(),
-        settings.default_replication_factor,
-        BackendError::InvalidReplicationFactor,
-    )?;
+    let assignment = manual_assignment(t)?;
+    let (partitions, replication_factor) = match assignment.first() {
+        Some(first) => (
+            assignment.len() as u32,
+            u16::try_from(first.len())
+                .map_err(|_| BackendError::InvalidReplicaAssignment("too many replicas".into()))?,
+        ),
+        None => (
+            count(
+                t.num_partitions,
+                settings.num_partitions,
+                BackendError::InvalidPartitions,
+            )?,
+            count(
+                t.replication_factor.into(),
+                settings.default_replication_factor,
+                BackendError::InvalidReplicationFactor,
+            )?,
+        ),
+    };
     let mut overrides = BTreeMap::new();
     for config in &t.configs {
         let key = config.name.as_str();
@@ -95,7 +100,50 @@ fn new_topic(t: &CreatableTopic, settings: &BrokerSettings) -> Result<NewTopic, 
         partitions,
         replication_factor,
         configs: overrides,
+        assignment,
     })
+}
+
+/// A CreateTopics manual replica assignment, as each partition's replicas in partition order:
+/// every partition index from 0 once, with the partition and replica counts left to it (-1),
+/// as Kafka requires (INVALID_REQUEST otherwise). Whether the brokers are alive, distinct and
+/// as many in every partition is the controller's to judge (INVALID_REPLICA_ASSIGNMENT).
+fn manual_assignment(t: &CreatableTopic) -> Result<Vec<Vec<isr::BrokerId>>, BackendError> {
+    if t.assignments.is_empty() {
+        return Ok(Vec::new());
+    }
+    if t.num_partitions != -1 || t.replication_factor != -1 {
+        return Err(BackendError::InvalidRequest(
+            "a replica assignment leaves the partition count and replication factor at -1".into(),
+        ));
+    }
+    let mut by_index: BTreeMap<i32, Vec<isr::BrokerId>> = BTreeMap::new();
+    for a in &t.assignments {
+        let brokers = a
+            .broker_ids
+            .iter()
+            .map(|b| u32::try_from(b.0).map(isr::BrokerId))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| {
+                BackendError::InvalidReplicaAssignment(format!(
+                    "partition {}: a negative broker id",
+                    a.partition_index
+                ))
+            })?;
+        if by_index.insert(a.partition_index, brokers).is_some() {
+            return Err(BackendError::InvalidReplicaAssignment(format!(
+                "partition {} assigned twice",
+                a.partition_index
+            )));
+        }
+    }
+    let contiguous = by_index.keys().copied().eq(0..by_index.len() as i32);
+    if !contiguous {
+        return Err(BackendError::InvalidReplicaAssignment(
+            "the partitions must be numbered from 0 without gaps".into(),
+        ));
+    }
+    Ok(by_index.into_values().collect())
 }
 
 /// The configs a CreateTopics v5+ answer carries for a topic: every topic config, with the

@@ -95,6 +95,7 @@ async fn auto_create<B: Backend>(
             partitions: settings.num_partitions,
             replication_factor: settings.default_replication_factor,
             configs: BTreeMap::new(),
+            assignment: Vec::new(),
         };
         match backend.create_topic(topic).await {
             Ok(()) | Err(BackendError::TopicAlreadyExists) => {}

@@ -136,6 +136,7 @@ impl BrokerBackend {
             partitions: self.settings.offsets_topic_partitions,
             replication_factor,
             configs: [("min.insync.replicas".to_owned(), min_isr.to_string())].into(),
+            assignment: Vec::new(),
         };
         match self.ask(Request::CreateTopic(spec)).await {
             Ok(_) => {

@@ -261,6 +261,7 @@ mod tests {
                 partitions: 100.min(partitions - t * 100),
                 replication_factor: 3,
                 configs: [("min.insync.replicas".to_string(), "2".to_string())].into(),
+                assignment: Vec::new(),
             };
             metadata.create_topic(cfg, &spec).expect("topic");
         }
