@@ -49,15 +49,10 @@ impl<L: Log> Replica<L> {
         before: Offset,
         effects: &mut Effects<L::Record>,
     ) {
-        if !self.is_online() {
-            return;
+        if self.is_online() {
+            let target = self.within_high_watermark(cfg, before);
+            self.advance_log_start(cfg, self.log.entry_start(target), effects);
         }
-        let before = if cfg.rules.log_start_within_hw {
-            before.min(self.high_watermark)
-        } else {
-            before
-        };
-        self.advance_log_start(cfg, self.log.entry_start(before), effects);
     }
 
     /// A follower takes its leader's log start from a Fetch answer, up to its own high
@@ -69,12 +64,17 @@ impl<L: Log> Replica<L> {
         leader_start: Offset,
         effects: &mut Effects<L::Record>,
     ) {
-        let target = if cfg.rules.log_start_within_hw {
-            leader_start.min(self.high_watermark)
-        } else {
-            leader_start
-        };
+        let target = self.within_high_watermark(cfg, leader_start);
         self.advance_log_start(cfg, self.log.entry_start(target), effects);
+    }
+
+    /// `offset`, capped at this replica's high watermark under rule 17.
+    fn within_high_watermark(&self, cfg: &Config, offset: Offset) -> Offset {
+        if cfg.rules.log_start_within_hw {
+            offset.min(self.high_watermark)
+        } else {
+            offset
+        }
     }
 
     /// Moves the log start to `offset`, with what depends on it: the epoch cache forgets what

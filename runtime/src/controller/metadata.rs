@@ -397,9 +397,13 @@ pub(super) mod tests {
             Some((vec![BrokerId(2), BrokerId(3)], Some(BrokerId(2))))
         );
         for bad in [&[&[1, 1][..]][..], &[&[1, 2], &[3]], &[&[1, 4]], &[&[]]] {
+            let spec = TopicSpec {
+                name: "bad".into(),
+                ..assigned(bad)
+            };
             assert!(
                 matches!(
-                    meta.clone().create_topic(&cfg, &assigned(bad)),
+                    meta.clone().create_topic(&cfg, &spec),
                     Err(AdminError::InvalidReplicaAssignment(_))
                 ),
                 "{bad:?}"
