@@ -83,10 +83,6 @@ pub struct BrokerArgs {
     pub tls: TlsArgs,
     #[command(flatten)]
     pub access: AccessArgs,
-    /// How often the broker applies each topic's retention (retention.ms, retention.bytes,
-    /// segment.bytes, segment.ms) to its replicas: Kafka's log.retention.check.interval.ms.
-    #[arg(long, default_value_t = 300_000, value_name = "MS")]
-    pub log_retention_check_interval_ms: u64,
     /// Record every input the broker's replicas were stepped with, and the effects that came
     /// back, as JSON lines in FILE, for `isr-check replay` (also: ISR_TRACE=DIR).
     #[arg(long, value_name = "FILE")]
@@ -147,6 +143,11 @@ pub struct TopicDefaults {
     #[arg(long, default_value_t = 3_000, value_name = "MS",
         value_parser = clap::value_parser!(u64).range(0..=300_000))]
     pub group_initial_rebalance_delay_ms: u64,
+    /// log.retention.check.interval.ms: how often the broker applies each topic's retention
+    /// (retention.ms, retention.bytes, segment.bytes, segment.ms) to its replicas.
+    #[arg(long, default_value_t = 300_000, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_retention_check_interval_ms: u64,
 }
 
 impl TopicDefaults {
@@ -167,6 +168,10 @@ impl TopicDefaults {
             format!(
                 "--group-initial-rebalance-delay-ms={}",
                 self.group_initial_rebalance_delay_ms
+            ),
+            format!(
+                "--log-retention-check-interval-ms={}",
+                self.log_retention_check_interval_ms
             ),
         ]
     }
@@ -321,7 +326,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         net.clone(),
         commands.clone(),
         args.topics.settings(&cfg),
-        Duration::from_millis(args.log_retention_check_interval_ms.max(1)),
+        Duration::from_millis(args.topics.log_retention_check_interval_ms),
     ));
 
     tokio::select! {
