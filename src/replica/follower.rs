@@ -221,10 +221,10 @@ impl<L: Log> Replica<L> {
     }
 
     /// `FollowerReplicate`: appends the records of a Fetch answer, takes the leader's high
-    /// watermark, capped by the own LEO (and never below the own log start), and its log start (KIP-107), and fetches on. An
-    /// out-of-range answer below the leader's log start starts the log afresh there; another
-    /// out-of-range answer starts reconciliation anew; another error, a retry after
-    /// `retry_backoff`.
+    /// watermark (capped by the own LEO, never below the own log start) and its log start
+    /// (KIP-107), and fetches on. An out-of-range answer below the leader's log start starts
+    /// the log afresh there; another out-of-range answer starts reconciliation anew; another
+    /// error, a retry after `retry_backoff`.
     pub(super) fn on_fetch_response(
         &mut self,
         cfg: &Config,
