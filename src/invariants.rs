@@ -489,9 +489,10 @@ where
     }
 }
 
-/// The first offset below `hw`, at or above both log starts, where two replicas differ. Walks entry by entry: where both
-/// hold the same entry, they hold it over the same offsets, so the next offset to compare is
-/// the next entry's (a record batch spans many offsets in the runtime's logs).
+/// The first offset below `hw`, at or above both log starts, where two replicas differ.
+/// Walks entry by entry: where both hold the same entry, they hold it over the same offsets,
+/// so the next offset to compare is the next entry's (a record batch spans many offsets in the
+/// runtime's logs).
 fn first_difference<L: Log>(a: &Replica<L>, b: &Replica<L>, hw: Offset) -> Option<Offset> {
     // Below either log start there is nothing to compare: deleted records were committed.
     let mut o = a.log().log_start_offset().max(b.log().log_start_offset());
