@@ -524,54 +524,57 @@ pub struct LogRetention {
     pub segment_ms: i64,
 }
 
-/// A topic's [`LogRetention`]. A value that does not parse (the config checks refuse one
-/// before it is stored) falls back to the broker's, then to Kafka's default.
+/// A topic config's value on this broker: the topic's override, else the broker config that
+/// supplies its default (whose static values are Kafka's defaults); `None` for a name isr
+/// does not know.
+fn effective(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+    name: &str,
+) -> Option<String> {
+    let def = topic_def(name)?;
+    overrides
+        .get(name)
+        .cloned()
+        .or_else(|| broker.value(def.broker))
+}
+
+/// [`effective`], parsed; `default` when it does not parse (the config checks refuse such a
+/// value before it is stored).
+fn effective_or<T: std::str::FromStr>(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+    name: &str,
+    default: T,
+) -> T {
+    effective(overrides, broker, name)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// A topic's [`LogRetention`].
 pub fn log_retention(
     overrides: &BTreeMap<String, String>,
     broker: &BrokerConfigs<'_>,
 ) -> LogRetention {
-    fn value<T: std::str::FromStr>(
-        overrides: &BTreeMap<String, String>,
-        broker: &BrokerConfigs<'_>,
-        topic: &str,
-        name: &'static str,
-        default: T,
-    ) -> T {
-        overrides
-            .get(topic)
-            .and_then(|v| v.parse().ok())
-            .or_else(|| broker.value(name).and_then(|v| v.parse().ok()))
-            .unwrap_or(default)
-    }
-    const WEEK: i64 = 604_800_000;
+    let never = -1;
     LogRetention {
-        retention_ms: value(overrides, broker, "retention.ms", "log.retention.ms", WEEK),
-        retention_bytes: value(
-            overrides,
-            broker,
-            "retention.bytes",
-            "log.retention.bytes",
-            -1,
-        ),
-        segment_bytes: value(
+        retention_ms: effective_or(overrides, broker, "retention.ms", never),
+        retention_bytes: effective_or(overrides, broker, "retention.bytes", never),
+        segment_bytes: effective_or(
             overrides,
             broker,
             "segment.bytes",
-            "log.segment.bytes",
             broker.settings.segment_bytes,
         ),
-        segment_ms: value(overrides, broker, "segment.ms", "log.roll.ms", WEEK),
+        segment_ms: effective_or(overrides, broker, "segment.ms", never),
     }
 }
 
 /// Whether the leader stamps a topic's batches with its own time: its
 /// `message.timestamp.type` (else the broker's `log.message.timestamp.type`) is LogAppendTime.
 pub fn log_append_time(overrides: &BTreeMap<String, String>, broker: &BrokerConfigs<'_>) -> bool {
-    overrides
-        .get("message.timestamp.type")
-        .cloned()
-        .or_else(|| broker.value("log.message.timestamp.type"))
-        .is_some_and(|v| v == "LogAppendTime")
+    effective(overrides, broker, "message.timestamp.type").is_some_and(|v| v == "LogAppendTime")
 }
 
 /// The largest batch a producer may write to a topic: its `max.message.bytes`, else the
@@ -580,12 +583,12 @@ pub fn max_message_bytes(
     overrides: &BTreeMap<String, String>,
     broker: &BrokerConfigs<'_>,
 ) -> usize {
-    overrides
-        .get("max.message.bytes")
-        .cloned()
-        .or_else(|| broker.value("message.max.bytes"))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(MESSAGE_MAX_BYTES as usize)
+    effective_or(
+        overrides,
+        broker,
+        "max.message.bytes",
+        MESSAGE_MAX_BYTES as usize,
+    )
 }
 
 /// Refuses a batch longer than the topic's limit (see [`max_message_bytes`]) with
@@ -644,6 +647,36 @@ mod tests {
         assert!(check_broker_config("num.partitions", "3").is_err());
         let topic = ConfigResource::Topic("bad/name".into());
         assert_eq!(check_change(&topic, &[]).map_err(|e| e.code()), Err(17));
+    }
+
+    #[test]
+    fn retention_and_timestamps_are_the_topics_overrides_else_the_brokers_defaults() {
+        let settings = BrokerSettings::default();
+        let dynamic = BTreeMap::new();
+        let broker = BrokerConfigs {
+            id: BrokerId(1),
+            settings: &settings,
+            dynamic: &dynamic,
+        };
+        let week = 604_800_000;
+        assert_eq!(
+            log_retention(&BTreeMap::new(), &broker),
+            LogRetention {
+                retention_ms: week,
+                retention_bytes: -1,
+                segment_bytes: settings.segment_bytes,
+                segment_ms: week,
+            }
+        );
+        let topic = overrides(&[
+            ("retention.ms", "5000"),
+            ("segment.ms", "1000"),
+            ("message.timestamp.type", "LogAppendTime"),
+        ]);
+        let policy = log_retention(&topic, &broker);
+        assert_eq!((policy.retention_ms, policy.segment_ms), (5000, 1000));
+        assert!(log_append_time(&topic, &broker));
+        assert!(!log_append_time(&BTreeMap::new(), &broker));
     }
 
     #[test]
