@@ -140,7 +140,11 @@ fn retention_by_time_deletes_old_segments_on_every_replica() {
         .expect("partitions")
         .flatten()
         .flat_map(|p| std::fs::read_dir(p.path()).into_iter().flatten().flatten())
-        .filter(|f| f.file_name().to_string_lossy().ends_with(".log"))
+        .filter(|f| {
+            f.file_name()
+                .to_string_lossy()
+                .ends_with(isr_runtime::storage::SEGMENT_SUFFIX)
+        })
         .count();
     assert!(files < 12, "{files} segment files left; {status}");
     assert!(cluster.stop_and_replay() > 0);

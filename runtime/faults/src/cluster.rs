@@ -5,11 +5,12 @@
 
 use crate::proxy::{Faults, Node, Proxy};
 use crate::workload::GROUP;
-use isr::PartitionState;
+use isr::{Offset, PartitionState};
 use isr_kafka::client::topic::{CreateArgs, TopicArgs, TopicCommand};
 use isr_kafka::offsets_topic::{partition_for, OFFSETS_TOPIC};
 use isr_runtime::cluster::{etcd, Running};
 use isr_runtime::storage::faults as storage_faults;
+use isr_runtime::storage::{checkpoint, LOG_START, SEGMENT_SUFFIX};
 use isr_runtime::wire::admin::ClusterView;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -396,9 +397,8 @@ impl Cluster {
                     .collect();
                 let moved = dirs
                     .iter()
-                    .filter_map(|d| std::fs::read(d.join("log-start-offset.json")).ok())
-                    .filter_map(|bytes| serde_json::from_slice::<u64>(&bytes).ok())
-                    .filter(|&start| start > 0)
+                    .filter_map(|d| checkpoint::read::<Offset>(&d.join(LOG_START)).ok())
+                    .filter(|start| start.is_some_and(|s| s > Offset(0)))
                     .count();
                 let segments = dirs
                     .iter()
@@ -407,7 +407,7 @@ impl Cluster {
                             .into_iter()
                             .flatten()
                             .flatten()
-                            .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+                            .filter(|e| e.file_name().to_string_lossy().ends_with(SEGMENT_SUFFIX))
                             .count()
                     })
                     .max()

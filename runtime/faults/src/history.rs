@@ -284,9 +284,9 @@ fn commit_gap(history: &History, timeline: Timeline, f: &mut Findings) {
     }
 }
 
-/// Offsets out of order: a partition's log not numbered from its log start on, a producer's records in
-/// the log out of its sequence order, or a producer acknowledged at a lower offset than its
-/// previous write.
+/// Offsets out of order: a partition's log not numbered on from its log start, a producer's
+/// records in the log out of its sequence order, or a producer acknowledged at a lower offset
+/// than its previous write.
 fn order(history: &History, last: &FinalState) -> Vec<String> {
     let mut found = Vec::new();
     for (&p, log) in &last.logs {

@@ -95,11 +95,13 @@ pub fn details(r: &Report, schedule: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{}: {} indeterminate, {} reads, {} commits; out of order {}, reads revoked {}, \
+        "{}: {} indeterminate, {} deleted below the log start, {} reads, {} commits; out of \
+         order {}, reads revoked {}, \
          commits moved back {}, records skipped {}; longest without a commit {:.1} s from \
          {:.1} s; healthy {} after the heal; longest unavailability: {}",
         r.scenario,
         f.indeterminate,
+        f.deleted,
         f.reads,
         f.commits,
         f.out_of_order.len(),

@@ -10,5 +10,6 @@ mod partition_dir;
 pub mod retention;
 pub(crate) mod segment;
 
-pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES};
+pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES, LOG_START};
 pub use partition_dir::{OpenError, PartitionDir};
+pub use segment::SUFFIX as SEGMENT_SUFFIX;
