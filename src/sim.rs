@@ -655,6 +655,17 @@ impl Cluster {
         (0..self.history.len() as u32).map(PartitionId)
     }
 
+    /// The replicas of partition `p` that believe they lead and answered in this step: the
+    /// one on `source` when the step is one broker's.
+    fn acting_leaders(
+        &self,
+        p: PartitionId,
+        source: Option<BrokerId>,
+    ) -> impl Iterator<Item = &Arc<Replica<MemLog<Record>>>> {
+        self.replicas_of(p)
+            .filter(move |r| r.is_leader() && source.is_none_or(|s| s == r.id()))
+    }
+
     /// Every broker's replica of partition `p`, in broker order.
     pub fn replicas_of(
         &self,
@@ -1330,14 +1341,10 @@ impl Cluster {
                     id,
                     base_offset,
                 } if bounds.acks == Acks::All || Some(partition) == offsets => {
-                    let acked = self
-                        .replicas_of(partition)
-                        .filter(|r| r.is_leader() && source.is_none_or(|s| s == r.id()))
-                        .find_map(|r| {
-                            let entry =
-                                r.entry(base_offset).filter(|e| u64::from(e.record) == id)?;
-                            Some((r, entry))
-                        });
+                    let acked = self.acting_leaders(partition, source).find_map(|r| {
+                        let entry = r.entry(base_offset).filter(|e| u64::from(e.record) == id)?;
+                        Some((r, entry))
+                    });
                     if let Some((leader, entry)) = acked {
                         if Some(partition) == offsets {
                             offsets_answers.push((Some(leader.id()), entry.record, true));
@@ -1387,8 +1394,7 @@ impl Cluster {
                     ..
                 } => {
                     let start = self
-                        .replicas_of(partition)
-                        .filter(|r| r.is_leader() && source.is_none_or(|s| s == r.id()))
+                        .acting_leaders(partition, source)
                         .map(|r| r.log().log_start_offset())
                         .next();
                     let at = partition.0 as usize;
