@@ -172,13 +172,15 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     let (b1, b2) = (Node::Broker(BrokerId(1)), Node::Broker(BrokerId(2)));
     let envelope = |from, to, message| Frame::Envelope(Envelope { from, to, message });
     let stamped = batch::stamp(&batch_bytes, Offset(0), LeaderEpoch(1));
-    let mut frames: Vec<Frame> = effects
+    // A controller step's orders, in one frame as a step sends them.
+    let orders: Vec<Envelope<Bytes>> = effects
         .into_iter()
         .filter_map(|e| match e {
-            Effect::Send(env) => Some(Frame::Envelope(env)),
+            Effect::Send(env) => Some(env),
             _ => None,
         })
         .collect();
+    let mut frames = Frame::batches(orders);
     frames.extend([
         Frame::Hello(Peer::Broker {
             id: BrokerId(1),

@@ -313,7 +313,12 @@ impl Net {
                 Err(e) => return format!("a bad frame from the controller: {e}"),
             };
             match frame {
-                Frame::Envelope(env) if env.from == Node::Controller => self.deliver(env),
+                Frame::Envelope(env) => {
+                    self.deliver(self.addressed_to_me(Node::Controller, vec![env]));
+                }
+                Frame::Envelopes(envs) => {
+                    self.deliver(self.addressed_to_me(Node::Controller, envs));
+                }
                 Frame::Metadata(view) => self.on_metadata(view),
                 Frame::MetadataDelta { offset, records } => self.on_delta(offset, &records),
                 Frame::Response { id, result } => self.rpc.complete(id, result),
@@ -452,8 +457,26 @@ impl Net {
         }
     }
 
-    fn deliver(&self, envelope: Envelope<Bytes>) {
-        let _ = self.host.send(Command::Inbound(envelope));
+    /// Hands one frame's messages to the replica thread, as one command.
+    fn deliver(&self, envelopes: Vec<Envelope<Bytes>>) {
+        if !envelopes.is_empty() {
+            let _ = self.host.send(Command::Inbound(envelopes));
+        }
+    }
+
+    /// The messages of a frame from `sender` that it may send and that are meant for us; the
+    /// rest are dropped, with a note.
+    fn addressed_to_me(
+        &self,
+        sender: Node,
+        mut envelopes: Vec<Envelope<Bytes>>,
+    ) -> Vec<Envelope<Bytes>> {
+        let before = envelopes.len();
+        envelopes.retain(|e| e.from == sender && e.to == Node::Broker(self.me));
+        if envelopes.len() < before {
+            debug!(%sender, dropped = before - envelopes.len(), "ignoring misaddressed messages");
+        }
+        envelopes
     }
 
     /// Learns where the other brokers listen and dials those it is responsible for.
@@ -508,10 +531,11 @@ impl Net {
         let _ = self.host.send(Command::PeerLink(peer));
         loop {
             match codec::read(&mut reader).await {
-                Ok(Some(Frame::Envelope(env)))
-                    if env.from == Node::Broker(peer) && env.to == Node::Broker(self.me) =>
-                {
-                    self.deliver(env)
+                Ok(Some(Frame::Envelope(env))) => {
+                    self.deliver(self.addressed_to_me(Node::Broker(peer), vec![env]))
+                }
+                Ok(Some(Frame::Envelopes(envs))) => {
+                    self.deliver(self.addressed_to_me(Node::Broker(peer), envs))
                 }
                 Ok(Some(other)) => debug!(%peer, frame = ?other, "ignoring frame"),
                 Ok(None) => break,

@@ -1,6 +1,11 @@
 //! Where a broker's outgoing protocol messages go: the controller connection or the one
 //! connection to each peer broker. Shared by the replica thread (which sends) and the network
 //! tasks (which open and lose connections).
+//!
+//! The replica thread gathers what one pass of it sends ([`Outgoing`]) and hands it over at the
+//! end of the pass, so each receiver gets one frame for all the partitions the pass was about:
+//! a follower's Fetch requests for every partition it follows from one leader travel together,
+//! and so do a leader's answers to one follower.
 
 use crate::wire::link::Link;
 use crate::wire::Frame;
@@ -8,6 +13,25 @@ use bytes::Bytes;
 use isr::{BrokerId, Envelope, Node};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Messages made but not yet sent, by receiver, each receiver's in the order they were made.
+#[derive(Default)]
+pub struct Outgoing {
+    by_receiver: BTreeMap<Node, Vec<Envelope<Bytes>>>,
+}
+
+impl Outgoing {
+    pub fn push(&mut self, envelope: Envelope<Bytes>) {
+        self.by_receiver
+            .entry(envelope.to)
+            .or_default()
+            .push(envelope);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_receiver.is_empty()
+    }
+}
 
 #[derive(Default)]
 struct Links {
@@ -26,15 +50,22 @@ impl Outbox {
         self.links.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a message on the connection to its receiver; false when there is none (the
-    /// protocol's timeouts resend).
-    pub fn send(&self, envelope: Envelope<Bytes>) -> bool {
+    /// Queues everything `outgoing` gathered on the connections to its receivers, one frame per
+    /// receiver, and empties it. What has no connection is dropped: the protocol's timeouts
+    /// resend.
+    pub fn send(&self, outgoing: &mut Outgoing) {
         let links = self.lock();
-        let link = match envelope.to {
-            Node::Controller => links.controller.as_ref(),
-            Node::Broker(b) => links.peers.get(&b),
-        };
-        link.is_some_and(|l| l.send(Frame::Envelope(envelope)))
+        for (to, envelopes) in std::mem::take(&mut outgoing.by_receiver) {
+            let link = match to {
+                Node::Controller => links.controller.as_ref(),
+                Node::Broker(b) => links.peers.get(&b),
+            };
+            if let Some(link) = link {
+                for frame in Frame::batches(envelopes) {
+                    link.send(frame);
+                }
+            }
+        }
     }
 
     pub fn controller(&self) -> Option<Link> {

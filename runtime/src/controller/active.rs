@@ -21,7 +21,8 @@ use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
-    BrokerId, Config, ControllerInput, Effect, Effects, Message, MetadataRecord, Node, Rules, Tick,
+    BrokerId, Config, ControllerInput, Effect, Effects, Envelope, Message, MetadataRecord, Node,
+    Rules, Tick,
 };
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
@@ -296,28 +297,46 @@ impl Active<'_> {
         Ok(())
     }
 
+    /// Carries out a committed step's effects. Its messages go to each broker as one frame
+    /// ([`Frame::batches`]): fencing a broker that led 30,000 partitions is one LeaderAndIsr
+    /// frame to each survivor, not 30,000 (Kafka's one LeaderAndIsr request per broker).
     fn send(&self, effects: Effects<Bytes>) {
+        let mut orders: BTreeMap<BrokerId, Vec<Envelope<Bytes>>> = BTreeMap::new();
         for effect in effects {
             match effect {
                 Effect::Send(envelope) => match envelope.to {
-                    Node::Broker(b) => match self.brokers.get(&b) {
-                        Some((_, link)) => {
-                            link.send(Frame::Envelope(envelope));
-                        }
-                        // It learns the current state when it opens its next session.
-                        None => debug!(broker = %b, "not connected; message dropped"),
-                    },
+                    Node::Broker(b) => orders.entry(b).or_default().push(envelope),
                     Node::Controller => {}
                 },
                 // A fenced broker heartbeated: it must register again, as a new incarnation.
+                // What the step told it before goes first.
                 Effect::MustRegister { broker } => {
                     info!(%broker, "heartbeat from a fenced broker: asking it to register");
+                    self.send_orders(broker, orders.remove(&broker).unwrap_or_default());
                     if let Some((_, link)) = self.brokers.get(&broker) {
                         link.send(Frame::Reregister);
                     }
                 }
                 other => debug!(effect = ?other, "controller effect without a driver action"),
             }
+        }
+        for (broker, envelopes) in orders {
+            self.send_orders(broker, envelopes);
+        }
+    }
+
+    fn send_orders(&self, broker: BrokerId, envelopes: Vec<Envelope<Bytes>>) {
+        if envelopes.is_empty() {
+            return;
+        }
+        match self.brokers.get(&broker) {
+            Some((_, link)) => {
+                for frame in Frame::batches(envelopes) {
+                    link.send(frame);
+                }
+            }
+            // It learns the current state when it opens its next session.
+            None => debug!(%broker, "not connected; messages dropped"),
         }
     }
 

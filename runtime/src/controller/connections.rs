@@ -194,6 +194,16 @@ async fn serve(
                     closed: closed.clone(),
                 });
             }
+            // A broker's pass may send several messages at once; the event loop takes each on
+            // its own lane (heartbeats ahead of the rest) and batches AlterPartition itself.
+            Ok(Some(Frame::Envelopes(envelopes))) if introduced => {
+                for envelope in envelopes {
+                    events.send(Event::Frame {
+                        conn,
+                        frame: Frame::Envelope(envelope),
+                    });
+                }
+            }
             Ok(Some(frame)) if introduced => {
                 // A heartbeat is answered here, by the connection, so that a broker hears its
                 // controller even while the event loop works through a long step (fencing a

@@ -13,7 +13,7 @@ pub mod rpc;
 
 use admin::{AdminError, ClusterView, ControllerInfo, Request, Response};
 use bytes::Bytes;
-use isr::{BrokerId, Envelope};
+use isr::{BrokerId, Envelope, FetchResponse, Message};
 use isr_kafka::auth::SecurityProtocol;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -70,12 +70,23 @@ pub enum Peer {
     Client,
 }
 
+/// The most record bytes one [`Frame::Envelopes`] carries: a leader answering many partitions
+/// for one follower must stay well under the frame limit ([`codec::MAX_FRAME`]). A single
+/// message above it travels alone, as it always could.
+pub const MAX_BATCH_BYTES: usize = 8 << 20;
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Frame {
     /// The first frame on every connection.
     Hello(Peer),
     /// A message of the replication protocol.
     Envelope(Envelope<Bytes>),
+    /// Messages of the replication protocol for one receiver, made by one pass of their
+    /// sender: every Fetch a follower's replicas send one leader, every answer a leader has
+    /// for one follower, every order a controller step gives one broker. One frame, one decode
+    /// and one wake-up at the receiver, however many partitions they are about (Kafka's one
+    /// fetcher per broker pair and one LeaderAndIsr per broker). See [`Frame::batches`].
+    Envelopes(Vec<Envelope<Bytes>>),
     /// The active controller's answer to a broker's Hello: the session is open.
     Welcome(ControllerInfo),
     /// A standby controller's answer to anyone: it does not act; here is the active one, if
@@ -110,4 +121,96 @@ pub enum Frame {
         id: u64,
         result: Result<Response, AdminError>,
     },
+}
+
+impl Frame {
+    /// `envelopes`, all for one receiver and in the order they were made, as the fewest frames
+    /// that keep each under [`MAX_BATCH_BYTES`] of records: one frame in all but a leader's
+    /// answers carrying megabytes. A lone message stays a [`Frame::Envelope`].
+    pub fn batches(envelopes: Vec<Envelope<Bytes>>) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        for envelope in envelopes {
+            let size = record_bytes(&envelope);
+            if !batch.is_empty() && bytes + size > MAX_BATCH_BYTES {
+                frames.push(Frame::batch(std::mem::take(&mut batch)));
+                bytes = 0;
+            }
+            bytes += size;
+            batch.push(envelope);
+        }
+        if !batch.is_empty() {
+            frames.push(Frame::batch(batch));
+        }
+        frames
+    }
+
+    fn batch(envelopes: Vec<Envelope<Bytes>>) -> Frame {
+        match <[_; 1]>::try_from(envelopes) {
+            Ok([one]) => Frame::Envelope(one),
+            Err(many) => Frame::Envelopes(many),
+        }
+    }
+}
+
+/// The record bytes a message carries (a Fetch answer's batches); the rest is small.
+fn record_bytes(envelope: &Envelope<Bytes>) -> usize {
+    match &envelope.message {
+        Message::FetchResponse(FetchResponse {
+            result: Ok(fetched),
+            ..
+        }) => fetched.entries.iter().map(|e| e.record.len()).sum(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use isr::{Entry, FetchedRecords, LeaderEpoch, Node, Offset, PartitionId};
+
+    /// A leader's answer to broker 2 for `partition`, carrying `mib` MiB of records.
+    fn answer(partition: u32, mib: usize) -> Envelope<Bytes> {
+        Envelope {
+            from: Node::Broker(BrokerId(1)),
+            to: Node::Broker(BrokerId(2)),
+            message: Message::FetchResponse(FetchResponse {
+                partition: PartitionId(partition),
+                leader_epoch: LeaderEpoch(1),
+                fetch_offset: Offset(0),
+                result: Ok(FetchedRecords {
+                    entries: vec![Entry::new(LeaderEpoch(1), Bytes::from(vec![0; mib << 20]))],
+                    high_watermark: Offset(1),
+                }),
+                log_start_offset: Offset(0),
+            }),
+        }
+    }
+
+    fn partitions(frame: &Frame) -> Vec<u32> {
+        let one = |e: &Envelope<Bytes>| e.message.partition().map_or(u32::MAX, |p| p.0);
+        match frame {
+            Frame::Envelope(e) => vec![one(e)],
+            Frame::Envelopes(es) => es.iter().map(one).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn batches_keep_order_and_stay_under_the_byte_cap_and_a_lone_message_travels_alone() {
+        let frames = Frame::batches((0..5).map(|p| answer(p, 3)).collect());
+        let parts: Vec<Vec<u32>> = frames.iter().map(partitions).collect();
+        assert_eq!(parts, [vec![0, 1], vec![2, 3], vec![4]]);
+        assert!(matches!(frames[2], Frame::Envelope(_)));
+        // Every frame encodes: none passes the frame limit.
+        for frame in &frames {
+            codec::encode(frame).expect("encodes");
+        }
+        // A message over the cap still goes, alone.
+        let big = Frame::batches(vec![answer(0, 1), answer(1, 9), answer(2, 1)]);
+        let parts: Vec<Vec<u32>> = big.iter().map(partitions).collect();
+        assert_eq!(parts, [vec![0], vec![1], vec![2]]);
+        assert!(Frame::batches(Vec::new()).is_empty());
+    }
 }

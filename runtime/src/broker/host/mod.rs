@@ -14,7 +14,7 @@ mod replication;
 mod retention;
 
 use super::hosted::Hosted;
-use super::outbox::Outbox;
+use super::outbox::{Outbox, Outgoing};
 use crate::storage::PartitionDir;
 use crate::trace::Tracer;
 use crate::wire::admin::ReplicaView;
@@ -54,8 +54,8 @@ pub enum HostError {
 }
 
 pub enum Command {
-    /// A protocol message from the controller or a peer (sender already checked).
-    Inbound(Envelope<Bytes>),
+    /// Protocol messages from the controller or a peer (senders already checked): one frame's.
+    Inbound(Vec<Envelope<Bytes>>),
     Produce {
         partition: PartitionId,
         acks: Acks,
@@ -125,6 +125,8 @@ pub struct Host {
     now: Tick,
     partitions: BTreeMap<PartitionId, Hosted>,
     outbox: Outbox,
+    /// What the current pass sent, handed to the outbox at its end ([`Host::send_outgoing`]).
+    outgoing: Outgoing,
     /// Notified when a high watermark moves: wakes consumers' waiting fetches.
     commits: Arc<Notify>,
     next_produce: ProduceId,
@@ -178,6 +180,7 @@ impl Host {
             now: Tick(0),
             partitions,
             outbox,
+            outgoing: Outgoing::default(),
             commits,
             next_produce: 0,
             next_read: 0,
@@ -204,6 +207,7 @@ impl Host {
     pub fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Result<(), String> {
         while let Some(command) = commands.blocking_recv() {
             if self.handle(command)? {
+                self.send_outgoing();
                 return Ok(());
             }
             // Under load, take what else has queued up before the group commit, so that one
@@ -214,10 +218,14 @@ impl Host {
                     break;
                 };
                 if self.handle(command)? {
+                    self.send_outgoing();
                     return Ok(());
                 }
             }
+            // What needs no flush leaves before the fsyncs, what waited for them after.
+            self.send_outgoing();
             self.group_commit();
+            self.send_outgoing();
             if let Some(why) = self.storage_failure.take() {
                 return Err(why);
             }
@@ -228,7 +236,11 @@ impl Host {
     /// Carries out one command; `Ok(true)` after a clean shutdown.
     fn handle(&mut self, command: Command) -> Result<bool, String> {
         match command {
-            Command::Inbound(envelope) => self.on_message(envelope),
+            Command::Inbound(envelopes) => {
+                for envelope in envelopes {
+                    self.on_message(envelope);
+                }
+            }
             Command::Produce {
                 partition,
                 acks,
@@ -405,6 +417,13 @@ impl Host {
         }
     }
 
+    /// Hands what this pass sent to the outbox: one frame per receiver.
+    fn send_outgoing(&mut self) {
+        if !self.outgoing.is_empty() {
+            self.outbox.send(&mut self.outgoing);
+        }
+    }
+
     /// Group commit: one fsync per log that owes one, for every flush its replica asked for
     /// since the last; then the replica learns how far its log is durable, and what waited for
     /// that goes out.
@@ -437,7 +456,7 @@ impl Host {
                     ) {
                         debug!(%partition, to = %envelope.to, message = ?envelope.message, "send");
                     }
-                    self.outbox.send(envelope);
+                    self.outgoing.push(envelope);
                 }
                 Effect::Acknowledge {
                     id, base_offset, ..
@@ -518,44 +537,99 @@ mod tests {
     use super::*;
     use crate::storage::batch::tests::batch_of;
     use crate::timing;
+    use crate::wire::link::Link;
+    use crate::wire::Frame;
     use isr::{
         BrokerEpoch, ControllerEpoch, FlushPolicy, LeaderAndIsr, LeaderEpoch, Log, Node,
         PartitionEpoch,
     };
     use isr::{Message, PartitionState};
 
-    /// A host leading partition 0 alone (ISR {1}, min ISR 1) under `flush=always`.
-    fn sole_leader(dir: &std::path::Path) -> Host {
-        let mut host = Host::open(
+    /// Broker 1's host under `flush=always`, sending through `outbox`.
+    fn broker_1(dir: &std::path::Path, outbox: Outbox) -> Host {
+        Host::open(
             BrokerId(1),
             timing::config(FlushPolicy::Always),
             dir.to_path_buf(),
-            Outbox::default(),
+            outbox,
             Arc::new(Notify::new()),
             None,
         )
-        .expect("open");
+        .expect("open")
+    }
+
+    /// The controller's order to broker 1 for `partition`: replicas `assigned`, all in the
+    /// ISR, the first leading.
+    fn order(partition: u32, assigned: &[u32]) -> Envelope<Bytes> {
+        let assigned: Vec<BrokerId> = assigned.iter().copied().map(BrokerId).collect();
         let order = LeaderAndIsr {
-            partition: PartitionId(0),
+            partition: PartitionId(partition),
             state: PartitionState {
-                assigned: vec![BrokerId(1)],
-                leader: Some(BrokerId(1)),
+                leader: assigned.first().copied(),
+                isr: assigned.iter().copied().collect(),
+                min_insync_replicas: 1,
+                assigned,
                 leader_epoch: LeaderEpoch(1),
-                isr: [BrokerId(1)].into(),
                 elr: Default::default(),
                 partition_epoch: PartitionEpoch(1),
-                min_insync_replicas: 1,
             },
             broker_epoch: BrokerEpoch(1),
             controller_epoch: ControllerEpoch(1),
         };
-        let envelope = Envelope {
+        Envelope {
             from: Node::Controller,
             to: Node::Broker(BrokerId(1)),
             message: Message::LeaderAndIsr(order),
-        };
-        assert_eq!(host.handle(Command::Inbound(envelope)), Ok(false));
+        }
+    }
+
+    /// A host leading partition 0 alone (ISR {1}, min ISR 1) under `flush=always`.
+    fn sole_leader(dir: &std::path::Path) -> Host {
+        let mut host = broker_1(dir, Outbox::default());
+        assert_eq!(
+            host.handle(Command::Inbound(vec![order(0, &[1])])),
+            Ok(false)
+        );
         host
+    }
+
+    #[test]
+    fn a_followers_fetches_for_every_partition_of_one_leader_leave_in_one_frame() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outbox = Outbox::default();
+        let (to_2, mut frames_to_2) = Link::detached();
+        let (to_3, mut frames_to_3) = Link::detached();
+        outbox.add_peer(BrokerId(2), to_2);
+        outbox.add_peer(BrokerId(3), to_3);
+        let mut host = broker_1(dir.path(), outbox);
+        // One controller frame makes broker 1 follow three partitions led by 2 and one led by 3.
+        let orders = vec![
+            order(0, &[2, 1]),
+            order(1, &[2, 1]),
+            order(2, &[3, 1]),
+            order(3, &[2, 1]),
+        ];
+        assert_eq!(host.handle(Command::Inbound(orders)), Ok(false));
+        host.send_outgoing();
+
+        let fetched = |frame: Frame| -> Vec<u32> {
+            let envelopes = match frame {
+                Frame::Envelopes(envelopes) => envelopes,
+                Frame::Envelope(envelope) => vec![envelope],
+                other => panic!("not a protocol message: {other:?}"),
+            };
+            envelopes
+                .into_iter()
+                .map(|e| match e.message {
+                    Message::Fetch(fetch) => fetch.partition.0,
+                    other => panic!("not a Fetch: {other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(fetched(frames_to_2.try_recv().expect("a frame")), [0, 1, 3]);
+        assert!(frames_to_2.try_recv().is_err(), "one frame to broker 2");
+        assert_eq!(fetched(frames_to_3.try_recv().expect("a frame")), [2]);
+        assert!(frames_to_3.try_recv().is_err(), "one frame to broker 3");
     }
 
     fn produce(host: &mut Host, acks: Acks) -> oneshot::Receiver<Result<Offset, HostError>> {

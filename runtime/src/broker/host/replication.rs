@@ -106,7 +106,7 @@ impl Host {
                 if let Some(refusal) = request.refused_without_replica(self.me) {
                     if !self.early.keep(partition, from, request.message) {
                         debug!(%partition, %from, "too many early requests: refused");
-                        self.outbox.send(refusal);
+                        self.outgoing.push(refusal);
                     }
                 }
                 return;
