@@ -57,7 +57,8 @@ pub struct Net {
     /// The metadata the active controller last pushed. Shared, not copied: a request reads it
     /// at no cost, and a delta changes it in place unless a request still holds it.
     metadata: Mutex<Option<Arc<ClusterView>>>,
-    /// Deltas ignored: older than the view, or after a gap (which asks for a whole view).
+    /// Deltas ignored: older than the view, or after a gap, or about a partition the view does
+    /// not have (the last two ask for a whole view).
     pub stale_deltas: std::sync::atomic::AtomicU64,
     /// Set while a whole view is being asked for after a gap: one request at a time.
     catching_up: Arc<AtomicBool>,
@@ -338,6 +339,25 @@ impl Net {
         }
     }
 
+    /// Asks the controller for its whole view after a delta that could not apply at `offset`,
+    /// unless a request for one is already out.
+    fn catch_up(self: &Arc<Self>, offset: u64) {
+        if self.catching_up.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        debug!(
+            offset,
+            "metadata deltas that do not apply: asking for the whole view"
+        );
+        let net = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = net.ask_metadata().await {
+                warn!(error = %e, "could not catch up with the controller's metadata");
+            }
+            net.catching_up.store(false, Ordering::Relaxed);
+        });
+    }
+
     /// The metadata the active controller pushed: kept for clients, and the address book.
     fn on_metadata(self: &Arc<Self>, view: ClusterView) {
         let book = view
@@ -376,27 +396,24 @@ impl Net {
     }
 
     /// A delta of the metadata: applied if it is the next one, ignored if the view already has
-    /// it; after a gap (a delta lost, or none kept yet) the whole view is asked for, and the
-    /// deltas that follow it apply. Its cost is that of the records, except where they delete a
+    /// it; after a gap (a delta lost, or none kept yet), or for a delta about a partition the
+    /// view does not have, the whole view is asked for, and the deltas that follow it apply. Its cost is that of the records, except where they delete a
     /// partition, add a broker or change the users: those look at the whole view, as rarely.
     fn on_delta(self: &Arc<Self>, offset: u64, records: &[Record]) {
         let mut guard = self.metadata.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(view) = guard.as_mut().filter(|v| offset == v.offset + 1) else {
+        let unknown = guard.as_ref().and_then(|v| v.unknown_partition(records));
+        let Some(view) = guard
+            .as_mut()
+            .filter(|v| offset == v.offset + 1 && unknown.is_none())
+        else {
             self.stale_deltas.fetch_add(1, Ordering::Relaxed);
             let behind = guard.as_ref().is_none_or(|v| offset > v.offset);
             drop(guard);
-            if behind && !self.catching_up.swap(true, Ordering::Relaxed) {
-                debug!(
-                    offset,
-                    "a gap in the metadata deltas: asking for the whole view"
-                );
-                let net = self.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = net.ask_metadata().await {
-                        warn!(error = %e, "could not catch up with the controller's metadata");
-                    }
-                    net.catching_up.store(false, Ordering::Relaxed);
-                });
+            if let Some(partition) = unknown.filter(|_| behind) {
+                warn!(offset, %partition, "a metadata delta about a partition this broker's view does not have: not applied");
+            }
+            if behind {
+                self.catch_up(offset);
             }
             return;
         };

@@ -11,7 +11,7 @@ mod active;
 mod connections;
 mod isr_changes;
 pub(crate) mod metadata;
-pub(crate) mod records;
+pub mod records;
 mod standby;
 pub(crate) mod store;
 

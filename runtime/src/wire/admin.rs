@@ -42,7 +42,8 @@ pub enum Request {
     Security(SecurityChange),
     /// The metadata offset of the asked one's view: the active controller's is how many deltas
     /// it has sent this session, a broker's how many it has applied ([`ClusterView::offset`]);
-    /// and how many deltas it ignored (older than its view, or after a gap).
+    /// and how many deltas it ignored (older than its view, after a gap, or about a partition
+    /// its view does not have).
     MetadataOffset,
 }
 
@@ -164,6 +165,30 @@ impl ClusterView {
     /// The core partition behind a topic's partition index.
     pub fn partition_id(&self, topic: &str, index: u32) -> Option<PartitionId> {
         self.topics.get(topic)?.get(index as usize).copied()
+    }
+
+    /// The first partition whose state a delta's `records` set that neither this view has nor
+    /// the delta creates (its id between the view's `next_partition` and the delta's): the
+    /// delta belongs to a history this view is not part of (a gap no offset showed, or a
+    /// controller's bug), and applying it would invent a partition. Such a delta is not applied.
+    pub fn unknown_partition(&self, records: &[Record]) -> Option<PartitionId> {
+        let created_below = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::NextPartition(n) => Some(*n),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(self.next_partition);
+        let created = self.next_partition..created_below;
+        records.iter().find_map(|r| match r {
+            Record::Core(MetadataRecord::Partition { id, state: Some(_) })
+                if !self.partitions.contains_key(id) && !created.contains(&id.0) =>
+            {
+                Some(*id)
+            }
+            _ => None,
+        })
     }
 
     /// Applies a record of the controller's metadata, as a delta brings it: what the view
