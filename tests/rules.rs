@@ -532,7 +532,7 @@ fn rule_2_new_leader_appends_under_a_new_epoch() {
     let leader = &run.cluster.replicas[1];
     let state = leader.leader_state().expect("b1 leads");
     assert_eq!(leader.leader_epoch(), LeaderEpoch(2));
-    assert_eq!(state.epoch_start_offset, Offset(2));
+    assert_eq!(state.epoch_start_offset(), Offset(2));
     assert_eq!(leader.epoch_cache().start_of(LeaderEpoch(2)), None);
     run.script(&[Write(1)])
         .expect("a write keeps the properties");

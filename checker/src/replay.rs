@@ -126,11 +126,11 @@ fn render(
         let (role, isr) = match r.role() {
             Role::Offline => ("offline".to_string(), "-".to_string()),
             Role::Follower(f) => (
-                f.leader
+                f.leader()
                     .map_or("follower".into(), |l| format!("follow {l}")),
                 "-".to_string(),
             ),
-            Role::Leader(l) => ("leader".to_string(), set(&l.isr)),
+            Role::Leader(l) => ("leader".to_string(), set(l.isr())),
         };
         let leo = r.log().log_end_offset();
         let flushed = r.log().flushed_offset();

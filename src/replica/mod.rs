@@ -54,16 +54,29 @@ pub enum Role {
 pub struct FollowerState {
     /// The leader it follows, as the controller last said; `None` after a restart, or while the
     /// partition is leaderless: it sends nothing then.
-    pub leader: Option<BrokerId>,
+    pub(crate) leader: Option<BrokerId>,
     /// Whether it is still finding where its log and the leader's agree (rule 3), or fetching.
-    pub phase: FollowerPhase,
+    pub(crate) phase: FollowerPhase,
     /// When the last request went to the leader: the request timer runs from there.
-    pub last_request: Tick,
+    pub(crate) last_request: Tick,
     /// The leader epoch that request was sent in (the follower's then), while it waits for its
     /// answer; `None` before the first. A follower has one request out at a time (as Kafka's
     /// fetcher): the answer, or the request timer, sends the next. An answer from an older
     /// epoch than the request's cannot be its answer.
-    pub request_out: Option<LeaderEpoch>,
+    pub(crate) request_out: Option<LeaderEpoch>,
+}
+
+impl FollowerState {
+    /// The leader it follows, as the controller last said; `None` after a restart, or while
+    /// the partition is leaderless.
+    pub fn leader(&self) -> Option<BrokerId> {
+        self.leader
+    }
+
+    /// Whether it is still finding where its log and the leader's agree (rule 3), or fetching.
+    pub fn phase(&self) -> FollowerPhase {
+        self.phase
+    }
 }
 
 /// What the leader knows about one follower.
@@ -71,27 +84,27 @@ pub struct FollowerState {
 pub struct FollowerProgress {
     /// The follower's LEO as proven by its last Fetch in this epoch; `None` until it fetched
     /// (rule 5: only fetches in the leader's current epoch count).
-    pub log_end_offset: Option<Offset>,
+    pub(crate) log_end_offset: Option<Offset>,
     /// The incarnation that sent that fetch (KIP-903).
-    pub broker_epoch: BrokerEpoch,
+    pub(crate) broker_epoch: BrokerEpoch,
     /// The last time the follower was caught up (Kafka's `lastCaughtUpTimeMs`): when one of its
     /// fetches reached the leader's LEO of that moment, or its previous fetch's time when a fetch
     /// reached the LEO the leader had at that previous fetch.
-    pub last_caught_up: Tick,
+    pub(crate) last_caught_up: Tick,
     /// The follower's previous fetch: when it was counted and the leader's LEO then. Kafka's
     /// `lastFetchTimeMs` and `lastFetchLeaderLogEndOffset`, which its caught-up rule needs.
-    pub previous_fetch: Option<(Tick, Offset)>,
+    pub(crate) previous_fetch: Option<(Tick, Offset)>,
 }
 
 /// An acks=all write waiting for the high watermark to pass it (rule 9).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PendingWrite {
     /// The write's id, as the driver gave it: the acknowledgement carries it.
-    pub id: ProduceId,
+    pub(crate) id: ProduceId,
     /// The offset of the write's first record, which the acknowledgement reports.
-    pub base_offset: Offset,
+    pub(crate) base_offset: Offset,
     /// One past the write's last record: acknowledged once HW ≥ this.
-    pub end_offset: Offset,
+    pub(crate) end_offset: Offset,
 }
 
 /// A follower's Fetch that found nothing new, held until data comes or `until` (Kafka's
@@ -99,10 +112,10 @@ pub struct PendingWrite {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ParkedFetch {
     /// The Fetch held, answered as it stands once released.
-    pub request: FetchRequest,
+    pub(crate) request: FetchRequest,
     /// When the wait is over and it is answered empty (`FetchWait` timer): `fetch_max_wait`
     /// after it came, less up to half of that by partition id.
-    pub until: Tick,
+    pub(crate) until: Tick,
 }
 
 /// What a leader keeps while [`Role::Leader`], for the term of its leader epoch: its cached ISR
@@ -111,32 +124,32 @@ pub struct ParkedFetch {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LeaderState {
     /// The assigned replicas (AR), in preference order, as the controller sent them.
-    pub assigned: Vec<BrokerId>,
+    pub(crate) assigned: Vec<BrokerId>,
     /// The ISR as last confirmed by the controller.
-    pub isr: BTreeSet<BrokerId>,
+    pub(crate) isr: BTreeSet<BrokerId>,
     /// The ISR proposed in an AlterPartition the controller has not answered yet (rule 7).
-    pub proposed_isr: Option<BTreeSet<BrokerId>>,
+    pub(crate) proposed_isr: Option<BTreeSet<BrokerId>>,
     /// The broker epochs the pending proposal names for the replicas it adds (KIP-903).
-    pub proposed_broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
+    pub(crate) proposed_broker_epochs: BTreeMap<BrokerId, BrokerEpoch>,
     /// The LEO when this replica became leader: where its epoch starts (rule 2, rule 6).
-    pub epoch_start_offset: Offset,
+    pub(crate) epoch_start_offset: Offset,
     /// The partition's `min.insync.replicas`, as the controller sent it: acks=all writes are
     /// refused below it (rule 9), and under strict min ISR the high watermark stops (rule 5).
-    pub min_insync_replicas: usize,
+    pub(crate) min_insync_replicas: usize,
     /// The progress of every other assigned replica, as this term's fetches proved it.
-    pub followers: BTreeMap<BrokerId, FollowerProgress>,
+    pub(crate) followers: BTreeMap<BrokerId, FollowerProgress>,
     /// The acks=all writes not yet committed, in the order they were appended (Kafka's
     /// produce purgatory).
-    pub pending_writes: Vec<PendingWrite>,
+    pub(crate) pending_writes: Vec<PendingWrite>,
     /// When the pending proposal was last sent: it is sent again after `alter_partition_timeout`
     /// unanswered. `None` once the controller answered it with a version conflict: the
     /// LeaderAndIsr that comes with that answer settles it, so it is not sent again (as in
     /// Kafka, which resends only what got no answer).
-    pub proposal_sent: Option<Tick>,
+    pub(crate) proposal_sent: Option<Tick>,
     /// Fetches held until data comes (`fetch_max_wait`): the latest of each follower. Keyed
     /// by follower, since the order they came in decides nothing (they are answered together),
     /// so states that differ only in that order are one value.
-    pub parked: BTreeMap<BrokerId, ParkedFetch>,
+    pub(crate) parked: BTreeMap<BrokerId, ParkedFetch>,
 }
 
 impl FollowerProgress {
@@ -160,8 +173,37 @@ impl FollowerProgress {
 }
 
 impl LeaderState {
+    /// The ISR as last confirmed by the controller.
+    pub fn isr(&self) -> &BTreeSet<BrokerId> {
+        &self.isr
+    }
+
+    /// The ISR proposed in an AlterPartition the controller has not answered yet (rule 7).
+    pub fn proposed_isr(&self) -> Option<&BTreeSet<BrokerId>> {
+        self.proposed_isr.as_ref()
+    }
+
+    /// Whether a proposal is out and waits for an answer, so a new controller session should
+    /// be sent it again ([`crate::replica::Timer::AlterPartition`]).
+    pub fn proposal_out(&self) -> bool {
+        self.proposal_sent.is_some()
+    }
+
+    /// The LEO when this replica became leader: where its epoch starts (rule 2, rule 6).
+    pub fn epoch_start_offset(&self) -> Offset {
+        self.epoch_start_offset
+    }
+
+    /// Each other assigned replica's LEO as this term's fetches proved it (`None` until it
+    /// fetched in this epoch).
+    pub fn follower_log_end_offsets(
+        &self,
+    ) -> impl Iterator<Item = (BrokerId, Option<Offset>)> + '_ {
+        self.followers.iter().map(|(&b, p)| (b, p.log_end_offset))
+    }
+
     /// Forgets the pending ISR change: confirmed, refused, or superseded.
-    pub fn clear_proposal(&mut self) {
+    pub(crate) fn clear_proposal(&mut self) {
         self.proposed_isr = None;
         self.proposed_broker_epochs.clear();
         self.proposal_sent = None;

@@ -210,13 +210,13 @@ pub fn summary(c: &Cluster) -> String {
             Role::Offline => "offline".to_string(),
             Role::Follower(f) => format!(
                 "follower of {} ({:?})",
-                f.leader.map_or("none".to_string(), |b| b.to_string()),
-                f.phase
+                f.leader().map_or("none".to_string(), |b| b.to_string()),
+                f.phase()
             ),
             Role::Leader(l) => format!(
                 "leader isr={} proposed={}",
-                set(&l.isr),
-                l.proposed_isr.as_ref().map_or("-".to_string(), set)
+                set(l.isr()),
+                l.proposed_isr().map_or("-".to_string(), set)
             ),
         };
         let log: Vec<String> = r

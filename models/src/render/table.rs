@@ -16,8 +16,8 @@ fn replica_cells(c: &Cluster, i: usize) -> [String; 6] {
         Role::Offline => "down".to_string(),
         Role::Leader(_) => "leader".to_string(),
         Role::Follower(f) => {
-            let leader = f.leader.map_or("-".to_string(), |b| b.to_string());
-            match f.phase {
+            let leader = f.leader().map_or("-".to_string(), |b| b.to_string());
+            match f.phase() {
                 FollowerPhase::Fetching => format!("follow {leader}"),
                 FollowerPhase::Reconciling { requested } => {
                     format!("reconcile {leader} ?{requested}")
@@ -47,9 +47,9 @@ fn replica_cells(c: &Cluster, i: usize) -> [String; 6] {
     // with a change it proposed and the controller has not answered yet.
     let isr = r
         .leader_state()
-        .map_or("-".to_string(), |l| match &l.proposed_isr {
-            Some(p) => format!("{} (proposed {})", set(&l.isr), set(p)),
-            None => set(&l.isr),
+        .map_or("-".to_string(), |l| match l.proposed_isr() {
+            Some(p) => format!("{} (proposed {})", set(l.isr()), set(p)),
+            None => set(l.isr()),
         });
     [
         role,

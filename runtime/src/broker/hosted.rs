@@ -117,7 +117,7 @@ impl Hosted {
         let role = match r.role() {
             Role::Offline => "offline".to_string(),
             Role::Leader(_) => "leader".to_string(),
-            Role::Follower(f) => match f.leader {
+            Role::Follower(f) => match f.leader() {
                 Some(l) => format!("follower of {l}"),
                 None => "follower".to_string(),
             },
@@ -131,12 +131,7 @@ impl Hosted {
             log_start_offset: r.log().log_start_offset(),
             followers: r
                 .leader_state()
-                .map(|l| {
-                    l.followers
-                        .iter()
-                        .map(|(&b, p)| (b, p.log_end_offset))
-                        .collect()
-                })
+                .map(|l| l.follower_log_end_offsets().collect())
                 .unwrap_or_default(),
             failed: self.failed.clone(),
         }

@@ -405,11 +405,7 @@ impl Host {
         let proposing: Vec<PartitionId> = self
             .partitions
             .iter()
-            .filter(|(_, h)| {
-                h.replica
-                    .leader_state()
-                    .is_some_and(|l| l.proposal_sent.is_some())
-            })
+            .filter(|(_, h)| h.replica.leader_state().is_some_and(|l| l.proposal_out()))
             .map(|(&p, _)| p)
             .collect();
         for partition in proposing {
