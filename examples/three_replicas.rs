@@ -27,8 +27,9 @@
 
 use isr::broker::{Effect as SessionEffect, Input as SessionInput};
 use isr::{
-    Acks, BrokerId, BrokerSession, Config, Controller, ControllerInput, Effect, Effects, Envelope,
-    Log, MemLog, Message, Node, Offset, PartitionId, Replica, ReplicaInput, Tick, WriteError,
+    Acks, BrokerId, BrokerSession, Config, Controller, ControllerEffect, ControllerEffects,
+    ControllerInput, Effect, Envelope, Log, MemLog, Message, Node, Offset, PartitionId, Replica,
+    ReplicaInput, Tick, WriteError,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -228,16 +229,15 @@ fn controller(cfg: Config, inbox: Receiver<Event>, routes: Routes, brokers: Vec<
         let _ = routes[&Node::Broker(broker)].send(Event::Session(input));
     };
     // Carries out a step's effects; whether it asked `broker` to register again.
-    let carry_out = |effects: Effects<String>| {
+    let carry_out = |effects: ControllerEffects<String>| {
         let mut must_register = BTreeSet::new();
         for effect in effects {
             match effect {
-                Effect::Send(envelope) => send(&routes, envelope),
-                Effect::MustRegister { broker } => {
+                ControllerEffect::Send(envelope) => send(&routes, envelope),
+                ControllerEffect::MustRegister { broker } => {
                     must_register.insert(broker);
                     to_session(broker, SessionInput::MustRegister);
                 }
-                _ => {}
             }
         }
         must_register

@@ -33,9 +33,9 @@
 //!
 //! type Net = VecDeque<Envelope<String>>;
 //!
-//! /// Carries out one step's effects: messages into the network, acks=all answers to the
-//! /// producer, a flush done and reported back to the replica that asked (durable first).
-//! fn carry(cfg: &Config, mut effects: Effects<String>, mut replica: Option<&mut Replica<MemLog<String>>>,
+//! /// Carries out a replica step's effects: messages into the network, acks=all answers to the
+//! /// producer, a flush done and reported back to the replica (durable first).
+//! fn carry(cfg: &Config, mut effects: Effects<String>, replica: &mut Replica<MemLog<String>>,
 //!          net: &mut Net, acked: &mut Vec<u64>) {
 //!     while !effects.is_empty() {
 //!         let mut flush = false;
@@ -47,14 +47,22 @@
 //!                 _ => {} // HW moves, checkpoints, truncations: nothing to do in memory
 //!             }
 //!         }
-//!         effects = match replica.as_deref_mut() {
-//!             Some(r) if flush => {
-//!                 r.log_mut().flush();
-//!                 let durable = r.log().flushed_offset();
-//!                 r.step(cfg, Tick(0), ReplicaInput::Flushed(durable))
-//!             }
-//!             _ => Vec::new(),
-//!         };
+//!         effects = Vec::new();
+//!         if flush {
+//!             replica.log_mut().flush();
+//!             let durable = replica.log().flushed_offset();
+//!             effects = replica.step(cfg, Tick(0), ReplicaInput::Flushed(durable));
+//!         }
+//!     }
+//! }
+//!
+//! /// Carries out a controller step's effects, its state kept (in memory here): its messages
+//! /// into the network. (Its other effect answers a fenced broker's heartbeat: none here.)
+//! fn carry_controller(effects: ControllerEffects<String>, net: &mut Net) {
+//!     for effect in effects {
+//!         if let ControllerEffect::Send(envelope) = effect {
+//!             net.push_back(envelope);
+//!         }
 //!     }
 //! }
 //!
@@ -71,12 +79,12 @@
 //!         match to {
 //!             Node::Controller => {
 //!                 let effects = controller.step(&cfg, Tick(0), ControllerInput::Message { from, message });
-//!                 carry(&cfg, effects, None, net, acked);
+//!                 carry_controller(effects, net);
 //!             }
 //!             Node::Broker(b) => {
 //!                 let r = &mut replicas[b.0 as usize];
 //!                 let effects = r.step(&cfg, Tick(0), ReplicaInput::Message { from, message });
-//!                 carry(&cfg, effects, Some(r), net, acked);
+//!                 carry(&cfg, effects, r, net, acked);
 //!             }
 //!         }
 //!     }
@@ -89,14 +97,14 @@
 //! }
 //! settle(&mut replicas, &mut controller, &mut net, &mut acked);
 //! let created = controller.create_partition(partition, brokers.to_vec(), cfg.min_insync_replicas).unwrap();
-//! carry(&cfg, created, None, &mut net, &mut acked);
+//! carry_controller(created, &mut net);
 //! settle(&mut replicas, &mut controller, &mut net, &mut acked);
 //!
 //! // A producer writes one record with acks=all to the leader: acknowledged once committed.
 //! let leader = replicas.iter().position(|r| r.is_leader()).expect("a leader");
 //! let write = ReplicaInput::Write { id: 7, records: vec!["hello".to_string()], acks: Acks::All, producer: None };
 //! let effects = replicas[leader].step(&cfg, Tick(0), write);
-//! carry(&cfg, effects, Some(&mut replicas[leader]), &mut net, &mut acked);
+//! carry(&cfg, effects, &mut replicas[leader], &mut net, &mut acked);
 //! settle(&mut replicas, &mut controller, &mut net, &mut acked);
 //! assert_eq!(acked, [7]);
 //! for r in &replicas {
@@ -129,8 +137,8 @@ pub mod types;
 pub use broker::Session as BrokerSession;
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};
 pub use controller::{
-    BrokerState, Controller, ControllerError, Election, Input as ControllerInput, MetadataRecord,
-    Ready,
+    BrokerState, Controller, ControllerError, Effect as ControllerEffect,
+    Effects as ControllerEffects, Election, Input as ControllerInput, MetadataRecord, Ready,
 };
 pub use epoch_cache::EpochCache;
 pub use error::{AlterPartitionError, ConfigError, EpochError, ParseError, ReadError, WriteError};

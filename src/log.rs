@@ -88,8 +88,10 @@ pub trait Log {
     /// ([`crate::ReplicaInput::Flushed`]), so one flush may serve several steps (group commit).
     fn flush(&mut self);
     /// What an unclean crash does to the log: everything above the flushed offset is gone.
-    /// A disk log has nothing to do here (the crash itself did it); the in-memory log simulates it.
-    fn lose_unflushed(&mut self);
+    /// A log that lives through real crashes has nothing to do here (the crash itself did it,
+    /// and recovery reads back only what was durable): the default does nothing. A log that
+    /// simulates crashes (the models' in-memory log) drops what lies above its flushed offset.
+    fn lose_unflushed(&mut self) {}
 
     /// How many offsets a record occupies. One in the models; a Kafka record batch occupies one
     /// offset per record it holds, so the runtime can keep batches whole. Every offset the

@@ -213,7 +213,7 @@ pub enum Message<R> {
     },
     /// Broker → controller: the broker is alive. A session whose heartbeats stop for
     /// `session_timeout` ends with the broker fenced (rule 12); a fenced broker's heartbeat is
-    /// answered with [`Effect::MustRegister`].
+    /// answered with [`crate::ControllerEffect::MustRegister`].
     BrokerHeartbeat {
         /// The broker heartbeating.
         broker: BrokerId,
@@ -320,8 +320,9 @@ pub struct ReadAnswer<R> {
     pub log_start_offset: Offset,
 }
 
-/// What a transition asks its driver to do, or tells it happened. The log itself is changed
-/// through the [`crate::Log`] trait; these are the rest.
+/// What a replica step asks its driver to do, or tells it happened. The log itself is changed
+/// through the [`crate::Log`] trait; these are the rest. (A controller step has its own,
+/// [`crate::ControllerEffect`].)
 ///
 /// The order of a step's effects is the order to carry them out in, and what must be durable
 /// before something may leave is the core's concern: under `flush=always` an effect that reports
@@ -406,13 +407,7 @@ pub enum Effect<R> {
         /// refused: not the leader, or an offset beyond the high watermark (rule 17).
         result: Result<Offset, ReadError>,
     },
-    /// The controller heard a heartbeat from a broker it has fenced: the broker must register
-    /// again, as a new incarnation, to be part of the cluster.
-    MustRegister {
-        /// The fenced broker, to whom the driver passes this as the heartbeat's answer.
-        broker: BrokerId,
-    },
 }
 
-/// The effects of one transition, in order.
+/// The effects of one replica step, in order.
 pub type Effects<R> = Vec<Effect<R>>;

@@ -290,10 +290,8 @@ impl RenameBrokers for FetchRequest {
 
 impl<R> RenameBrokers for Effect<R> {
     fn rename_brokers(&mut self, r: &Renaming) {
-        match self {
-            Effect::Send(e) => e.rename_brokers(r),
-            Effect::MustRegister { broker } => r.rename(broker),
-            _ => {}
+        if let Effect::Send(e) = self {
+            e.rename_brokers(r);
         }
     }
 }

@@ -15,7 +15,8 @@
 
 use crate::broker::{Effect as SessionEffect, Input as SessionInput, Session as BrokerSession};
 use crate::config::{Config, FlushPolicy};
-use crate::controller::{Controller, Input as ControllerInput};
+use crate::controller::Input as ControllerInput;
+use crate::controller::{Controller, Effect as ControllerEffect, Effects as ControllerEffects};
 use crate::invariants::{short_acknowledgement, ClusterView, History, Property, Violation};
 use crate::log::{Entry, Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
@@ -585,7 +586,7 @@ impl Cluster {
                 clean_shutdown: true,
                 elects: Vec::new(),
             };
-            let _: Effects<Record> = controller.step(cfg, Tick(0), register);
+            let _: ControllerEffects<Record> = controller.step(cfg, Tick(0), register);
         }
         let mut announce = Vec::new();
         for p in 0..partitions {
@@ -599,7 +600,7 @@ impl Cluster {
         // The initial LeaderAndIsr arrive at once (the followers' first requests wait in the
         // network): the interesting interleavings come later.
         for effect in announce {
-            if let Effect::Send(envelope) = effect {
+            if let ControllerEffect::Send(envelope) = effect {
                 let effects = cluster.deliver(cfg, &envelope);
                 let sent = cluster.route(bounds, effects, None);
                 carry(
@@ -1102,7 +1103,7 @@ impl Cluster {
                 let (next, announce) = Controller::take_over(stored, epoch, Tick(0));
                 self.zombie = Some(std::mem::replace(&mut self.controller, Arc::new(next)));
                 self.controller_failovers += 1;
-                announce
+                sends_of(announce)
             }
             Action::ZombieShrinkIsr(b) => {
                 self.zombie_step(cfg, |z| z.step(cfg, now, ControllerInput::Expire(*b)))
@@ -1199,14 +1200,14 @@ impl Cluster {
     /// own.
     fn active_step(
         &mut self,
-        step: impl FnOnce(&mut Controller) -> Effects<Record>,
+        step: impl FnOnce(&mut Controller) -> ControllerEffects<Record>,
     ) -> Effects<Record> {
         let before = self.stale_store.is_some().then(|| self.controller.clone());
         let effects = step(Arc::make_mut(&mut self.controller));
         if before.is_some_and(|before| before != self.controller) {
             self.stale_store = None;
         }
-        effects
+        sends_of(effects)
     }
 
     /// A step of the zombie controller: the store refuses it unless controller fencing is off
@@ -1216,7 +1217,7 @@ impl Cluster {
     fn zombie_step(
         &mut self,
         cfg: &Config,
-        step: impl FnOnce(&mut Controller) -> Effects<Record>,
+        step: impl FnOnce(&mut Controller) -> ControllerEffects<Record>,
     ) -> Effects<Record> {
         let Some(mut zombie) = self.zombie.take() else {
             return Vec::new();
@@ -1231,7 +1232,7 @@ impl Cluster {
             self.stale_store = Some(Arc::new(zombie.written_over(stored)));
         }
         self.zombie = Some(zombie);
-        effects
+        sends_of(effects)
     }
 
     /// Broker `b` registers, electing `elects` where the registration elects.
@@ -1414,8 +1415,7 @@ impl Cluster {
                 | Effect::Truncated { .. }
                 | Effect::HighWatermark { .. }
                 | Effect::Flush { .. }
-                | Effect::CheckpointHighWatermark { .. }
-                | Effect::MustRegister { .. } => {}
+                | Effect::CheckpointHighWatermark { .. } => {}
             }
         }
         for (leader, record, stored) in offsets_answers {
@@ -1741,4 +1741,17 @@ impl Choice {
             | Choice::ZombieDeliver(i) => Some(i),
         }
     }
+}
+
+/// The messages among a controller step's effects, as the replicas' effects carry them to the
+/// network. A MustRegister answers a heartbeat, and the sim has none: a fenced broker registers
+/// again by an action of its own.
+fn sends_of(effects: ControllerEffects<Record>) -> Effects<Record> {
+    effects
+        .into_iter()
+        .filter_map(|e| match e {
+            ControllerEffect::Send(envelope) => Some(Effect::Send(envelope)),
+            ControllerEffect::MustRegister { .. } => None,
+        })
+        .collect()
 }

@@ -8,8 +8,8 @@ mod common;
 use common::isr_check;
 use isr::trace::{records, Digest, Event};
 use isr::{
-    Acks, BrokerId, Config, Controller, ControllerInput, Effect, Effects, Entry, Log, Message,
-    Node, PartitionId, Replica, ReplicaInput, Tick,
+    Acks, BrokerId, Config, Controller, ControllerEffect, ControllerEffects, ControllerInput,
+    Effect, Effects, Entry, Log, Message, Node, PartitionId, Replica, ReplicaInput, Tick,
 };
 use std::path::Path;
 
@@ -48,11 +48,18 @@ fn process(node: Node) -> Event {
     }
 }
 
-/// The messages among `effects`.
-fn sends(effects: Effects<u64>) -> impl Iterator<Item = isr::Envelope<u64>> {
+fn controller_digests(effects: &ControllerEffects<u64>) -> ControllerEffects<Digest> {
+    effects
+        .iter()
+        .map(|e| records::controller_effect(e, &digest))
+        .collect()
+}
+
+/// The messages among a controller's `effects`.
+fn sends(effects: ControllerEffects<u64>) -> impl Iterator<Item = isr::Envelope<u64>> {
     effects.into_iter().filter_map(|e| match e {
-        Effect::Send(env) => Some(env),
-        _ => None,
+        ControllerEffect::Send(env) => Some(env),
+        ControllerEffect::MustRegister { .. } => None,
     })
 }
 
@@ -62,19 +69,19 @@ fn controller_step(
     ctl: &mut Vec<Event>,
     now: Tick,
     input: ControllerInput<u64>,
-) -> Effects<u64> {
+) -> ControllerEffects<u64> {
     let effects = controller.step(&config(), now, input.clone());
     ctl.push(Event::Controller {
         now,
         input: records::controller_input(&input, &digest),
-        effects: digests(&effects),
+        effects: controller_digests(&effects),
     });
     effects
 }
 
 /// The controller taking office, `brokers` registering and partition 0 created over them: the
 /// controller, its trace, and the orders it sent.
-fn controller_over(brokers: &[BrokerId]) -> (Controller, Vec<Event>, Effects<u64>) {
+fn controller_over(brokers: &[BrokerId]) -> (Controller, Vec<Event>, ControllerEffects<u64>) {
     let mut controller = Controller::new();
     // Taking office: the state it starts from.
     let mut ctl = vec![
@@ -99,7 +106,7 @@ fn controller_over(brokers: &[BrokerId]) -> (Controller, Vec<Event>, Effects<u64
         .expect("partition");
     ctl.push(Event::ControllerState {
         state: controller.clone(),
-        effects: digests(&order),
+        effects: controller_digests(&order),
     });
     (controller, ctl, order)
 }

@@ -19,9 +19,10 @@ use crate::wire::codec::{self, FrameError};
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
-    AlterPartitionRequest, BrokerEpoch, BrokerId, ControllerEpoch, ControllerInput, Effect, Entry,
-    Envelope, EpochCache, FetchRequest, FetchResponse, FetchedRecords, FlushPolicy, LeaderEpoch,
-    Log, Message, Node, Offset, OffsetForLeaderEpochRequest, PartitionEpoch, PartitionId, Tick,
+    AlterPartitionRequest, BrokerEpoch, BrokerId, ControllerEffect, ControllerEpoch,
+    ControllerInput, Entry, Envelope, EpochCache, FetchRequest, FetchResponse, FetchedRecords,
+    FlushPolicy, LeaderEpoch, Log, Message, Node, Offset, OffsetForLeaderEpochRequest,
+    PartitionEpoch, PartitionId, Tick,
 };
 use std::path::Path;
 
@@ -176,7 +177,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     let orders: Vec<Envelope<Bytes>> = effects
         .into_iter()
         .filter_map(|e| match e {
-            Effect::Send(env) => Some(env),
+            ControllerEffect::Send(env) => Some(env),
             _ => None,
         })
         .collect();

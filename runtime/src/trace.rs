@@ -15,8 +15,8 @@ use crate::storage::{batch, DiskLog};
 use bytes::Bytes;
 use isr::trace::{records, Digest, Event};
 use isr::{
-    Config, Controller, ControllerInput, Effects, Entry, Log, Node, Offset, PartitionId,
-    ReplicaInput, Tick,
+    Config, Controller, ControllerEffects, ControllerInput, Effects, Entry, Log, Node, Offset,
+    PartitionId, ReplicaInput, Tick,
 };
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -41,6 +41,14 @@ fn digests(effects: &Effects<Bytes>) -> Effects<Digest> {
     effects
         .iter()
         .map(|e| records::effect(e, &digest))
+        .collect()
+}
+
+/// A controller's effects as the trace keeps them.
+fn controller_digests(effects: &ControllerEffects<Bytes>) -> ControllerEffects<Digest> {
+    effects
+        .iter()
+        .map(|e| records::controller_effect(e, &digest))
         .collect()
 }
 
@@ -146,19 +154,19 @@ impl Tracer {
         &mut self,
         now: Tick,
         input: &ControllerInput<Bytes>,
-        effects: &Effects<Bytes>,
+        effects: &ControllerEffects<Bytes>,
     ) {
         self.write(&Event::Controller {
             now,
             input: records::controller_input(input, &digest),
-            effects: digests(effects),
+            effects: controller_digests(effects),
         });
     }
 
-    pub fn controller_state(&mut self, state: &Controller, effects: &Effects<Bytes>) {
+    pub fn controller_state(&mut self, state: &Controller, effects: &ControllerEffects<Bytes>) {
         self.write(&Event::ControllerState {
             state: state.clone(),
-            effects: digests(effects),
+            effects: controller_digests(effects),
         });
     }
 

@@ -4,7 +4,7 @@
 //! The session is what makes a broker part of the cluster: the controller counts a broker alive
 //! while its heartbeats arrive within `session_timeout` (rule 12, its side in
 //! [`crate::Controller`]), fences it otherwise, and answers a fenced incarnation's heartbeat
-//! with [`crate::Effect::MustRegister`]. This node is the broker's side, as a pure state
+//! with [`crate::ControllerEffect::MustRegister`]. This node is the broker's side, as a pure state
 //! machine like the others: the driver says when a session with the active controller opened
 //! or closed and what the controller answered, passes time in, and carries out the
 //! [`Effect`]s. It decides what a driver would otherwise decide ad hoc, and what the model
@@ -44,7 +44,7 @@ pub enum Input {
     /// The controller dealt with this broker's registration, whether its store took it or not
     /// (if not, the broker is still fenced and the next heartbeat says so).
     RegistrationAnswered,
-    /// The controller answered a heartbeat with [`crate::Effect::MustRegister`]: it has fenced
+    /// The controller answered a heartbeat with [`crate::ControllerEffect::MustRegister`]: it has fenced
     /// this broker.
     MustRegister,
     /// Time passed: timers due at or before `now` fire.

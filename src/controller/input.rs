@@ -22,10 +22,15 @@ pub enum Input<R> {
     /// Time passed: fence every broker whose session expired, then elect where needed (the
     /// preferred candidates).
     Tick,
-    /// `ControllerShrinkIsr`: `broker`'s session expired (a model checker, which has no clock,
-    /// lets any session expire at any moment).
+    /// `ControllerShrinkIsr`: `broker`'s session expired. A model's hook (feature `sim`): a
+    /// model checker, which has no clock, lets any session expire at any moment; a deployment's
+    /// sessions expire by [`Input::Tick`].
+    #[cfg(feature = "sim")]
     Expire(BrokerId),
-    /// `ControllerElectLeader`: elect `leader`, one of the candidates, for `partition`.
+    /// `ControllerElectLeader`: elect `leader`, one of the candidates, for `partition`. A
+    /// model's hook (feature `sim`), so that every candidate's election is explored; a
+    /// deployment's controller elects the preferred candidate by itself.
+    #[cfg(feature = "sim")]
     Elect {
         /// The leaderless partition.
         partition: PartitionId,

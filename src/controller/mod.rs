@@ -35,9 +35,11 @@ macro_rules! not_state {
     };
 }
 
+mod effect;
 mod input;
 mod records;
 
+pub use effect::{Effect, Effects};
 pub use input::Input;
 use records::Journal;
 pub use records::{MetadataRecord, Ready};
@@ -45,8 +47,7 @@ pub use records::{MetadataRecord, Ready};
 use crate::config::Config;
 use crate::error::AlterPartitionError;
 use crate::message::{
-    AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, LeaderAndIsr,
-    Message, PartitionState,
+    AlterPartitionRequest, AlterPartitionResponse, Envelope, LeaderAndIsr, Message, PartitionState,
 };
 use crate::types::{
     BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, PartitionEpoch, PartitionId, Tick,
@@ -199,7 +200,9 @@ impl Controller {
                 _ => Vec::new(),
             },
             Input::Tick => self.on_tick(cfg, now),
+            #[cfg(feature = "sim")]
             Input::Expire(broker) => self.fence_broker(cfg, broker),
+            #[cfg(feature = "sim")]
             Input::Elect { partition, leader } => self
                 .elect_leader_as(cfg, partition, leader)
                 .unwrap_or_default(),

@@ -19,8 +19,9 @@
 //! a controller that takes office gives every live broker a fresh session anyway
 //! ([`Controller::take_over`]).
 
+use super::Effects;
 use super::{BrokerState, Controller};
-use crate::message::{Effects, PartitionState};
+use crate::message::PartitionState;
 use crate::types::{BrokerId, ControllerEpoch, PartitionId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -148,6 +148,7 @@ impl<L: Log> Replica<L> {
     /// follows another broker in it (an epoch has one leader, so it can follow `from` only in a
     /// later epoch, where it starts with a request of its own). A replica that follows nobody
     /// may have restarted, and its registration may make it follow `from` in this very epoch.
+    #[cfg(feature = "sim")]
     pub(super) fn outlived(&self, cfg: &Config, from: BrokerId, epoch: LeaderEpoch) -> bool {
         let (request_out, follows_another) = match &self.role {
             Role::Follower(f) => (f.request_out, f.leader.is_some_and(|l| l != from)),

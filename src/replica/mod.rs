@@ -24,9 +24,7 @@ mod timers;
 use crate::config::Config;
 use crate::epoch_cache::EpochCache;
 use crate::log::{Entry, Log};
-use crate::message::{
-    Effect, Effects, FetchRequest, Message, OffsetForLeaderEpochRequest, ProduceId,
-};
+use crate::message::{Effect, Effects, FetchRequest, Message, ProduceId};
 use crate::producers::Producers;
 use crate::types::{
     BrokerEpoch, BrokerId, ControllerEpoch, LeaderEpoch, Node, Offset, PartitionEpoch, PartitionId,
@@ -507,6 +505,9 @@ impl<L: Log> Replica<L> {
     ///   the leader counted (`refuses_incarnation_of`);
     /// * an answer from an epoch older than a follower's and than its request out can never be
     ///   used, nor taken for the answer to that request (`outlived`).
+    ///
+    /// A model's hook (feature `sim`): a deployment delivers every message.
+    #[cfg(feature = "sim")]
     pub fn ignores_forever(&self, cfg: &Config, from: Node, message: &Message<L::Record>) -> bool {
         if !self.is_online() {
             return false;
@@ -531,7 +532,7 @@ impl<L: Log> Replica<L> {
                 self.refuses_requests_of(cfg, req.current_leader_epoch)
                     || self.refuses_incarnation_of(cfg, req)
             }
-            Message::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest {
+            Message::OffsetForLeaderEpoch(crate::message::OffsetForLeaderEpochRequest {
                 current_leader_epoch: epoch,
                 ..
             }) => self.refuses_requests_of(cfg, *epoch),
@@ -562,6 +563,7 @@ impl<L: Log> Replica<L> {
     /// epoch has another leader, or none (the controller fenced its leader, or this replica
     /// restarted, and its registration fences it if it led), and every election opens a new
     /// epoch.
+    #[cfg(feature = "sim")]
     fn refuses_requests_of(&self, cfg: &Config, epoch: LeaderEpoch) -> bool {
         cfg.rules.epoch_fencing
             && (epoch < self.leader_epoch
@@ -572,6 +574,7 @@ impl<L: Log> Replica<L> {
     /// one it already counted a fetch of (KIP-903), and so refused now and for the rest of the
     /// term: the broker epoch it records for the follower only grows within the term, and
     /// later terms refuse the Fetch by its epoch (with epoch fencing).
+    #[cfg(feature = "sim")]
     fn refuses_incarnation_of(&self, cfg: &Config, req: &FetchRequest) -> bool {
         let Role::Leader(l) = &self.role else {
             return false;

@@ -19,7 +19,7 @@ pub use digest::{Digest, DigestLog};
 pub use replay::{replay, Accepted, Applied, Divergence, Replayer, Trace};
 
 use crate::config::Config;
-use crate::controller::{Controller, Input as ControllerInput};
+use crate::controller::{Controller, Effects as ControllerEffects, Input as ControllerInput};
 use crate::log::Entry;
 use crate::message::Effects;
 use crate::replica::Input as ReplicaInput;
@@ -77,7 +77,7 @@ pub enum Event {
         /// The input.
         input: ControllerInput<Digest>,
         /// The effects the step returned, in order.
-        effects: Effects<Digest>,
+        effects: ControllerEffects<Digest>,
     },
     /// The controller's state as committed outside a step — on taking the role, and after an
     /// administrative change (topics, partitions), which are not protocol — and what it sent.
@@ -86,7 +86,7 @@ pub enum Event {
         state: Controller,
         /// What the controller sent with it (the LeaderAndIsr of taking office or of the
         /// change), in order.
-        effects: Effects<Digest>,
+        effects: ControllerEffects<Digest>,
     },
 }
 

@@ -1,7 +1,7 @@
 //! The core's inputs and effects with their records replaced (by [`super::Digest`]s, for a
 //! trace), everything else kept.
 
-use crate::controller::Input as ControllerInput;
+use crate::controller::{Effect as ControllerEffect, Input as ControllerInput};
 use crate::log::Entry;
 use crate::message::{Effect, Envelope, FetchResponse, FetchedRecords, Message, ReadAnswer};
 use crate::replica::Input as ReplicaInput;
@@ -122,7 +122,23 @@ pub fn effect<R, S>(effect: &Effect<R>, f: &impl Fn(&R) -> S) -> Effect<S> {
             id: *id,
             result: *result,
         },
-        Effect::MustRegister { broker } => Effect::MustRegister { broker: *broker },
+    }
+}
+
+/// A controller's `effect` with each record `r` replaced by `f(r)`.
+pub fn controller_effect<R, S>(
+    effect: &ControllerEffect<R>,
+    f: &impl Fn(&R) -> S,
+) -> ControllerEffect<S> {
+    match effect {
+        ControllerEffect::Send(e) => ControllerEffect::Send(Envelope {
+            from: e.from,
+            to: e.to,
+            message: message(&e.message, f),
+        }),
+        ControllerEffect::MustRegister { broker } => {
+            ControllerEffect::MustRegister { broker: *broker }
+        }
     }
 }
 
@@ -179,7 +195,9 @@ pub fn controller_input<R, S>(
             message: message(m, f),
         },
         ControllerInput::Tick => ControllerInput::Tick,
+        #[cfg(feature = "sim")]
         ControllerInput::Expire(b) => ControllerInput::Expire(*b),
+        #[cfg(feature = "sim")]
         ControllerInput::Elect { partition, leader } => ControllerInput::Elect {
             partition: *partition,
             leader: *leader,

@@ -25,10 +25,10 @@
 
 use super::{Digest, DigestLog, Event};
 use crate::config::Config;
-use crate::controller::{Controller, Input as ControllerInput};
+use crate::controller::{Controller, Effect as ControllerEffect, Input as ControllerInput};
 use crate::invariants::{self, ClusterView, History, Property};
 use crate::log::{Entry, Log};
-use crate::message::{Effect, Effects, Message};
+use crate::message::{Effect, Effects, Envelope, Message};
 use crate::replica::{Input as ReplicaInput, Replica};
 use crate::types::{Acks, BrokerId, Node, Offset, PartitionId};
 use std::collections::BTreeMap;
@@ -384,15 +384,13 @@ impl<'t> Replayer<'t> {
 
     /// Whether any trace sends `message` from `from` to `to`, at any point.
     fn ever_sent(&self, from: Node, to: Node, message: &Message<Digest>) -> bool {
-        let sends = |effects: &Effects<Digest>| {
-            effects.iter().any(|e| {
-                matches!(e, Effect::Send(env) if env.from == from && env.to == to && env.message == *message)
-            })
-        };
+        let is_it =
+            |env: &Envelope<Digest>| env.from == from && env.to == to && env.message == *message;
         self.traces.iter().flat_map(|t| &t.events).any(|e| match e {
-            Event::Replica { effects, .. }
-            | Event::Controller { effects, .. }
-            | Event::ControllerState { effects, .. } => sends(effects),
+            Event::Replica { effects, .. } => replica_sends(effects).any(is_it),
+            Event::Controller { effects, .. } | Event::ControllerState { effects, .. } => {
+                controller_sends(effects).any(is_it)
+            }
             _ => false,
         })
     }
@@ -464,7 +462,7 @@ impl<'t> Replayer<'t> {
                     self.receive(*from, me, message);
                 }
                 self.compare(p, event, &got, effects)?;
-                self.send(&got);
+                self.send(controller_sends(&got));
                 if !got.is_empty() {
                     let partitions: Vec<PartitionId> = self.histories.keys().copied().collect();
                     for partition in partitions {
@@ -475,7 +473,7 @@ impl<'t> Replayer<'t> {
             }
             Event::ControllerState { state, effects } => {
                 self.processes[p].controller = Some(state.clone());
-                self.send(effects);
+                self.send(controller_sends(effects));
                 Ok(None)
             }
         }
@@ -726,17 +724,17 @@ impl<'t> Replayer<'t> {
             _ => {}
         }
         self.compare(p, event, &got, effects)?;
-        self.send(&got);
+        self.send(replica_sends(&got));
         self.observe(p, partition, &got);
         Ok(())
     }
 
-    fn compare(
+    fn compare<E: PartialEq + std::fmt::Debug>(
         &self,
         p: usize,
         event: usize,
-        got: &Effects<Digest>,
-        recorded: &Effects<Digest>,
+        got: &[E],
+        recorded: &[E],
     ) -> Result<(), Divergence> {
         if got == recorded {
             return Ok(());
@@ -746,14 +744,12 @@ impl<'t> Replayer<'t> {
         Err(self.diverged(p, event, why))
     }
 
-    fn send(&mut self, effects: &Effects<Digest>) {
-        for effect in effects {
-            if let Effect::Send(envelope) = effect {
-                self.in_flight
-                    .entry((envelope.from, envelope.to))
-                    .or_default()
-                    .push(envelope.message.clone());
-            }
+    fn send<'a>(&mut self, envelopes: impl Iterator<Item = &'a Envelope<Digest>>) {
+        for envelope in envelopes {
+            self.in_flight
+                .entry((envelope.from, envelope.to))
+                .or_default()
+                .push(envelope.message.clone());
         }
     }
 
@@ -897,6 +893,11 @@ fn plausible(event: &Event) -> bool {
             super::records::effect(e, &check);
         }
     };
+    let controller_effects = |effects: &[ControllerEffect<Digest>]| {
+        for e in effects {
+            super::records::controller_effect(e, &check);
+        }
+    };
     match event {
         Event::Open { entries, .. } => entries.iter().for_each(|e| check(&e.record)),
         Event::Replica {
@@ -909,9 +910,9 @@ fn plausible(event: &Event) -> bool {
             input, effects: e, ..
         } => {
             super::records::controller_input(input, &check);
-            effects(e);
+            controller_effects(e);
         }
-        Event::ControllerState { effects: e, .. } => effects(e),
+        Event::ControllerState { effects: e, .. } => controller_effects(e),
         Event::Process { .. } => {}
     }
     ok.get()
@@ -924,4 +925,22 @@ fn from_outside_the_core(message: &Message<Digest>) -> bool {
         message,
         Message::BrokerRegistration { .. } | Message::BrokerHeartbeat { .. }
     )
+}
+
+/// The messages among a replica step's effects.
+fn replica_sends(effects: &[Effect<Digest>]) -> impl Iterator<Item = &Envelope<Digest>> {
+    effects.iter().filter_map(|e| match e {
+        Effect::Send(envelope) => Some(envelope),
+        _ => None,
+    })
+}
+
+/// The messages among a controller step's effects.
+fn controller_sends(
+    effects: &[ControllerEffect<Digest>],
+) -> impl Iterator<Item = &Envelope<Digest>> {
+    effects.iter().filter_map(|e| match e {
+        ControllerEffect::Send(envelope) => Some(envelope),
+        ControllerEffect::MustRegister { .. } => None,
+    })
 }

@@ -21,8 +21,8 @@ use crate::wire::link::Link;
 use crate::wire::{BrokerAddress, Frame, Peer};
 use bytes::Bytes;
 use isr::{
-    BrokerId, Config, ControllerInput, Effect, Effects, Envelope, Message, MetadataRecord, Node,
-    Rules, Tick,
+    BrokerId, Config, ControllerEffect as Effect, ControllerEffects as Effects, ControllerInput,
+    Envelope, Message, MetadataRecord, Node, Rules, Tick,
 };
 use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
@@ -317,7 +317,6 @@ impl Active<'_> {
                         link.send(Frame::Reregister);
                     }
                 }
-                other => debug!(effect = ?other, "controller effect without a driver action"),
             }
         }
         for (broker, envelopes) in orders {

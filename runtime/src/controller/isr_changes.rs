@@ -4,7 +4,7 @@
 //! slow to fetch and taking them back, or resending proposals the controller has not answered
 //! yet) shows it here, at the default log level, without a per-request line.
 
-use isr::{Effect, Message};
+use isr::{ControllerEffect as Effect, Message};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use tracing::info;

@@ -6,7 +6,7 @@
 use super::records::{Journal, Record};
 use crate::wire::admin::{AdminError, BrokerView, ClusterView, ControllerInfo, TopicSpec};
 use crate::wire::BrokerAddress;
-use isr::{BrokerId, Config, Controller, Effects, PartitionId};
+use isr::{BrokerId, Config, Controller, ControllerEffects as Effects, PartitionId};
 use isr_kafka::auth::SecurityState;
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
 use serde::{Deserialize, Serialize};

@@ -15,7 +15,7 @@
 use super::metadata::{Metadata, Overrides};
 use crate::wire::BrokerAddress;
 use bytes::Bytes;
-use isr::{BrokerId, Effects, MetadataRecord, PartitionId, Ready};
+use isr::{BrokerId, ControllerEffects as Effects, MetadataRecord, PartitionId, Ready};
 use isr_kafka::auth::SecurityState;
 use serde::{Deserialize, Serialize};
 
@@ -296,8 +296,11 @@ mod tests {
                     .expect("config")
             }),
             Box::new(|cfg, m| {
-                m.controller
-                    .step(cfg, Tick(1), ControllerInput::Expire(BrokerId(2)))
+                m.controller.step(
+                    cfg,
+                    Tick(1),
+                    ControllerInput::ControlledShutdown(BrokerId(2)),
+                )
             }),
             Box::new(|_, m| {
                 m.delete_topic("a").expect("delete");
@@ -333,9 +336,11 @@ mod tests {
         meta.begin();
         let _ = meta.create_topic(&cfg, &spec("b", 3)).expect("b");
         meta.delete_topic("a").expect("delete");
-        let _: Effects<Bytes> =
-            meta.controller
-                .step(&cfg, Tick(1), ControllerInput::Expire(BrokerId(1)));
+        let _: Effects<Bytes> = meta.controller.step(
+            &cfg,
+            Tick(1),
+            ControllerInput::ControlledShutdown(BrokerId(1)),
+        );
         meta.set(Record::NextProducerId(9));
         let change = meta.finish(Vec::new());
         assert_ne!(meta, before);

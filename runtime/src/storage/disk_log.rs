@@ -408,8 +408,6 @@ impl Log for DiskLog {
 
     /// Nothing to do: after a real crash the lost bytes are already gone, and recovery found
     /// the rest.
-    fn lose_unflushed(&mut self) {}
-
     fn width(record: &Bytes) -> u64 {
         batch::width(record)
     }

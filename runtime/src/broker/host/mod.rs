@@ -489,8 +489,6 @@ impl Host {
                     self.flush_due.insert(partition);
                 }
                 Effect::CheckpointHighWatermark { offset, .. } => h.checkpoint(offset),
-                // The controller's alone: a replica never asks a broker to register.
-                Effect::MustRegister { .. } => {}
             }
         }
     }

@@ -232,7 +232,7 @@ mod tests {
         assert!(won.metadata.is_none(), "a new cluster");
         let mut metadata = Metadata::default();
         metadata.begin();
-        let _: isr::Effects<bytes::Bytes> =
+        let _: isr::ControllerEffects<bytes::Bytes> =
             metadata.controller.take_office(won.epoch, isr::Tick(0));
         metadata.set(Record::NextPartition(1));
         let change = metadata.finish(Vec::new());

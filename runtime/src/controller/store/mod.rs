@@ -253,7 +253,8 @@ mod tests {
                     clean_shutdown: true,
                 },
             };
-            let _: isr::Effects<()> = metadata.controller.step(cfg, isr::Tick(0), registration);
+            let _: isr::ControllerEffects<()> =
+                metadata.controller.step(cfg, isr::Tick(0), registration);
         }
         for t in 0..partitions.div_ceil(100) {
             let spec = crate::wire::admin::TopicSpec {
