@@ -508,6 +508,28 @@ pub const PRESETS: &[Preset] = &[
         exhaustive: true,
     },
     Preset {
+        name: "group-deletes",
+        about: "consumer-group's bounds with one DeleteRecords at any offset up to the leader's \
+                HW (rule 17): a member whose position was deleted resumes at the log start, as \
+                auto.offset.reset=earliest does, and ConsumerResumesWithoutLoss speaks of the \
+                records above it (a deleted record is not the group's to lose). Holds \
+                exhaustively",
+        rules: &[("flush", "page-cache")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            replicas: 1,
+            records: 2,
+            deletes: 1,
+            ..GROUP
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
+        exhaustive: true,
+    },
+    Preset {
         name: "coordinator-failover",
         about: "every rule on, a consumer's group coordinated by the leader of its offsets \
                 partition on two brokers: the consumer joins and commits, and the \
@@ -566,7 +588,11 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "delete-records",
-        about: "every rule on, a client's DeleteRecords at any offset up to a leader's LEO:                 the log start moves only up to the HW (rule 17), followers follow it from                 Fetch answers, one left below it starts afresh there, and the consumer resets                 to it. Every committed record above the log start survives the crash and                 the failover. Holds exhaustively",
+        about: "every rule on, a client's DeleteRecords at any offset up to a leader's LEO: the \
+                log start moves only up to the HW (rule 17), followers follow it from Fetch \
+                answers, one left below it starts afresh there, and the consumer resets to it. \
+                Every committed record above the log start survives the crash and the failover. \
+                Holds exhaustively",
         rules: &[],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
@@ -584,15 +610,14 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "log-start-hw",
-        about: "rule 17 off: DeleteRecords may move a leader's log start up to its LEO, past                 its HW, deleting a record before any follower holds it:                 LogStartWithinHighWatermark fails (KIP-107 answers OFFSET_OUT_OF_RANGE                 beyond the HW)",
+        about: "rule 17 off: DeleteRecords may move a leader's log start up to its LEO, past its \
+                HW, deleting a record before any follower holds it: LogStartWithinHighWatermark \
+                fails (KIP-107 answers OFFSET_OUT_OF_RANGE beyond the HW)",
         rules: &[("log-start-hw", "off")],
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
         fetch_wait: false,
-        bounds: Bounds {
-            deletes: 1,
-            ..BASE
-        },
+        bounds: Bounds { deletes: 1, ..BASE },
         isr_changes: 2,
         fails: &[LogStartWithinHighWatermark],
         unreached: &[],

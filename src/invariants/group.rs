@@ -26,19 +26,22 @@ pub enum OffsetsRecord {
 /// **ConsumerResumesWithoutLoss** (the seed's guarantee): wherever the group would resume —
 /// a member's position in the partition it owns, the position its coordinator would hand the
 /// partition's next owner — every committed record below it was processed by some member, so
-/// a crash, a rebalance or a coordinator failover skips nothing.
+/// a crash, a rebalance or a coordinator failover skips nothing. Records below `deleted_below`
+/// (the partition's log start: DeleteRecords or retention took them, rule 17) are not the
+/// group's to lose: a member below the log start resumes there, as Kafka's consumers do with
+/// `auto.offset.reset=earliest`.
 pub fn consumer_resumes_without_loss<R: Ord>(
     committed: &BTreeSet<(Offset, Entry<R>)>,
     processed: &BTreeSet<(Offset, Entry<R>)>,
     resume_points: impl IntoIterator<Item = Offset>,
+    deleted_below: Offset,
 ) -> Result<(), Violation> {
     let Some(furthest) = resume_points.into_iter().max() else {
         return Ok(());
     };
-    match committed
-        .iter()
-        .find(|record| record.0 < furthest && !processed.contains(record))
-    {
+    match committed.iter().find(|record| {
+        record.0 >= deleted_below && record.0 < furthest && !processed.contains(record)
+    }) {
         Some((offset, _)) => Err(Violation::SkippedRecord {
             offset: *offset,
             resume: furthest,
@@ -111,12 +114,13 @@ mod tests {
     fn a_resume_point_past_an_unprocessed_committed_record_is_a_loss() {
         let committed: BTreeSet<_> = [at(0, 1), at(1, 2)].into();
         let processed: BTreeSet<_> = [at(0, 1)].into();
+        let start = Offset(0);
         assert_eq!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(1)]),
+            consumer_resumes_without_loss(&committed, &processed, [Offset(1)], start),
             Ok(())
         );
         assert_eq!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(1), Offset(2)]),
+            consumer_resumes_without_loss(&committed, &processed, [Offset(1), Offset(2)], start),
             Err(Violation::SkippedRecord {
                 offset: Offset(1),
                 resume: Offset(2)
@@ -125,7 +129,26 @@ mod tests {
         // A record processed at the same offset is another record if it differs (a read
         // above the HW, since truncated): the committed one was not processed.
         let other: BTreeSet<_> = [at(0, 1), at(1, 9)].into();
-        assert!(consumer_resumes_without_loss(&committed, &other, [Offset(2)]).is_err());
+        assert!(consumer_resumes_without_loss(&committed, &other, [Offset(2)], start).is_err());
+    }
+
+    #[test]
+    fn a_record_deleted_before_anyone_processed_it_is_not_a_loss_but_one_above_the_log_start_is() {
+        let committed: BTreeSet<_> = [at(0, 1), at(1, 2), at(2, 3)].into();
+        let processed: BTreeSet<_> = [at(1, 2)].into();
+        // DeleteRecords took offset 0; the member reset to 1 and processed it.
+        assert_eq!(
+            consumer_resumes_without_loss(&committed, &processed, [Offset(2)], Offset(1)),
+            Ok(())
+        );
+        // Not deleted, offset 0 was skipped.
+        assert!(
+            consumer_resumes_without_loss(&committed, &processed, [Offset(2)], Offset(0)).is_err()
+        );
+        // Deleted up to 1 only: offset 2, unprocessed, below the resume point 3, is a loss.
+        assert!(
+            consumer_resumes_without_loss(&committed, &processed, [Offset(3)], Offset(1)).is_err()
+        );
     }
 
     #[test]

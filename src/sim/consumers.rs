@@ -21,13 +21,14 @@
 
 use super::{Cluster, Record, ReplicaId, PARTITION};
 use crate::config::Config;
+use crate::error::ReadError;
 use crate::group::{self, Caller, Entered, Group, GroupError, Join, StoredGroup, Synced};
 use crate::invariants::{
     acknowledged_commits_survive, consumer_resumes_without_loss, fenced_members_cannot_commit,
     OffsetsRecord, Violation,
 };
-use crate::log::Entry;
-use crate::message::Effects;
+use crate::log::{Entry, Log};
+use crate::message::{Effect, Effects};
 use crate::replica::Input as ReplicaInput;
 use crate::types::{Acks, BrokerId, LeaderEpoch, Offset, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
@@ -409,16 +410,27 @@ impl Cluster {
                     max_entries: 1,
                     max_bytes: usize::MAX,
                 };
+                let log_start = self.replica(leader).log().log_start_offset();
                 for effect in self.replica_mut(leader).step(cfg, NOW, read) {
-                    if let crate::message::Effect::Read {
-                        result: Ok(answer), ..
-                    } = effect
-                    {
-                        for (i, entry) in answer.entries.into_iter().enumerate() {
-                            let offset = Offset(from.0 + i as u64);
-                            consumers.processed.insert((offset, entry));
-                            consumers.members[c].position = Some(offset.next());
+                    match effect {
+                        Effect::Read {
+                            result: Ok(answer), ..
+                        } => {
+                            for (i, entry) in answer.entries.into_iter().enumerate() {
+                                let offset = Offset(from.0 + i as u64);
+                                consumers.processed.insert((offset, entry));
+                                consumers.members[c].position = Some(offset.next());
+                            }
                         }
+                        // Its position was deleted (DeleteRecords): it resumes at the log
+                        // start, as a consumer with auto.offset.reset=earliest does.
+                        Effect::Read {
+                            result: Err(ReadError::OffsetOutOfRange),
+                            ..
+                        } if from < log_start => {
+                            consumers.members[c].position = Some(log_start);
+                        }
+                        _ => {}
                     }
                 }
                 Vec::new()
@@ -666,10 +678,18 @@ impl Cluster {
                     .iter()
                     .filter_map(|c| c.position)
                     .chain(serving.and_then(|(_, c)| c.offset));
+                // The furthest any replica's log start moved: only DeleteRecords at the leader
+                // moves one (followers follow it), and only over committed records (rule 17).
+                let deleted_below = self
+                    .replicas_of(PARTITION)
+                    .map(|r| r.log().log_start_offset())
+                    .max()
+                    .unwrap_or(Offset(0));
                 consumer_resumes_without_loss(
                     &self.history[PARTITION.0 as usize].committed,
                     &consumers.processed,
                     resume,
+                    deleted_below,
                 )
             }
             crate::Property::AcknowledgedCommitsSurvive => acknowledged_commits_survive(
