@@ -384,8 +384,9 @@ pub const PRESETS: &[Preset] = &[
         name: "safe-records",
         about: "every rule on, with what the other safe presets leave out: two records, a \
                 consumer, a fetch limit of one record (a follower catches up a record at a \
-                time, its HW capped by its LEO), a clean and an unclean crash, three elections \
-                and three ISR changes. Two brokers keep it small",
+                time), a clean and an unclean crash, three elections and three ISR changes. \
+                Two brokers keep it small (safe-fetch-limit has the third broker a follower's \
+                HW cap needs)",
         rules: &[],
         min_insync_replicas: 2,
         fetch_max_entries: 1,
@@ -397,6 +398,29 @@ pub const PRESETS: &[Preset] = &[
         isr_changes: 3,
         fails: &[],
         unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "safe-fetch-limit",
+        about: "every rule on, three brokers, two records and a fetch limit of one record, no \
+                crash: with min ISR 2 the HW moves on with two replicas while the third \
+                catches up a record at a time, so a Fetch answer carries a HW above that \
+                follower's LEO and the follower caps its own HW there (Kafka's \
+                `updateHighWatermark`). With two brokers (safe-records) the cap never bites: \
+                the HW waits for both. The crash guards are unreached",
+        rules: &[],
+        min_insync_replicas: 2,
+        fetch_max_entries: 1,
+        fetch_wait: true,
+        bounds: Bounds {
+            replicas: 3,
+            records: 2,
+            consumer: false,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
         exhaustive: true,
     },
     Preset {
