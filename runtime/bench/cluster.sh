@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|commits|all]
+#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|commits|retention|all]
 #   runtime/bench/cluster.sh scale [PARTITIONS] [file|etcd]
 #   runtime/bench/cluster.sh change-bytes
 #
@@ -30,6 +30,12 @@
 #   flush policy, with COMMITTERS groups at once (default "1 12") for COMMIT_SECS s (default 10):
 #   commits per second of the whole cluster. Each commit is a record in __consumer_offsets,
 #   acknowledged once committed (acks=all, min ISR 2).
+# retention: does deleting segments hold up writes? Three brokers (flush=always), a topic of 3
+#   partitions at RF 3 (min ISR 2) with retention.ms=2000 and segment.ms=200, RETENTION_RECORDS
+#   (default 2500000) 100-byte records from 3 producers in batches of 100 (acks=all); once with
+#   the default retention check interval (300 s: nothing is deleted during the run) and once
+#   with 200 ms. Prints throughput and latency percentiles, the disk used after, and the log
+#   start partition 0 reached.
 # change-bytes: what one ISR change writes to each store (file: bytes appended to the metadata
 #   log; etcd: bytes of values), at 1,000 and at 100,000 partitions, with ISR changes per second:
 #   the controller store's own benchmark (a local etcd member, no brokers), the ignored test
@@ -258,6 +264,21 @@ total = sum(counts)
 print(f"{total} synchronous commits in {secs:.0f} s: {total / secs:.0f} per second")
 PY
     done
+    stop
+  done
+}
+
+retention() {
+  for interval in 300000 200; do
+    start always --log-retention-check-interval-ms "$interval"
+    "$ISR" topic create lat --bootstrap "$BOOT" --partitions 3 --replication-factor 3 \
+      --min-insync-replicas 2 --config retention.ms=2000 --config segment.ms=200 >/dev/null
+    printf 'retention check every %-6s ms: ' "$interval"
+    "$ISR" perf produce --bootstrap "$BOOT" --topic lat --records "${RETENTION_RECORDS:-2500000}" \
+      --record-size 100 --producers 3 --batch 100 | tail -2 | tr '\n' ' '
+    local start
+    start=$("$ISR" status lat --bootstrap "$BOOT" 2>&1 | grep -o 'log start [0-9]*' | head -1)
+    echo "disk after $(du -sh "$WORK/data" | cut -f1); partition 0's $start"
     stop
   done
 }
@@ -505,9 +526,10 @@ case "${1:-all}" in
   large) large ;;
   tls) tls ;;
   commits) commits ;;
+  retention) retention ;;
   change-bytes) cargo test --release -p isr-runtime --lib commit_rates -- --ignored --nocapture 2>&1 |
     grep -E '^(file|etcd) store' ;;
   scale) scale "${2:-100000}" "${3:-file}" ;;
   all) throughput; failover; controller_failover; metadata; large; tls; commits ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|change-bytes|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|retention|change-bytes|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
 esac
