@@ -59,11 +59,7 @@
 //! /// Carries out a controller step's effects, its state kept (in memory here): its messages
 //! /// into the network. (Its other effect answers a fenced broker's heartbeat: none here.)
 //! fn carry_controller(effects: ControllerEffects<String>, net: &mut Net) {
-//!     for effect in effects {
-//!         if let ControllerEffect::Send(envelope) = effect {
-//!             net.push_back(envelope);
-//!         }
-//!     }
+//!     net.extend(effects.into_iter().filter_map(ControllerEffect::into_sent));
 //! }
 //!
 //! // A follower's Fetch that finds nothing waits at the leader (here, until data arrives: no

@@ -409,5 +409,15 @@ pub enum Effect<R> {
     },
 }
 
+impl<R> Effect<R> {
+    /// The message this effect sends, if it is a [`Effect::Send`].
+    pub fn sent(&self) -> Option<&Envelope<R>> {
+        match self {
+            Effect::Send(envelope) => Some(envelope),
+            _ => None,
+        }
+    }
+}
+
 /// The effects of one replica step, in order.
 pub type Effects<R> = Vec<Effect<R>>;

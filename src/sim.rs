@@ -1749,9 +1749,7 @@ impl Choice {
 fn sends_of(effects: ControllerEffects<Record>) -> Effects<Record> {
     effects
         .into_iter()
-        .filter_map(|e| match e {
-            ControllerEffect::Send(envelope) => Some(Effect::Send(envelope)),
-            ControllerEffect::MustRegister { .. } => None,
-        })
+        .filter_map(ControllerEffect::into_sent)
+        .map(Effect::Send)
         .collect()
 }

@@ -57,10 +57,7 @@ fn controller_digests(effects: &ControllerEffects<u64>) -> ControllerEffects<Dig
 
 /// The messages among a controller's `effects`.
 fn sends(effects: ControllerEffects<u64>) -> impl Iterator<Item = isr::Envelope<u64>> {
-    effects.into_iter().filter_map(|e| match e {
-        ControllerEffect::Send(env) => Some(env),
-        ControllerEffect::MustRegister { .. } => None,
-    })
+    effects.into_iter().filter_map(ControllerEffect::into_sent)
 }
 
 /// Steps `controller` with `input` at `now` and records the step in its trace `ctl`.

@@ -521,11 +521,7 @@ pub const PRESETS: &[Preset] = &[
         min_insync_replicas: 1,
         fetch_max_entries: UNLIMITED,
         fetch_wait: false,
-        bounds: Bounds {
-            replicas: 1,
-            records: 2,
-            ..GROUP
-        },
+        bounds: CONSUMER_GROUP,
         isr_changes: 2,
         fails: &[],
         unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
@@ -543,10 +539,8 @@ pub const PRESETS: &[Preset] = &[
         fetch_max_entries: UNLIMITED,
         fetch_wait: false,
         bounds: Bounds {
-            replicas: 1,
-            records: 2,
             deletes: 1,
-            ..GROUP
+            ..CONSUMER_GROUP
         },
         isr_changes: 2,
         fails: &[],
@@ -657,6 +651,14 @@ const GROUP: Bounds = Bounds {
     commits: 2,
     consumer_failures: 1,
     ..BASE
+};
+
+/// `consumer-group`'s bounds (and `group-deletes`'s, with a DeleteRecords): the group on one
+/// broker, two records to read.
+const CONSUMER_GROUP: Bounds = Bounds {
+    replicas: 1,
+    records: 2,
+    ..GROUP
 };
 
 /// The coordinator failover presets' bounds: two brokers, one consumer that commits once

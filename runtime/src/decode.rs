@@ -176,10 +176,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
     // A controller step's orders, in one frame as a step sends them.
     let orders: Vec<Envelope<Bytes>> = effects
         .into_iter()
-        .filter_map(|e| match e {
-            ControllerEffect::Send(env) => Some(env),
-            _ => None,
-        })
+        .filter_map(ControllerEffect::into_sent)
         .collect();
     let mut frames = Frame::batches(orders);
     frames.extend([

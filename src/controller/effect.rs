@@ -20,5 +20,23 @@ pub enum Effect<R> {
     },
 }
 
+impl<R> Effect<R> {
+    /// The message this effect sends, if it is a [`Effect::Send`].
+    pub fn sent(&self) -> Option<&Envelope<R>> {
+        match self {
+            Effect::Send(envelope) => Some(envelope),
+            Effect::MustRegister { .. } => None,
+        }
+    }
+
+    /// The message this effect sends, taken, if it is a [`Effect::Send`].
+    pub fn into_sent(self) -> Option<Envelope<R>> {
+        match self {
+            Effect::Send(envelope) => Some(envelope),
+            Effect::MustRegister { .. } => None,
+        }
+    }
+}
+
 /// The effects of one controller step, in order.
 pub type Effects<R> = Vec<Effect<R>>;

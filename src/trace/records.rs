@@ -53,14 +53,19 @@ pub fn message<R, S>(message: &Message<R>, f: &impl Fn(&R) -> S) -> Message<S> {
     }
 }
 
+/// `e` with each record `r` of its message replaced by `f(r)`.
+fn envelope<R, S>(e: &Envelope<R>, f: &impl Fn(&R) -> S) -> Envelope<S> {
+    Envelope {
+        from: e.from,
+        to: e.to,
+        message: message(&e.message, f),
+    }
+}
+
 /// `effect` with each record `r` replaced by `f(r)`.
 pub fn effect<R, S>(effect: &Effect<R>, f: &impl Fn(&R) -> S) -> Effect<S> {
     match effect {
-        Effect::Send(e) => Effect::Send(Envelope {
-            from: e.from,
-            to: e.to,
-            message: message(&e.message, f),
-        }),
+        Effect::Send(e) => Effect::Send(envelope(e, f)),
         Effect::Read {
             partition,
             id,
@@ -131,11 +136,7 @@ pub fn controller_effect<R, S>(
     f: &impl Fn(&R) -> S,
 ) -> ControllerEffect<S> {
     match effect {
-        ControllerEffect::Send(e) => ControllerEffect::Send(Envelope {
-            from: e.from,
-            to: e.to,
-            message: message(&e.message, f),
-        }),
+        ControllerEffect::Send(e) => ControllerEffect::Send(envelope(e, f)),
         ControllerEffect::MustRegister { broker } => {
             ControllerEffect::MustRegister { broker: *broker }
         }

@@ -387,9 +387,9 @@ impl<'t> Replayer<'t> {
         let is_it =
             |env: &Envelope<Digest>| env.from == from && env.to == to && env.message == *message;
         self.traces.iter().flat_map(|t| &t.events).any(|e| match e {
-            Event::Replica { effects, .. } => replica_sends(effects).any(is_it),
+            Event::Replica { effects, .. } => effects.iter().filter_map(Effect::sent).any(is_it),
             Event::Controller { effects, .. } | Event::ControllerState { effects, .. } => {
-                controller_sends(effects).any(is_it)
+                effects.iter().filter_map(ControllerEffect::sent).any(is_it)
             }
             _ => false,
         })
@@ -462,7 +462,7 @@ impl<'t> Replayer<'t> {
                     self.receive(*from, me, message);
                 }
                 self.compare(p, event, &got, effects)?;
-                self.send(controller_sends(&got));
+                self.send(got.iter().filter_map(ControllerEffect::sent));
                 if !got.is_empty() {
                     let partitions: Vec<PartitionId> = self.histories.keys().copied().collect();
                     for partition in partitions {
@@ -473,7 +473,7 @@ impl<'t> Replayer<'t> {
             }
             Event::ControllerState { state, effects } => {
                 self.processes[p].controller = Some(state.clone());
-                self.send(controller_sends(effects));
+                self.send(effects.iter().filter_map(ControllerEffect::sent));
                 Ok(None)
             }
         }
@@ -724,7 +724,7 @@ impl<'t> Replayer<'t> {
             _ => {}
         }
         self.compare(p, event, &got, effects)?;
-        self.send(replica_sends(&got));
+        self.send(got.iter().filter_map(Effect::sent));
         self.observe(p, partition, &got);
         Ok(())
     }
@@ -925,22 +925,4 @@ fn from_outside_the_core(message: &Message<Digest>) -> bool {
         message,
         Message::BrokerRegistration { .. } | Message::BrokerHeartbeat { .. }
     )
-}
-
-/// The messages among a replica step's effects.
-fn replica_sends(effects: &[Effect<Digest>]) -> impl Iterator<Item = &Envelope<Digest>> {
-    effects.iter().filter_map(|e| match e {
-        Effect::Send(envelope) => Some(envelope),
-        _ => None,
-    })
-}
-
-/// The messages among a controller step's effects.
-fn controller_sends(
-    effects: &[ControllerEffect<Digest>],
-) -> impl Iterator<Item = &Envelope<Digest>> {
-    effects.iter().filter_map(|e| match e {
-        ControllerEffect::Send(envelope) => Some(envelope),
-        ControllerEffect::MustRegister { .. } => None,
-    })
 }

@@ -397,8 +397,9 @@ impl Net {
 
     /// A delta of the metadata: applied if it is the next one, ignored if the view already has
     /// it; after a gap (a delta lost, or none kept yet), or for a delta about a partition the
-    /// view does not have, the whole view is asked for, and the deltas that follow it apply. Its cost is that of the records, except where they delete a
-    /// partition, add a broker or change the users: those look at the whole view, as rarely.
+    /// view does not have, the whole view is asked for, and the deltas that follow it apply.
+    /// Its cost is that of the records, except where they delete a partition, add a broker or
+    /// change the users: those look at the whole view, as rarely.
     fn on_delta(self: &Arc<Self>, offset: u64, records: &[Record]) {
         let mut guard = self.metadata.lock().unwrap_or_else(|p| p.into_inner());
         let unknown = guard.as_ref().and_then(|v| v.unknown_partition(records));

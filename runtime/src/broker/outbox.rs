@@ -8,7 +8,6 @@
 //! and so do a leader's answers to one follower.
 
 use crate::wire::link::Link;
-use crate::wire::Frame;
 use bytes::Bytes;
 use isr::{BrokerId, Envelope, Node};
 use std::collections::BTreeMap;
@@ -61,9 +60,7 @@ impl Outbox {
                 Node::Broker(b) => links.peers.get(&b),
             };
             if let Some(link) = link {
-                for frame in Frame::batches(envelopes) {
-                    link.send(frame);
-                }
+                link.send_envelopes(envelopes);
             }
         }
     }

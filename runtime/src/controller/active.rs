@@ -329,11 +329,7 @@ impl Active<'_> {
             return;
         }
         match self.brokers.get(&broker) {
-            Some((_, link)) => {
-                for frame in Frame::batches(envelopes) {
-                    link.send(frame);
-                }
-            }
+            Some((_, link)) => link.send_envelopes(envelopes),
             // It learns the current state when it opens its next session.
             None => debug!(%broker, "not connected; messages dropped"),
         }

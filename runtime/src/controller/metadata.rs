@@ -127,28 +127,15 @@ impl Metadata {
                 alive.len()
             )));
         }
-        if min_isr == 0 || min_isr > factor {
-            return Err(AdminError::InvalidConfig(format!(
-                "{MIN_INSYNC}={min_isr} is not between 1 and the replication factor {factor}"
-            )));
-        }
-        let mut ids = Vec::new();
-        let mut effects = Vec::new();
-        for next in self.next_partition..self.next_partition + count {
-            let id = PartitionId(next);
-            let start = (next as usize) % alive.len();
-            let assigned = (0..factor)
-                .map(|k| alive[(start + k) % alive.len()])
-                .collect();
-            let created = self
-                .controller
-                .create_partition(id, assigned, min_isr)
-                .map_err(|e| AdminError::InvalidReplicationFactor(e.to_string()))?;
-            effects.extend(created);
-            ids.push(id);
-        }
-        self.set(Record::NextPartition(self.next_partition + count));
-        Ok((ids, effects))
+        let assignment: Vec<Vec<BrokerId>> = (self.next_partition..self.next_partition + count)
+            .map(|next| {
+                let start = (next as usize) % alive.len();
+                (0..factor)
+                    .map(|k| alive[(start + k) % alive.len()])
+                    .collect()
+            })
+            .collect();
+        self.create_assigned(&assignment, min_isr, AdminError::InvalidReplicationFactor)
     }
 
     /// Creates one partition per list of `assignment`, on exactly those brokers in that order
@@ -180,6 +167,18 @@ impl Metadata {
                 return invalid(format!("partition {index}: broker {b} is not alive"));
             }
         }
+        self.create_assigned(assignment, min_isr, AdminError::InvalidReplicaAssignment)
+    }
+
+    /// Creates one partition per list of `assignment`, its replicas in that order, after the
+    /// last partition id; `refused` words the core's refusal.
+    fn create_assigned(
+        &mut self,
+        assignment: &[Vec<BrokerId>],
+        min_isr: usize,
+        refused: fn(String) -> AdminError,
+    ) -> Result<(Vec<PartitionId>, Effects<bytes::Bytes>), AdminError> {
+        let factor = assignment.first().map_or(0, Vec::len);
         if min_isr == 0 || min_isr > factor {
             return Err(AdminError::InvalidConfig(format!(
                 "{MIN_INSYNC}={min_isr} is not between 1 and the replication factor {factor}"
@@ -192,11 +191,13 @@ impl Metadata {
             let created = self
                 .controller
                 .create_partition(id, replicas.clone(), min_isr)
-                .map_err(|e| AdminError::InvalidReplicaAssignment(e.to_string()))?;
+                .map_err(|e| refused(e.to_string()))?;
             effects.extend(created);
             ids.push(id);
         }
-        self.set(Record::NextPartition(self.next_partition + count));
+        self.set(Record::NextPartition(
+            self.next_partition + ids.len() as u32,
+        ));
         Ok((ids, effects))
     }
 

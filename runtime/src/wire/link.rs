@@ -8,6 +8,8 @@
 use super::codec::{self, FrameError};
 use super::{Frame, Peer, MAGIC};
 use crate::security::{peer_role, ClusterTls, Role};
+use bytes::Bytes;
+use isr::Envelope;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -29,6 +31,16 @@ impl Link {
     /// Queues a frame; false when the connection is gone.
     pub fn send(&self, frame: Frame) -> bool {
         self.tx.send(frame).is_ok()
+    }
+
+    /// Queues messages for this connection's peer, in order, as the fewest frames
+    /// ([`Frame::batches`]): what one step of the sender made for one receiver.
+    pub fn send_envelopes(&self, envelopes: Vec<Envelope<Bytes>>) {
+        for frame in Frame::batches(envelopes) {
+            if !self.send(frame) {
+                return;
+            }
+        }
     }
 
     /// Whether two handles drive the same connection.
