@@ -99,6 +99,14 @@ pub struct Rules {
     /// read yet and no other replica may hold yet. On when a serialized config predates it.
     #[serde(default = "on")]
     pub log_start_within_hw: bool,
+    /// Rule 18: compaction (Kafka's log cleaner) removes a record only when a later record of
+    /// the same key below the replica's high watermark supersedes it, so the record that
+    /// supersedes it is committed and every replica that leads later holds it. Off: a replica
+    /// cleans up to its LEO, so an uncommitted record may supersede a committed one, and when a
+    /// failover truncates it the key's committed value is gone. On when a serialized config
+    /// predates it.
+    #[serde(default = "on")]
+    pub compact_within_hw: bool,
 }
 
 fn on() -> bool {
@@ -122,6 +130,7 @@ impl Default for Rules {
             coordinator_load: true,
             generation_check: true,
             log_start_within_hw: true,
+            compact_within_hw: true,
         }
     }
 }
@@ -147,7 +156,7 @@ impl Rules {
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
          maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing, \
          append-check, producer-state, coordinator-load, generation-check, \
-         log-start-hw";
+         log-start-hw, compact-hw";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -194,6 +203,7 @@ impl Rules {
             "coordinator-load" => self.coordinator_load = flag("coordinator-load", value)?,
             "generation-check" => self.generation_check = flag("generation-check", value)?,
             "log-start-hw" => self.log_start_within_hw = flag("log-start-hw", value)?,
+            "compact-hw" => self.compact_within_hw = flag("compact-hw", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -308,6 +318,13 @@ impl Rules {
                 on(safe.log_start_within_hw),
                 "on, off",
                 "17: the log start offset never passes the high watermark (KIP-107)",
+            ),
+            row(
+                "compact-hw",
+                on(self.compact_within_hw),
+                on(safe.compact_within_hw),
+                "on, off",
+                "18: compaction removes only records a committed record supersedes",
             ),
         ]
     }

@@ -7,7 +7,7 @@
 use crate::config::FlushPolicy;
 use crate::controller::Controller;
 use crate::epoch_cache::EpochCache;
-use crate::log::{Entry, Log};
+use crate::log::{is_gap, Entry, Log};
 use crate::replica::{Replica, Role};
 use crate::types::{BrokerId, LeaderEpoch, Offset, PartitionId};
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,8 @@ impl<R: Ord + Clone> History<R> {
         let mut new = Vec::new();
         for r in replicas.into_iter().filter(|r| r.is_leader()) {
             for o in 0..r.high_watermark().0 {
-                if let Some(entry) = r.entry(Offset(o)) {
+                // A gap compaction left is not a record: what it held was committed before.
+                if let Some(entry) = r.entry(Offset(o)).filter(|e| !is_gap::<L>(&e.record)) {
                     let commit = (Offset(o), entry);
                     if !self.committed.contains(&commit) && !new.contains(&commit) {
                         new.push(commit);
@@ -286,6 +287,16 @@ pub enum Violation {
         /// The answering leader's log start offset.
         log_start: Offset,
     },
+    /// **CleanedRecordsAreSuperseded** broken.
+    #[error("CleanedRecordsAreSuperseded: replica {replica} cleaned the record at offset {offset}, but no later record it holds or that was committed has its key {key}")]
+    CleanedUnsuperseded {
+        /// The replica whose log holds the gap.
+        replica: BrokerId,
+        /// Where the cleaned record was.
+        offset: Offset,
+        /// Its key.
+        key: u64,
+    },
     /// **LeaderEpochsAreUnique** broken.
     #[error("LeaderEpochsAreUnique: leader epoch {epoch} names both {a} and {b} as leader")]
     LeaderEpochTwice {
@@ -346,11 +357,14 @@ pub enum Property {
     /// [`fenced_members_cannot_commit`]: no commit of an older generation follows a newer
     /// generation in the offsets partition.
     FencedMembersCannotCommit,
+    /// [`cleaned_records_are_superseded`]: compaction removed only records a later committed
+    /// record of the same key supersedes.
+    CleanedRecordsAreSuperseded,
 }
 
 impl Property {
     /// Every property, in the order the checker reports them.
-    pub const ALL: [Property; 19] = [
+    pub const ALL: [Property; 20] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -370,6 +384,7 @@ impl Property {
         Property::ConsumerResumesWithoutLoss,
         Property::AcknowledgedCommitsSurvive,
         Property::FencedMembersCannotCommit,
+        Property::CleanedRecordsAreSuperseded,
     ];
 
     /// Whether a property of a consumer group, not of one partition: [`Property::check`]
@@ -409,6 +424,7 @@ impl Property {
             Property::ConsumerResumesWithoutLoss => "ConsumerResumesWithoutLoss",
             Property::AcknowledgedCommitsSurvive => "AcknowledgedCommitsSurvive",
             Property::FencedMembersCannotCommit => "FencedMembersCannotCommit",
+            Property::CleanedRecordsAreSuperseded => "CleanedRecordsAreSuperseded",
         }
     }
 
@@ -443,6 +459,7 @@ impl Property {
                 .iter()
                 .try_for_each(|r| log_start_within_high_watermark(r)),
             Property::NoReadBelowLogStart => no_read_below_log_start(view),
+            Property::CleanedRecordsAreSuperseded => cleaned_records_are_superseded(view),
             Property::ConsumerResumesWithoutLoss
             | Property::AcknowledgedCommitsSurvive
             | Property::FencedMembersCannotCommit => Ok(()),
@@ -489,7 +506,18 @@ where
     }
 }
 
-/// The first offset below `hw`, at or above both log starts, where two replicas differ.
+/// `entry` as compaction may leave it ([`Log::cleaned`]): two replicas agree on an entry when
+/// they hold it alike, or one cleaned what the other still holds.
+fn cleaned<L: Log>(entry: &Entry<L::Record>) -> Entry<L::Record> {
+    Entry {
+        epoch: entry.epoch,
+        record: L::cleaned(&entry.record),
+        producer: entry.producer,
+    }
+}
+
+/// The first offset below `hw`, at or above both log starts, where two replicas differ
+/// (compaction's gaps aside).
 /// Walks entry by entry: where both hold the same entry, they hold it over the same offsets,
 /// so the next offset to compare is the next entry's (a record batch spans many offsets in the
 /// runtime's logs).
@@ -498,7 +526,7 @@ fn first_difference<L: Log>(a: &Replica<L>, b: &Replica<L>, hw: Offset) -> Optio
     let mut o = a.log().log_start_offset().max(b.log().log_start_offset());
     while o < hw {
         let here = a.entry(o);
-        if here != b.entry(o) {
+        if here.as_ref().map(cleaned::<L>) != b.entry(o).as_ref().map(cleaned::<L>) {
             return Some(o);
         }
         let width = here.map_or(1, |e| L::width(&e.record)).max(1);
@@ -628,7 +656,9 @@ where
 
 /// The first record of `records`, at or above the current leader's log start, that it does
 /// not hold at its offset: records below it were deleted (by DeleteRecords or retention, only
-/// once committed: rule 17), not lost.
+/// once committed: rule 17), not lost. A gap compaction left where the record was counts as
+/// holding it: [`cleaned_records_are_superseded`] says a later committed record of its key is
+/// there.
 fn first_missing<'r, L: Log>(
     view: &ClusterView<'_, L>,
     records: impl Iterator<Item = &'r (Offset, Entry<L::Record>)>,
@@ -639,7 +669,9 @@ where
     let leader = view.current_leader()?;
     let start = leader.log().log_start_offset();
     records
-        .filter(|(o, e)| *o >= start && leader.entry(*o).as_ref() != Some(e))
+        .filter(|(o, e)| {
+            *o >= start && leader.entry(*o).as_ref().map(cleaned::<L>) != Some(cleaned::<L>(e))
+        })
         .map(|(o, e)| (leader.id(), *o, format!("{:?}@{}", e.record, e.epoch)))
         .next()
 }
@@ -912,6 +944,45 @@ where
         Some(&(from, log_start)) => Err(Violation::ReadBelowLogStart { from, log_start }),
         None => Ok(()),
     }
+}
+
+/// **CleanedRecordsAreSuperseded** (rule 18): every gap compaction left in a replica's log
+/// names a key that a later record has, one the replica still holds or one that was
+/// committed, so a consumer that reads the replica's log from its start ends with every key's
+/// latest committed value. Broken when a replica cleans a record that an uncommitted one
+/// supersedes, and a failover then truncates the newer one away: the gap stays, and the key
+/// has lost its committed value. (The history may learn of a commit late — a leader's last
+/// flush as it shuts down raises its HW as it leaves office — so the property does not ask
+/// that the later record be committed already.)
+pub fn cleaned_records_are_superseded<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    for &r in &view.replicas {
+        let log = r.log();
+        for o in log.log_start_offset().0..log.log_end_offset().0 {
+            let Some(gap) = log.entry(Offset(o)).filter(|e| is_gap::<L>(&e.record)) else {
+                continue;
+            };
+            let key = L::key(&gap.record);
+            let later = |at: u64, record: &L::Record| at > o && L::key(record) == key;
+            let superseded = view
+                .history
+                .committed
+                .iter()
+                .any(|(at, e)| later(at.0, &e.record))
+                || (o + 1..log.log_end_offset().0)
+                    .any(|at| log.entry(Offset(at)).is_some_and(|e| later(at, &e.record)));
+            if !superseded {
+                return Err(Violation::CleanedUnsuperseded {
+                    replica: r.id(),
+                    offset: Offset(o),
+                    key: key.unwrap_or_default(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// **LeaderEpochsAreUnique**: no two elections gave one leader epoch to different leaders, as

@@ -139,7 +139,7 @@ pub use controller::{
 pub use epoch_cache::EpochCache;
 pub use error::{AlterPartitionError, ConfigError, EpochError, ParseError, ReadError, WriteError};
 pub use invariants::{ClusterView, History, Property, Violation};
-pub use log::{Entry, EntryShape, Log, MemLog};
+pub use log::{is_gap, Compactable, Entry, EntryShape, Log, MemLog};
 pub use message::{
     AlterPartitionRequest, AlterPartitionResponse, DeleteId, Effect, Effects, Envelope,
     FetchRequest, FetchResponse, FetchedRecords, LeaderAndIsr, Message,

@@ -83,6 +83,31 @@ pub trait Log {
     /// (an offset its replicas' logs share), so that a reader finds whole entries; a disk log
     /// may keep the files that hold what lies below until a whole segment is below it.
     fn advance_log_start(&mut self, offset: Offset);
+    /// Compaction (Kafka's log cleaner): every record below `below` that a later record below
+    /// `below` with the same key supersedes may be removed, now or later (a disk log cleans in
+    /// the background, and may stop short of `below`). Offsets stay where they are: a removed
+    /// record leaves a gap inside its entry and moves no other record, no entry boundary and
+    /// no epoch, so an entry may span offsets that hold nothing, or hold nothing at all
+    /// ([`Log::cleaned`]). Readers see entries as they are, gaps included: a follower copies
+    /// them, and a consumer skips the offsets that hold no record. The core calls it only up
+    /// to the replica's high watermark (rule 18). The default removes nothing: a log whose
+    /// records have no keys.
+    fn compact(&mut self, _below: Offset) {}
+
+    /// The key compaction goes by, if `record` has one: a later record with the same key
+    /// supersedes it. `None` (the default): compaction never removes it.
+    fn key(_record: &Self::Record) -> Option<u64> {
+        None
+    }
+
+    /// `record` once compaction has removed all it holds: an entry that keeps its offsets and
+    /// epoch and holds no record (a gap). Properties compare replicas' entries through it, so
+    /// that a replica that cleaned an entry and one that did not still agree. `record` itself
+    /// for a log that never cleans (the default).
+    fn cleaned(record: &Self::Record) -> Self::Record {
+        record.clone()
+    }
+
     /// Makes everything appended so far durable. The driver's to call, never the core's: the
     /// core asks for it ([`crate::Effect::Flush`]) and is told when it is done
     /// ([`crate::ReplicaInput::Flushed`]), so one flush may serve several steps (group commit).
@@ -156,6 +181,42 @@ pub trait Log {
     }
 }
 
+/// Whether `record` is a gap compaction left: a keyed record that holds nothing more to
+/// remove ([`Log::cleaned`]).
+pub fn is_gap<L: Log>(record: &L::Record) -> bool {
+    L::key(record).is_some() && L::cleaned(record) == *record
+}
+
+/// What the in-memory log's compaction needs of a record: its key, and what is left of it once
+/// a later record of the same key supersedes it ([`Log::key`], [`Log::cleaned`]). Records
+/// without a key (the default) are never removed.
+pub trait Compactable: Clone {
+    /// The record's key, if it has one.
+    fn key(&self) -> Option<u64> {
+        None
+    }
+    /// The record once compaction removed it: a gap that keeps its key.
+    fn cleaned(&self) -> Self {
+        self.clone()
+    }
+}
+
+/// The models' records ([`crate::sim::Record`]-sized numbers, below 128): records `2k - 1` and
+/// `2k` share key `k`, so each key's first record is superseded by its second, and a cleaned
+/// record is its number with the high bit set: a gap that still names its key.
+impl Compactable for u8 {
+    fn key(&self) -> Option<u64> {
+        Some(u64::from((self & 0x7f).div_ceil(2)))
+    }
+    fn cleaned(&self) -> Self {
+        self | 0x80
+    }
+}
+
+impl Compactable for u32 {}
+impl Compactable for u64 {}
+impl Compactable for String {}
+
 /// Every entry's offset and shape, from the log start to its end: the walk over entry
 /// boundaries that what is derived from a log ([`crate::EpochCache::from_log`],
 /// [`crate::Producers::from_log`]) is built by.
@@ -221,7 +282,7 @@ impl<R: Clone> MemLog<R> {
     }
 }
 
-impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
+impl<R: Compactable + Debug + PartialEq> Log for MemLog<R> {
     type Record = R;
 
     fn log_start_offset(&self) -> Offset {
@@ -279,6 +340,38 @@ impl<R: Clone + Debug + PartialEq> Log for MemLog<R> {
 
     fn flush(&mut self) {
         self.flushed = self.log_end_offset();
+    }
+
+    /// Cleans at once: each keyed record below `below` with a later record of its key below
+    /// `below` becomes its gap ([`Compactable::cleaned`]).
+    fn compact(&mut self, below: Offset) {
+        let end = self.index(below).map_or(0, |i| i.min(self.entries.len()));
+        let mut latest = std::collections::BTreeMap::new();
+        for (i, e) in self.entries.iter().take(end).enumerate() {
+            if let Some(key) = e.record.key() {
+                latest.insert(key, i);
+            }
+        }
+        for i in 0..end {
+            let entry = &self.entries[i];
+            let superseded = entry
+                .record
+                .key()
+                .is_some_and(|key| latest.get(&key).is_some_and(|&last| last > i));
+            if superseded && entry.record.cleaned() != entry.record {
+                let mut gap = entry.clone();
+                gap.record = gap.record.cleaned();
+                self.entries.set(i, gap);
+            }
+        }
+    }
+
+    fn key(record: &R) -> Option<u64> {
+        record.key()
+    }
+
+    fn cleaned(record: &R) -> R {
+        record.cleaned()
     }
 
     fn lose_unflushed(&mut self) {

@@ -18,7 +18,7 @@ use crate::config::{Config, FlushPolicy};
 use crate::controller::Input as ControllerInput;
 use crate::controller::{Controller, Effect as ControllerEffect, Effects as ControllerEffects};
 use crate::invariants::{short_acknowledgement, ClusterView, History, Property, Violation};
-use crate::log::{Entry, Log, MemLog};
+use crate::log::{is_gap, Entry, Log, MemLog};
 use crate::message::{Effect, Effects, Envelope, Message};
 use crate::producers::ProducerBatch;
 use crate::replica::{Input as ReplicaInput, Replica, Timer};
@@ -162,6 +162,12 @@ pub struct Bounds {
     /// (rule 17) and changes nothing.
     #[serde(default)]
     pub deletes: u8,
+    /// Compaction passes that removed a record, in all (the checker's `--compactions`); none by
+    /// default. Any running replica of a data partition may clean its log up to its high
+    /// watermark (rule 18); records `2k - 1` and `2k` share key `k`, so the second supersedes
+    /// the first ([`crate::Compactable`] for the models' records).
+    #[serde(default)]
+    pub compactions: u8,
     /// Keep the messages their receiver will ignore forever in flight, instead of discarding
     /// them (the checker's `--no-reduction`): their deliveries are then steps that change no
     /// node and send only messages dead in turn (an error answer its sender ignores), which is
@@ -212,6 +218,7 @@ impl Default for Bounds {
             consumer_failures: 0,
             max_generation: 3,
             deletes: 0,
+            compactions: 0,
             keep_dead: false,
             audit_dead: false,
         }
@@ -313,6 +320,10 @@ pub enum Action {
         /// The new log start offset asked for.
         before: Offset,
     },
+    /// A running replica of a data partition runs its log cleaner ([`Bounds::compactions`]):
+    /// records a later record of the same key supersedes become gaps, up to its high
+    /// watermark (rule 18).
+    Compact(ReplicaId),
 }
 
 impl fmt::Display for Action {
@@ -344,6 +355,7 @@ impl fmt::Display for Action {
             Action::DeleteRecords { leader, before } => {
                 write!(f, "DeleteRecords({leader}, before {before})")
             }
+            Action::Compact(r) => write!(f, "Compact({r})"),
             Action::ControllerFailover => write!(f, "ControllerFailover"),
             Action::ZombieShrinkIsr(b) => write!(f, "ZombieShrinkIsr({b})"),
             Action::ZombieElectLeader(b) => write!(f, "ZombieElectLeader({b})"),
@@ -396,6 +408,16 @@ fn electing(elects: &[ReplicaId]) -> String {
     elects.iter().map(|r| format!(", elects {r}")).collect()
 }
 
+/// How a record reads in states and traces: its number, or, for a gap compaction left, the
+/// number it held in brackets (`(1)`).
+pub fn record_label(record: Record) -> String {
+    if is_gap::<MemLog<Record>>(&record) {
+        format!("({})", record & 0x7f)
+    } else {
+        record.to_string()
+    }
+}
+
 /// A one-line description of a message: kind, route and the fields that matter.
 pub fn describe(e: &Envelope<Record>) -> String {
     let body = match &e.message {
@@ -405,7 +427,7 @@ pub fn describe(e: &Envelope<Record>) -> String {
                 let recs: Vec<String> = f
                     .entries
                     .iter()
-                    .map(|en| format!("{}:{}", en.record, en.epoch))
+                    .map(|en| format!("{}:{}", record_label(en.record), en.epoch))
                     .collect();
                 format!(
                     "FetchResponse {} from={} [{}] hw={}",
@@ -541,6 +563,9 @@ pub struct Cluster {
     /// DeleteRecords that moved a log start so far, against [`Bounds::deletes`].
     #[serde(default)]
     pub deletes: u8,
+    /// Compaction passes that removed a record so far, against [`Bounds::compactions`].
+    #[serde(default)]
+    pub compactions: u8,
 }
 
 impl Cluster {
@@ -578,6 +603,7 @@ impl Cluster {
             consumers: (bounds.consumers > 0)
                 .then(|| Arc::new(Consumers::new(bounds.consumers, n as usize))),
             deletes: 0,
+            compactions: 0,
         };
         let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
@@ -762,6 +788,9 @@ impl Cluster {
             let unread = self.consumer_offset[id.partition.0 as usize] < r.high_watermark();
             if r.is_leader() && data && bounds.consumer && unread {
                 listed.push(Action::ConsumerRead(id));
+            }
+            if r.is_online() && data && self.compactions < bounds.compactions {
+                listed.push(Action::Compact(id));
             }
             if r.is_leader() && data && self.deletes < bounds.deletes {
                 let (start, end) = (r.log().log_start_offset(), r.log_end_offset());
@@ -1087,6 +1116,15 @@ impl Cluster {
                 };
                 self.replica_mut(*leader).step(cfg, now, delete)
             }
+            Action::Compact(id) => {
+                let r = self.replica_mut(*id);
+                let before = r.log().clone();
+                let effects = r.step(cfg, now, ReplicaInput::Compact);
+                if *r.log() != before {
+                    self.compactions += 1;
+                }
+                effects
+            }
             Action::ConsumerRead(id) => {
                 let read = ReplicaInput::Read {
                     id: 0,
@@ -1142,6 +1180,7 @@ impl Cluster {
             | Action::Flush(id)
             | Action::ConsumerRead(id)
             | Action::DeleteRecords { leader: id, .. }
+            | Action::Compact(id)
             | Action::ProducerRetry { leader: id, .. } => Some(id.broker),
             Action::CleanShutdown(b) | Action::UncleanCrash(b) => Some(*b),
             // The group's writes are its serving coordinator's.
@@ -1383,7 +1422,10 @@ impl Cluster {
                     }
                     for (i, entry) in answer.entries.into_iter().enumerate() {
                         let offset = Offset(from.0 + i as u64);
-                        history.consumed.insert((offset, entry));
+                        // The consumer skips a gap compaction left: it holds no record.
+                        if !is_gap::<MemLog<Record>>(&entry.record) {
+                            history.consumed.insert((offset, entry));
+                        }
                         self.consumer_offset[at] = offset.next();
                     }
                 }

@@ -118,6 +118,7 @@ impl Run {
             controller_failovers: 1,
             disk_failures: 0,
             deletes: 0,
+            compactions: 0,
             clean_crashes: 5,
             unclean_crashes: 5,
             drops: 5,

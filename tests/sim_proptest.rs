@@ -52,6 +52,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             proptest::option::of(0u8..=2),
             0u8..=2,
             0u8..=2,
+            0u8..=2,
         ),
     )
         .prop_map(
@@ -72,7 +73,15 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 ),
                 consumer,
                 background_flush,
-                (slow_broker, slow_steps, partitions, producer_retries, consumers, deletes),
+                (
+                    slow_broker,
+                    slow_steps,
+                    partitions,
+                    producer_retries,
+                    consumers,
+                    deletes,
+                    compactions,
+                ),
             )| Knobs {
                 replicas,
                 partitions,
@@ -88,6 +97,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 controller_failovers,
                 disk_failures,
                 deletes,
+                compactions,
                 consumer,
                 background_flush,
                 producer_retries,

@@ -46,6 +46,7 @@ impl Arbitrary for Schedule {
             controller_failovers: pick(g, 0, 2) as u8,
             disk_failures: pick(g, 0, 1) as u8,
             deletes: pick(g, 0, 2) as u8,
+            compactions: pick(g, 0, 2) as u8,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             producer_retries: bool::arbitrary(g).then(|| pick(g, 0, 2) as u8),

@@ -74,6 +74,10 @@ pub struct Overrides {
     /// its log start to an offset up to its LEO (one beyond its HW is refused, rule 17).
     #[arg(long, value_name = "N")]
     pub deletes: Option<u8>,
+    /// Compaction passes that remove a record, in all: any running replica of a data
+    /// partition may clean its log up to its HW (rule 18); records 2k-1 and 2k share key k.
+    #[arg(long, value_name = "N")]
+    pub compactions: Option<u8>,
     /// Consumers in a group that reads the first partition and commits its position to an
     /// offsets partition replicated on every broker (0: no group).
     #[arg(long, value_name = "N")]
@@ -213,6 +217,9 @@ impl Target {
         }
         if let Some(n) = o.deletes {
             b.deletes = n;
+        }
+        if let Some(n) = o.compactions {
+            b.compactions = n;
         }
         if let Some(n) = o.consumer_failures {
             b.consumer_failures = n;
@@ -399,6 +406,10 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", {} DeleteRecords", b.deletes)
     } else {
         String::new()
+    } + &if b.compactions > 0 {
+        format!(", {} compactions", b.compactions)
+    } else {
+        String::new()
     } + &if b.consumers > 0 {
         format!(
             ", a group of {} consumers, {} commits, {} consumer failures, max generation {}",
@@ -458,6 +469,7 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "idempotent": b.idempotent, "producer_retries": b.producer_retries,
         "consumers": b.consumers, "commits": b.commits, "consumer_failures": b.consumer_failures, "max_generation": b.max_generation,
         "deletes": b.deletes,
+        "compactions": b.compactions,
         "dead_messages_kept": b.keep_dead,
         "reduction_audited": b.audit_dead,
     })

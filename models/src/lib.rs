@@ -169,6 +169,9 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
             always!(Property::LogStartWithinHighWatermark)
         }
         Check::Always(Property::NoReadBelowLogStart) => always!(Property::NoReadBelowLogStart),
+        Check::Always(Property::CleanedRecordsAreSuperseded) => {
+            always!(Property::CleanedRecordsAreSuperseded)
+        }
         Check::Always(Property::ConsumerResumesWithoutLoss) => {
             always!(Property::ConsumerResumesWithoutLoss)
         }

@@ -87,6 +87,7 @@ const BASE: Bounds = Bounds {
     consumer_failures: 0,
     max_generation: 3,
     deletes: 0,
+    compactions: 0,
 };
 
 /// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
@@ -638,6 +639,50 @@ pub const PRESETS: &[Preset] = &[
         bounds: Bounds { deletes: 1, ..BASE },
         isr_changes: 2,
         fails: &[LogStartWithinHighWatermark],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
+        name: "compaction",
+        about: "every rule on, two records of one key, and the log cleaner on any running \
+                replica up to its HW (rule 18): the second record supersedes the first, \
+                followers copy the gap it leaves and the consumer skips it, through a clean \
+                crash and a failover. The key's latest committed value survives; holds \
+                exhaustively",
+        rules: &[],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            records: 2,
+            clean_crashes: 1,
+            compactions: 2,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[],
+        exhaustive: true,
+    },
+    Preset {
+        name: "compact-hw",
+        about: "rule 18 off: the log cleaner runs up to a replica's LEO, so it removes a \
+                committed record that an uncommitted one supersedes; a failover then truncates \
+                the newer record and the key's committed value is gone from that log: \
+                CleanedRecordsAreSuperseded fails (Kafka's cleaner stops at the last stable \
+                offset, below the HW)",
+        rules: &[("compact-hw", "off")],
+        min_insync_replicas: 1,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: false,
+        bounds: Bounds {
+            records: 2,
+            clean_crashes: 1,
+            compactions: 1,
+            ..BASE
+        },
+        isr_changes: 2,
+        fails: &[CleanedRecordsAreSuperseded],
         unreached: &[],
         exhaustive: false,
     },

@@ -26,6 +26,7 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
         controller_failovers: 0,
         disk_failures: 0,
         deletes: 0,
+        compactions: 0,
         acks: Acks::All,
         consumer: true,
         background_flush: false,

@@ -41,6 +41,7 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         controller_failovers: 2,
         disk_failures: 0,
         deletes: 0,
+        compactions: 0,
         acks: Acks::All,
         consumer: true,
         background_flush: false,

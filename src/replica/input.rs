@@ -71,6 +71,11 @@ pub enum Input<R> {
         /// The first offset retention keeps.
         before: Offset,
     },
+    /// Compaction, on any replica: the driver's cleaner may remove the records that a later
+    /// record of the same key supersedes ([`crate::Log::compact`]), up to this replica's high
+    /// watermark (rule 18), so that what supersedes a removed record is committed. Nothing is
+    /// answered.
+    Compact,
     /// Time passed: every timer due by now (the step's `now`) fires.
     Tick,
     /// One timer fires, whatever the time. A model checker, which has no clock, uses this: any

@@ -1,6 +1,7 @@
 //! The log start offset (KIP-107): what DeleteRecords, retention and a leader's Fetch answers
 //! do to it. Rule 17 keeps it at or below the high watermark, so only committed records are
 //! ever deleted, and a replica that leads later holds every committed record above it.
+//! Compaction, which removes superseded records, keeps to the high watermark too (rule 18).
 
 use super::{Replica, Role};
 use crate::config::Config;
@@ -66,6 +67,20 @@ impl<L: Log> Replica<L> {
     ) {
         let target = self.within_high_watermark(cfg, leader_start);
         self.advance_log_start(cfg, self.log.entry_start(target), effects);
+    }
+
+    /// Compaction on a running replica, up to its high watermark (rule 18; off, up to its
+    /// LEO): below it every record is committed, so a record that supersedes another is in
+    /// every log that may lead later, and no truncation takes it back.
+    pub(super) fn compact(&mut self, cfg: &Config) {
+        if self.is_online() {
+            let below = if cfg.rules.compact_within_hw {
+                self.high_watermark
+            } else {
+                self.log.log_end_offset()
+            };
+            self.log.compact(below);
+        }
     }
 
     /// `offset`, capped at this replica's high watermark under rule 17.

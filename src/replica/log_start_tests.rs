@@ -194,3 +194,69 @@ fn a_follower_below_its_leaders_log_start_starts_afresh_there() {
     );
     f.check_local().expect("consistent");
 }
+
+/// `input` for a replica of the models' records (`u8`, which have keys): the orders and Fetches
+/// these tests send carry no records.
+fn keyed(input: Input<u64>) -> Input<u8> {
+    match input {
+        Input::Message {
+            from,
+            message: Message::LeaderAndIsr(order),
+        } => Input::Message {
+            from,
+            message: Message::LeaderAndIsr(order),
+        },
+        Input::Message {
+            from,
+            message: Message::Fetch(fetch),
+        } => Input::Message {
+            from,
+            message: Message::Fetch(fetch),
+        },
+        other => panic!("not an order or a Fetch: {other:?}"),
+    }
+}
+
+/// Compaction at a leader whose HW is 2 over records 1, 2, 3, 4 at offsets 0 to 3 (records
+/// `2k - 1` and `2k` share key `k`): only record 1 goes, since record 4, which supersedes
+/// record 3, is not committed (rule 18); with the rule off both go. Offsets and epochs stay.
+#[test]
+fn compaction_removes_only_what_a_committed_record_supersedes() {
+    let run = |rules: Rules| {
+        let cfg = with_rules(Rules {
+            flush: FlushPolicy::PageCache,
+            ..rules
+        });
+        let mut r = Replica::new(BrokerId(1), PartitionId(0), MemLog::<u8>::default());
+        r.step(&cfg, Tick(0), keyed(order(1, 1, 1, &[1, 2], 1)));
+        let write = Input::Write {
+            id: 1,
+            records: vec![1, 2, 3, 4],
+            acks: Acks::All,
+            producer: None,
+        };
+        r.step(&cfg, Tick(0), write);
+        r.step(&cfg, Tick(0), keyed(fetch_from_b2(2)));
+        assert_eq!(r.high_watermark(), Offset(2));
+        r.step(&cfg, Tick(1), Input::Compact);
+        assert_eq!(r.log_end_offset(), Offset(4), "offsets stay");
+        r.log()
+            .entries()
+            .map(|e| (e.epoch.0, e.record))
+            .collect::<Vec<_>>()
+    };
+    let gap = |record: u8| <MemLog<u8> as Log>::cleaned(&record);
+    assert_eq!(
+        run(Rules::default()),
+        vec![(1, gap(1)), (1, 2), (1, 3), (1, 4)]
+    );
+    assert_eq!(
+        run(Rules {
+            compact_within_hw: false,
+            ..Rules::default()
+        }),
+        vec![(1, gap(1)), (1, 2), (1, gap(3)), (1, 4)]
+    );
+    assert!(crate::log::is_gap::<MemLog<u8>>(&gap(1)));
+    assert!(!crate::log::is_gap::<MemLog<u8>>(&1));
+}

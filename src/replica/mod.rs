@@ -317,6 +317,7 @@ impl<L: Log> Replica<L> {
                 self.delete_records(cfg, id, before, &mut effects)
             }
             Input::Retain { before } => self.retain(cfg, before, &mut effects),
+            Input::Compact => self.compact(cfg),
             Input::Tick => self.on_tick(cfg, &mut effects),
             Input::Timeout(timer) => {
                 if self

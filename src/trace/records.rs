@@ -166,6 +166,7 @@ pub fn replica_input<R, S>(input: &ReplicaInput<R>, f: &impl Fn(&R) -> S) -> Rep
             before: *before,
         },
         ReplicaInput::Retain { before } => ReplicaInput::Retain { before: *before },
+        ReplicaInput::Compact => ReplicaInput::Compact,
         ReplicaInput::Read {
             id,
             from,

@@ -43,6 +43,8 @@ pub struct Knobs {
     pub disk_failures: u8,
     /// DeleteRecords that may move a leader's log start.
     pub deletes: u8,
+    /// Compaction passes that may remove a superseded record.
+    pub compactions: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// An idempotent producer that may retry this many times; `None` for a plain producer.
@@ -100,6 +102,7 @@ impl Scenario {
             controller_failovers: k.controller_failovers,
             disk_failures: k.disk_failures,
             deletes: k.deletes,
+            compactions: k.compactions,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,

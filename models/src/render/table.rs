@@ -4,7 +4,7 @@
 //! it for the state selected.
 
 use crate::shortest::Trace;
-use isr::sim::{describe, set, Bounds, Cluster, Payload, Phase, Record, ReplicaId};
+use isr::sim::{describe, record_label, set, Bounds, Cluster, Payload, Phase, Record, ReplicaId};
 use isr::{Entry, FollowerPhase, Log, Offset, Property, Role, Violation};
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -31,7 +31,7 @@ fn replica_cells(c: &Cluster, i: usize) -> [String; 6] {
             if !log.is_empty() {
                 log.push(' ');
             }
-            let _ = write!(log, "{o}:{}:{}", e.epoch.0, e.record);
+            let _ = write!(log, "{o}:{}:{}", e.epoch.0, record_label(e.record));
         }
     }
     if log.is_empty() {
@@ -107,7 +107,7 @@ fn entries(records: &BTreeSet<(Offset, Entry<Record>)>) -> String {
     }
     let items: Vec<String> = records
         .iter()
-        .map(|(o, e)| format!("{o}:{}:{}", e.epoch.0, e.record))
+        .map(|(o, e)| format!("{o}:{}:{}", e.epoch.0, record_label(e.record)))
         .collect();
     items.join(" ")
 }
