@@ -3,7 +3,7 @@
 //! acknowledged to them, and the records of its offsets partition.
 
 use super::Violation;
-use crate::log::Entry;
+use crate::log::{Entry, Log};
 use crate::types::{BrokerId, Offset};
 use std::collections::BTreeSet;
 
@@ -29,19 +29,35 @@ pub enum OffsetsRecord {
 /// a crash, a rebalance or a coordinator failover skips nothing. Records below `deleted_below`
 /// (the partition's log start: DeleteRecords or retention took them, rule 17) are not the
 /// group's to lose: a member below the log start resumes there, as Kafka's consumers do with
-/// `auto.offset.reset=earliest`.
-pub fn consumer_resumes_without_loss<R: Ord>(
-    committed: &BTreeSet<(Offset, Entry<R>)>,
-    processed: &BTreeSet<(Offset, Entry<R>)>,
+/// `auto.offset.reset=earliest`. A member that read the gap compaction left of a record counts
+/// as having processed it: a later committed record of its key supersedes it
+/// (**CleanedRecordsAreSuperseded**), and the member reads that one in turn.
+pub fn consumer_resumes_without_loss<L: Log>(
+    committed: &BTreeSet<(Offset, Entry<L::Record>)>,
+    processed: &BTreeSet<(Offset, Entry<L::Record>)>,
     resume_points: impl IntoIterator<Item = Offset>,
     deleted_below: Offset,
-) -> Result<(), Violation> {
+) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
     let Some(furthest) = resume_points.into_iter().max() else {
         return Ok(());
     };
-    match committed.iter().find(|record| {
-        record.0 >= deleted_below && record.0 < furthest && !processed.contains(record)
-    }) {
+    let read = |(offset, entry): &(Offset, Entry<L::Record>)| {
+        processed.contains(&(*offset, entry.clone()))
+            || processed.contains(&(
+                *offset,
+                Entry {
+                    record: L::cleaned(&entry.record),
+                    ..entry.clone()
+                },
+            ))
+    };
+    match committed
+        .iter()
+        .find(|record| record.0 >= deleted_below && record.0 < furthest && !read(record))
+    {
         Some((offset, _)) => Err(Violation::SkippedRecord {
             offset: *offset,
             resume: furthest,
@@ -99,6 +115,7 @@ pub fn fenced_members_cannot_commit(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::MemLog;
     use crate::types::LeaderEpoch;
 
     fn at(offset: u64, record: u8) -> (Offset, Entry<u8>) {
@@ -111,16 +128,48 @@ mod tests {
     }
 
     #[test]
+    fn a_member_that_read_a_records_gap_processed_it() {
+        let committed: BTreeSet<_> = [at(0, 1), at(1, 2)].into();
+        let gap = <MemLog<u8> as Log>::cleaned(&1);
+        let processed: BTreeSet<_> = [at(0, gap), at(1, 2)].into();
+        assert_eq!(
+            consumer_resumes_without_loss::<MemLog<u8>>(
+                &committed,
+                &processed,
+                [Offset(2)],
+                Offset(0)
+            ),
+            Ok(())
+        );
+        let other_gap: BTreeSet<_> = [at(0, <MemLog<u8> as Log>::cleaned(&3)), at(1, 2)].into();
+        assert!(
+            consumer_resumes_without_loss::<MemLog<u8>>(
+                &committed,
+                &other_gap,
+                [Offset(2)],
+                Offset(0)
+            )
+            .is_err(),
+            "the gap of another record is not this one's"
+        );
+    }
+
+    #[test]
     fn a_resume_point_past_an_unprocessed_committed_record_is_a_loss() {
         let committed: BTreeSet<_> = [at(0, 1), at(1, 2)].into();
         let processed: BTreeSet<_> = [at(0, 1)].into();
         let start = Offset(0);
         assert_eq!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(1)], start),
+            consumer_resumes_without_loss::<MemLog<u8>>(&committed, &processed, [Offset(1)], start),
             Ok(())
         );
         assert_eq!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(1), Offset(2)], start),
+            consumer_resumes_without_loss::<MemLog<u8>>(
+                &committed,
+                &processed,
+                [Offset(1), Offset(2)],
+                start
+            ),
             Err(Violation::SkippedRecord {
                 offset: Offset(1),
                 resume: Offset(2)
@@ -129,7 +178,13 @@ mod tests {
         // A record processed at the same offset is another record if it differs (a read
         // above the HW, since truncated): the committed one was not processed.
         let other: BTreeSet<_> = [at(0, 1), at(1, 9)].into();
-        assert!(consumer_resumes_without_loss(&committed, &other, [Offset(2)], start).is_err());
+        assert!(consumer_resumes_without_loss::<MemLog<u8>>(
+            &committed,
+            &other,
+            [Offset(2)],
+            start
+        )
+        .is_err());
     }
 
     #[test]
@@ -138,17 +193,30 @@ mod tests {
         let processed: BTreeSet<_> = [at(1, 2)].into();
         // DeleteRecords took offset 0; the member reset to 1 and processed it.
         assert_eq!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(2)], Offset(1)),
+            consumer_resumes_without_loss::<MemLog<u8>>(
+                &committed,
+                &processed,
+                [Offset(2)],
+                Offset(1)
+            ),
             Ok(())
         );
         // Not deleted, offset 0 was skipped.
-        assert!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(2)], Offset(0)).is_err()
-        );
+        assert!(consumer_resumes_without_loss::<MemLog<u8>>(
+            &committed,
+            &processed,
+            [Offset(2)],
+            Offset(0)
+        )
+        .is_err());
         // Deleted up to 1 only: offset 2, unprocessed, below the resume point 3, is a loss.
-        assert!(
-            consumer_resumes_without_loss(&committed, &processed, [Offset(3)], Offset(1)).is_err()
-        );
+        assert!(consumer_resumes_without_loss::<MemLog<u8>>(
+            &committed,
+            &processed,
+            [Offset(3)],
+            Offset(1)
+        )
+        .is_err());
     }
 
     #[test]

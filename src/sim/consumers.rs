@@ -27,7 +27,7 @@ use crate::invariants::{
     acknowledged_commits_survive, consumer_resumes_without_loss, fenced_members_cannot_commit,
     OffsetsRecord, Violation,
 };
-use crate::log::{Entry, Log};
+use crate::log::{Entry, Log, MemLog};
 use crate::message::{Effect, Effects};
 use crate::replica::Input as ReplicaInput;
 use crate::types::{Acks, BrokerId, LeaderEpoch, Offset, PartitionId, Tick};
@@ -685,7 +685,7 @@ impl Cluster {
                     .map(|r| r.log().log_start_offset())
                     .max()
                     .unwrap_or(Offset(0));
-                consumer_resumes_without_loss(
+                consumer_resumes_without_loss::<MemLog<Record>>(
                     &self.history[PARTITION.0 as usize].committed,
                     &consumers.processed,
                     resume,

@@ -4,7 +4,8 @@
 //! it needs is to check that a batch is whole and intact, learn how many offsets it spans, and
 //! write the two header fields that Kafka leaves to the broker: the base offset and the
 //! partition leader epoch. Both lie before the CRC-covered part, so stamping keeps the CRC
-//! valid.
+//! valid. Compaction is the exception: it reads an uncompressed batch's records (their keys)
+//! and writes the batch again with fewer ([`records`], [`retain`], [`empty`]).
 
 use bytes::{Bytes, BytesMut};
 use isr::{LeaderEpoch, Offset, ProducerBatch};
@@ -35,6 +36,8 @@ const RECORD_COUNT_AT: usize = 57;
 const COMPRESSION_MASK: i16 = 0x07;
 /// Attribute bit set when every record's timestamp is the broker's append time.
 const LOG_APPEND_TIME: i16 = 0x08;
+/// Attribute bit of a control batch (a transaction marker).
+const CONTROL: i16 = 0x20;
 
 /// Why a batch was refused: every case is answered with CORRUPT_MESSAGE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -68,8 +71,20 @@ fn be_i32(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-/// Checks that `batch` is exactly one whole, intact v2 record batch.
+/// Checks that `batch` is exactly one whole, intact v2 record batch, as a producer writes one:
+/// one record per offset it spans.
 pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
+    check(batch, false)
+}
+
+/// Checks a stored batch — one a log holds, or a leader sends its followers — as [`validate`]
+/// does, but as compaction may have left it: fewer records than offsets (offset deltas rising
+/// with gaps, within the last offset delta), or none.
+pub fn validate_stored(batch: &[u8]) -> Result<BatchHeader, BatchError> {
+    check(batch, true)
+}
+
+fn check(batch: &[u8], stored: bool) -> Result<BatchHeader, BatchError> {
     if batch.len() < HEADER_LEN {
         return Err(BatchError::TooShort(batch.len()));
     }
@@ -93,8 +108,14 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
     let last_offset_delta = be_i32(batch, LAST_OFFSET_DELTA_AT);
     let count = be_i32(batch, RECORD_COUNT_AT);
     // An uncompressed or compressed batch alike must span as many offsets as it holds records
-    // when produced: a producer never leaves gaps.
-    if count <= 0 || last_offset_delta != count - 1 {
+    // when produced: a producer never leaves gaps. Compaction leaves them, never more records
+    // than offsets.
+    let counted = if stored {
+        last_offset_delta >= 0 && (0..=last_offset_delta.saturating_add(1)).contains(&count)
+    } else {
+        count > 0 && last_offset_delta == count - 1
+    };
+    if !counted {
         return Err(BatchError::Count {
             count,
             last_offset_delta,
@@ -102,7 +123,8 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
     }
     let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
     if attributes & COMPRESSION_MASK == 0 {
-        check_records(&batch[HEADER_LEN..], count as u32)?;
+        let gaps = stored.then_some(last_offset_delta);
+        check_records(&batch[HEADER_LEN..], count as u32, gaps)?;
     }
     let producer_id = i64::from_be_bytes(
         batch[PRODUCER_ID_AT..PRODUCER_ID_AT + 8]
@@ -110,7 +132,7 @@ pub fn validate(batch: &[u8]) -> Result<BatchHeader, BatchError> {
             .unwrap_or([0xff; 8]),
     );
     Ok(BatchHeader {
-        offset_count: count as u32,
+        offset_count: last_offset_delta as u32 + 1,
         attributes,
         producer_id,
     })
@@ -141,11 +163,13 @@ fn field(b: &[u8], at: &mut usize, nullable: bool) -> Option<()> {
 }
 
 /// Checks the records of an uncompressed batch: each lies within its length, offset deltas
-/// run 0, 1, 2..., and nothing trails the last. Kafka brokers refuse such batches too; here
-/// it also keeps a poisoned record (say, 2^31 headers) from ever reaching consumers, whose
-/// decoders preallocate from those counts.
-fn check_records(records: &[u8], count: u32) -> Result<(), BatchError> {
+/// run 0, 1, 2... (with `gaps`, a stored batch's last offset delta: rise, up to it), and
+/// nothing trails the last. Kafka brokers refuse such batches too; here it also keeps a
+/// poisoned record (say, 2^31 headers) from ever reaching consumers, whose decoders
+/// preallocate from those counts.
+fn check_records(records: &[u8], count: u32, gaps: Option<i32>) -> Result<(), BatchError> {
     let mut at = 0;
+    let mut previous = -1;
     for index in 0..count {
         let bad = |reason| BatchError::Record { index, reason };
         let len = varint(records, &mut at).ok_or(bad("truncated length"))?;
@@ -158,9 +182,14 @@ fn check_records(records: &[u8], count: u32) -> Result<(), BatchError> {
         at += 1; // attributes
         varint(r, &mut at).ok_or(bad("truncated timestamp delta"))?;
         let delta = varint(r, &mut at).ok_or(bad("truncated offset delta"))?;
-        if delta != i64::from(index) {
+        let in_order = match gaps {
+            None => delta == i64::from(index),
+            Some(last) => delta > previous && delta <= i64::from(last),
+        };
+        if !in_order {
             return Err(bad("offset deltas must run 0, 1, 2, ..."));
         }
+        previous = delta;
         field(r, &mut at, true).ok_or(bad("key exceeds the record"))?;
         field(r, &mut at, true).ok_or(bad("value exceeds the record"))?;
         let headers = varint(r, &mut at).ok_or(bad("truncated header count"))?;
@@ -364,6 +393,179 @@ pub fn base_offset(batch: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(batch.get(..8)?.try_into().ok()?))
 }
 
+/// One record of an uncompressed batch, as compaction sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    /// Its offset, less the batch's base offset.
+    pub offset_delta: i64,
+    /// Its timestamp, less the batch's first timestamp.
+    pub timestamp_delta: i64,
+    /// Its key; `None` for a null key.
+    pub key: Option<&'a [u8]>,
+    /// Whether its value is null: a tombstone, which deletes its key.
+    pub tombstone: bool,
+    /// The whole record, its length prefix included: what [`retain`] copies.
+    pub bytes: &'a [u8],
+}
+
+/// The records of a stored batch, in order; `None` for a batch compaction cannot read —
+/// compressed (the broker never decompresses), a control batch, or malformed — which it then
+/// keeps whole.
+pub fn records(batch: &[u8]) -> Option<Vec<RecordRef<'_>>> {
+    let attributes = i16::from_be_bytes(
+        batch
+            .get(ATTRIBUTES_AT..ATTRIBUTES_AT + 2)?
+            .try_into()
+            .ok()?,
+    );
+    if attributes & (COMPRESSION_MASK | CONTROL) != 0 {
+        return None;
+    }
+    let body = batch.get(HEADER_LEN..)?;
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < body.len() {
+        let start = at;
+        let len = usize::try_from(varint(body, &mut at)?).ok()?;
+        let end = at.checked_add(len).filter(|&e| e <= body.len())?;
+        let r = &body[..end];
+        at += 1; // attributes
+        let timestamp_delta = varint(r, &mut at)?;
+        let offset_delta = varint(r, &mut at)?;
+        let key_len = varint(r, &mut at)?;
+        let key = if key_len < 0 {
+            None
+        } else {
+            let key_end = at.checked_add(usize::try_from(key_len).ok()?)?;
+            let key = r.get(at..key_end)?;
+            at = key_end;
+            Some(key)
+        };
+        let tombstone = varint(r, &mut at)? < 0;
+        out.push(RecordRef {
+            offset_delta,
+            timestamp_delta,
+            key,
+            tombstone,
+            bytes: &body[start..end],
+        });
+        at = end;
+    }
+    Some(out)
+}
+
+fn put_i32(out: &mut [u8], at: usize, v: i32) {
+    out[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+fn put_i64(out: &mut [u8], at: usize, v: i64) {
+    out[at..at + 8].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Sets a batch's length field from its size and computes its CRC again.
+fn seal(mut out: BytesMut) -> Bytes {
+    let length = i32::try_from(out.len() - LOG_OVERHEAD).unwrap_or(i32::MAX);
+    put_i32(&mut out, 8, length);
+    let crc = crc32c::crc32c(&out[CRC_FROM..]);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    out.freeze()
+}
+
+/// `batch` holding only `kept` (records of it, in order, from [`records`]): the header stays
+/// — base offset, last offset delta, leader epoch, producer, first timestamp — but for the
+/// record count, the largest timestamp (the kept records' largest, unless the broker stamped
+/// the batch's time) and the CRC. Offsets stay where they are: a removed record leaves a gap,
+/// as Kafka's cleaner leaves one.
+pub fn retain(batch: &[u8], kept: &[RecordRef<'_>]) -> Bytes {
+    let mut out = BytesMut::from(&batch[..HEADER_LEN.min(batch.len())]);
+    if out.len() < HEADER_LEN {
+        return Bytes::copy_from_slice(batch);
+    }
+    for r in kept {
+        out.extend_from_slice(r.bytes);
+    }
+    put_i32(&mut out, RECORD_COUNT_AT, kept.len() as i32);
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    if attributes & LOG_APPEND_TIME == 0 {
+        let first = be_i64(batch, BASE_TIMESTAMP_AT).unwrap_or(-1);
+        if let Some(max) = kept
+            .iter()
+            .map(|r| first.saturating_add(r.timestamp_delta))
+            .max()
+        {
+            put_i64(&mut out, MAX_TIMESTAMP_AT, max);
+        }
+    }
+    seal(out)
+}
+
+/// An empty batch over `width` offsets from `base` (at most `i32::MAX + 1`), in leader epoch
+/// `epoch`, written by no producer, with these timestamps: what compaction leaves where a run
+/// of batches lost every record, so that the offsets they spanned stay spanned.
+pub fn empty(
+    base: u64,
+    width: u64,
+    epoch: LeaderEpoch,
+    first_timestamp: i64,
+    max_timestamp: i64,
+) -> Bytes {
+    let mut out = BytesMut::zeroed(HEADER_LEN);
+    put_i64(&mut out, 0, base as i64);
+    put_i32(&mut out, LEADER_EPOCH_AT, epoch.0 as i32);
+    out[MAGIC_AT] = 2;
+    let last_offset_delta = i32::try_from(width.saturating_sub(1)).unwrap_or(i32::MAX);
+    put_i32(&mut out, LAST_OFFSET_DELTA_AT, last_offset_delta);
+    put_i64(&mut out, BASE_TIMESTAMP_AT, first_timestamp);
+    put_i64(&mut out, MAX_TIMESTAMP_AT, max_timestamp);
+    put_i64(&mut out, PRODUCER_ID_AT, -1);
+    out[PRODUCER_EPOCH_AT..PRODUCER_EPOCH_AT + 2].copy_from_slice(&(-1i16).to_be_bytes());
+    put_i32(&mut out, BASE_SEQUENCE_AT, -1);
+    put_i32(&mut out, RECORD_COUNT_AT, 0);
+    seal(out)
+}
+
+/// The first timestamp of a batch (a header field).
+pub fn first_timestamp(batch: &[u8]) -> Option<i64> {
+    be_i64(batch, BASE_TIMESTAMP_AT)
+}
+
+/// A stored `batch` that starts below `offset` and holds no record at or after it, read from
+/// `offset` on: an empty batch over the offsets it spans from there, in its epoch. What a
+/// follower gets when it asks from inside a run of offsets compaction emptied (its log ended
+/// at a batch boundary the cleaner has since merged away), so that every entry it is sent
+/// starts where it asks. `None` when the batch starts at or after `offset`, or may hold a
+/// record there (a compressed batch with records says nothing of their offsets).
+pub fn from_offset(batch: &[u8], offset: u64) -> Option<Bytes> {
+    let base = u64::try_from(base_offset(batch)?).ok()?;
+    let end = base + width(batch);
+    if base >= offset || offset >= end {
+        return None;
+    }
+    let count = be_i32(batch, RECORD_COUNT_AT);
+    let below = match records(batch) {
+        Some(records) => records
+            .iter()
+            .all(|r| base.saturating_add_signed(r.offset_delta) < offset),
+        None => count == 0,
+    };
+    below.then(|| {
+        empty(
+            offset,
+            end - offset,
+            leader_epoch(batch).unwrap_or_default(),
+            first_timestamp(batch).unwrap_or(-1),
+            max_timestamp(batch).unwrap_or(-1),
+        )
+    })
+}
+
+/// Whether every record of a batch has a key, as a compacted topic requires (Kafka refuses a
+/// keyless one with INVALID_RECORD). A compressed batch, whose records the broker does not
+/// read, passes.
+pub fn every_record_keyed(batch: &[u8]) -> bool {
+    records(batch).is_none_or(|records| records.iter().all(|r| r.key.is_some()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -517,5 +719,83 @@ mod tests {
         two.extend_from_slice(&batch(2));
         assert_eq!(split(two.freeze()).expect("two").len(), 2);
         assert!(split(Bytes::from_static(&[0xff; 20])).is_err());
+    }
+
+    /// Records `(key, value)` (`None`: a tombstone) in one batch at `base`, epoch 3.
+    fn keyed(base: u64, records: &[(Option<&str>, Option<&str>)]) -> Bytes {
+        let entries: Vec<(Bytes, Option<Bytes>)> = records
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Bytes::copy_from_slice(k.unwrap_or("").as_bytes()),
+                    v.map(|v| Bytes::copy_from_slice(v.as_bytes())),
+                )
+            })
+            .collect();
+        let batch = crate::client::records::encode_entries(&entries, 100).expect("encode");
+        stamp(&batch, Offset(base), LeaderEpoch(3))
+    }
+
+    #[test]
+    fn compaction_keeps_the_batch_its_offsets_and_the_records_it_keeps() {
+        let b = keyed(
+            10,
+            &[
+                (Some("k1"), Some("a")),
+                (Some("k2"), None),
+                (Some("k1"), Some("c")),
+            ],
+        );
+        let rs = records(&b).expect("uncompressed");
+        let keys: Vec<_> = rs
+            .iter()
+            .map(|r| (r.key, r.offset_delta, r.tombstone))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                (Some(&b"k1"[..]), 0, false),
+                (Some(&b"k2"[..]), 1, true),
+                (Some(&b"k1"[..]), 2, false)
+            ]
+        );
+        assert!(every_record_keyed(&b));
+
+        let kept = retain(&b, &rs[2..]);
+        assert!(validate_stored(&kept).is_ok());
+        assert!(validate(&kept).is_err(), "a producer never leaves gaps");
+        assert_eq!((base_offset(&kept), width(&kept)), (Some(10), 3));
+        assert_eq!(leader_epoch(&kept), Some(LeaderEpoch(3)));
+        let read = crate::client::records::decode(kept.clone()).expect("clients read it");
+        assert_eq!(read.len(), 1);
+        assert_eq!(
+            (read[0].offset, read[0].value.as_deref()),
+            (12, Some(&b"c"[..]))
+        );
+        assert_eq!(crate::client::records::end_offset(&kept), Some(13));
+        assert_eq!(from_offset(&kept, 11), None, "a record lies at or after 11");
+
+        let run = empty(20, 5, LeaderEpoch(4), 1, 2);
+        assert!(validate_stored(&run).is_ok());
+        assert_eq!((base_offset(&run), width(&run)), (Some(20), 5));
+        assert_eq!(records(&run).map(|r| r.len()), Some(0));
+        assert_eq!(max_timestamp(&run), Some(2));
+        let rest = from_offset(&run, 22).expect("inside the run");
+        assert!(validate_stored(&rest).is_ok());
+        assert_eq!((base_offset(&rest), width(&rest)), (Some(22), 3));
+        assert_eq!(leader_epoch(&rest), Some(LeaderEpoch(4)));
+        assert_eq!(from_offset(&run, 20), None, "it starts there already");
+        assert_eq!(from_offset(&run, 25), None, "past its end");
+    }
+
+    #[test]
+    fn a_stored_batch_may_have_gaps_but_never_more_records_than_offsets_or_out_of_order() {
+        let b = keyed(0, &[(Some("a"), Some("1")), (Some("b"), Some("2"))]);
+        let rs = records(&b).expect("records");
+        // Both records kept, in the wrong order: refused.
+        let swapped = retain(&b, &[rs[1], rs[0]]);
+        assert!(validate_stored(&swapped).is_err());
+        // A keyless record: a compacted topic refuses the batch.
+        assert!(!every_record_keyed(&batch(2)));
     }
 }

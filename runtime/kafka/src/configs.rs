@@ -4,11 +4,12 @@
 //!
 //! What takes effect: `max.message.bytes` (and the broker's `message.max.bytes`) bound every
 //! produced batch; `min.insync.replicas` is the partition's floor in the core; `retention.ms`,
-//! `retention.bytes`, `segment.bytes` and `segment.ms` are each broker's retention policy
-//! ([`log_retention`]).
+//! `retention.bytes`, `segment.bytes` and `segment.ms` are each broker's retention policy, and
+//! `cleanup.policy`, `delete.retention.ms` and `min.cleanable.dirty.ratio` its compaction
+//! ([`log_retention`]; a compacted topic refuses keyless records, [`compacted`]).
 //! `message.timestamp.type=LogAppendTime` has the leader stamp each batch
 //! ([`log_append_time`]). Settings isr cannot honour are refused rather than silently
-//! ignored: compaction, recompression, per-topic unclean election.
+//! ignored: recompression, per-topic unclean election.
 
 use crate::backend::{BackendError, BrokerSettings};
 use isr::BrokerId;
@@ -43,6 +44,7 @@ pub enum Kind {
     String = 2,
     Int = 3,
     Long = 5,
+    Double = 6,
     List = 7,
 }
 
@@ -110,8 +112,10 @@ const TOPIC: &[TopicDef] = &[
         name: "cleanup.policy",
         broker: "log.cleanup.policy",
         kind: Kind::List,
-        doc: "delete: old segments are deleted (compaction is not supported).",
-        check: |v| only(v, "delete", "log compaction is not supported"),
+        doc: "delete: old segments are deleted by retention.ms and retention.bytes; compact: \
+              the cleaner keeps the latest record of each key below the high watermark \
+              (records need keys); compact,delete: both.",
+        check: cleanup_policy,
     },
     TopicDef {
         name: "compression.type",
@@ -119,6 +123,14 @@ const TOPIC: &[TopicDef] = &[
         kind: Kind::String,
         doc: "producer: batches are stored as the producer compressed them.",
         check: |v| only(v, "producer", "the broker never recompresses"),
+    },
+    TopicDef {
+        name: "delete.retention.ms",
+        broker: "log.cleaner.delete.retention.ms",
+        kind: Kind::Long,
+        doc: "How long a tombstone (a record with a null value) stays in a compacted topic \
+              after it was written, so consumers see the delete.",
+        check: |v| int_in(v, 0, i64::MAX),
     },
     TopicDef {
         name: "max.message.bytes",
@@ -144,6 +156,17 @@ const TOPIC: &[TopicDef] = &[
         check: |v| match v {
             "CreateTime" | "LogAppendTime" => Ok(()),
             _ => Err("must be CreateTime or LogAppendTime".into()),
+        },
+    },
+    TopicDef {
+        name: "min.cleanable.dirty.ratio",
+        broker: "log.cleaner.min.cleanable.ratio",
+        kind: Kind::Double,
+        doc: "The cleaner cleans a compacted log once this share of its closed segments' \
+              bytes below the high watermark is not cleaned yet.",
+        check: |v| match v.trim().parse::<f64>() {
+            Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
+            _ => Err("must be a number from 0 to 1".into()),
         },
     },
     TopicDef {
@@ -200,6 +223,19 @@ const TOPIC: &[TopicDef] = &[
 
 /// Broker configs that may be changed at run time (cluster-wide or per broker).
 const DYNAMIC_BROKER: &[&str] = &["message.max.bytes"];
+
+/// `cleanup.policy`: `delete`, `compact`, or both, comma-separated, as Kafka takes it.
+fn cleanup_policy(value: &str) -> Result<(), String> {
+    let known = value
+        .split(',')
+        .map(str::trim)
+        .all(|p| p.eq_ignore_ascii_case("delete") || p.eq_ignore_ascii_case("compact"));
+    if known && !value.trim().is_empty() {
+        Ok(())
+    } else {
+        Err("must be delete, compact, or compact,delete".into())
+    }
+}
 
 fn only(value: &str, allowed: &str, why: &str) -> Result<(), String> {
     if value.eq_ignore_ascii_case(allowed) {
@@ -352,6 +388,8 @@ impl BrokerConfigs<'_> {
             "message.max.bytes" => s.message_max_bytes.to_string(),
             "log.segment.bytes" => s.segment_bytes.to_string(),
             "log.cleanup.policy" => "delete".into(),
+            "log.cleaner.delete.retention.ms" => "86400000".into(),
+            "log.cleaner.min.cleanable.ratio" => "0.5".into(),
             "compression.type" => "producer".into(),
             "log.message.timestamp.type" => "CreateTime".into(),
             "log.message.format.version" => "3.0-IV1".into(),
@@ -509,9 +547,10 @@ pub fn min_insync_replicas(
     }
 }
 
-/// How a topic's log is rolled and deleted: its `retention.ms`, `retention.bytes`,
-/// `segment.bytes` and `segment.ms`, each its override, else the broker's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a topic's log is rolled, deleted and compacted: its `retention.ms`, `retention.bytes`,
+/// `segment.bytes`, `segment.ms`, `cleanup.policy`, `delete.retention.ms` and
+/// `min.cleanable.dirty.ratio`, each its override, else the broker's value.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LogRetention {
     /// Segments whose newest record is older than this are deleted; -1: never by time.
     pub retention_ms: i64,
@@ -522,6 +561,14 @@ pub struct LogRetention {
     pub segment_bytes: u64,
     /// The active segment rolls once a record is this much newer than its first.
     pub segment_ms: i64,
+    /// `cleanup.policy` has `delete`: retention deletes segments.
+    pub delete: bool,
+    /// `cleanup.policy` has `compact`: the cleaner keeps the latest record of each key.
+    pub compact: bool,
+    /// How long a tombstone stays after its batch was written.
+    pub delete_retention_ms: i64,
+    /// The share of not-yet-cleaned bytes that starts a cleaning.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 /// A topic config's value on this broker: the topic's override, else the broker config that
@@ -568,6 +615,49 @@ pub fn log_retention(
             broker.settings.segment_bytes,
         ),
         segment_ms: effective_or(overrides, broker, "segment.ms", never),
+        delete: has_policy(overrides, broker, "delete"),
+        compact: has_policy(overrides, broker, "compact"),
+        delete_retention_ms: effective_or(overrides, broker, "delete.retention.ms", DAY_MS),
+        min_cleanable_dirty_ratio: effective_or(
+            overrides,
+            broker,
+            "min.cleanable.dirty.ratio",
+            0.5,
+        ),
+    }
+}
+
+/// One day, Kafka's default `delete.retention.ms`.
+const DAY_MS: i64 = 86_400_000;
+
+/// Whether a topic's `cleanup.policy` names `policy`.
+fn has_policy(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+    policy: &str,
+) -> bool {
+    effective(overrides, broker, "cleanup.policy")
+        .is_some_and(|v| v.split(',').any(|p| p.trim().eq_ignore_ascii_case(policy)))
+}
+
+/// Whether a topic is compacted (`cleanup.policy` has `compact`): its records need keys, and
+/// Kafka refuses a batch with a keyless one (INVALID_RECORD).
+pub fn compacted(overrides: &BTreeMap<String, String>, broker: &BrokerConfigs<'_>) -> bool {
+    has_policy(overrides, broker, "compact")
+}
+
+/// The compaction policy of `__consumer_offsets` (Kafka compacts it and never deletes by
+/// time): compact only, Kafka's defaults.
+pub fn offsets_topic_retention(segment_bytes: u64) -> LogRetention {
+    LogRetention {
+        retention_ms: -1,
+        retention_bytes: -1,
+        segment_bytes,
+        segment_ms: -1,
+        delete: false,
+        compact: true,
+        delete_retention_ms: DAY_MS,
+        min_cleanable_dirty_ratio: 0.5,
     }
 }
 
@@ -635,7 +725,21 @@ mod tests {
         }
         assert!(check_topic_config("max.message.bytes", "2000000").is_ok());
         assert!(check_topic_config("max.message.bytes", "99999999999").is_err());
-        assert!(check_topic_config("cleanup.policy", "compact").is_err());
+        for policy in ["delete", "compact", "compact,delete", "delete, compact"] {
+            assert!(
+                check_topic_config("cleanup.policy", policy).is_ok(),
+                "{policy}"
+            );
+        }
+        for bad in ["", "compress", "compact,"] {
+            assert!(
+                check_topic_config("cleanup.policy", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(check_topic_config("min.cleanable.dirty.ratio", "0.1").is_ok());
+        assert!(check_topic_config("min.cleanable.dirty.ratio", "2").is_err());
+        assert!(check_topic_config("delete.retention.ms", "-5").is_err());
         assert!(check_topic_config("min.insync.replicas", "0").is_err());
         let e = check_topic_config("retention.hours", "1").expect_err("unknown");
         assert_eq!(e.code(), 40);
@@ -666,8 +770,25 @@ mod tests {
                 retention_bytes: -1,
                 segment_bytes: settings.segment_bytes,
                 segment_ms: week,
+                delete: true,
+                compact: false,
+                delete_retention_ms: 86_400_000,
+                min_cleanable_dirty_ratio: 0.5,
             }
         );
+        let compacted = overrides(&[
+            ("cleanup.policy", "compact,delete"),
+            ("delete.retention.ms", "100"),
+            ("min.cleanable.dirty.ratio", "0.1"),
+        ]);
+        let policy = log_retention(&compacted, &broker);
+        assert!(policy.delete && policy.compact);
+        assert_eq!(policy.delete_retention_ms, 100);
+        assert_eq!(policy.min_cleanable_dirty_ratio, 0.1);
+        assert!(self::compacted(&compacted, &broker));
+        assert!(!self::compacted(&BTreeMap::new(), &broker));
+        let only = log_retention(&overrides(&[("cleanup.policy", "compact")]), &broker);
+        assert!(only.compact && !only.delete);
         let topic = overrides(&[
             ("retention.ms", "5000"),
             ("segment.ms", "1000"),

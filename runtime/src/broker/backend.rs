@@ -342,6 +342,13 @@ impl Backend for BrokerBackend {
             };
             let overrides = view.topic_configs.get(topic).cloned().unwrap_or_default();
             configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
+            if configs::compacted(&overrides, &broker)
+                && !isr_kafka::batch::every_record_keyed(&batch)
+            {
+                return Err(BackendError::InvalidRecord(format!(
+                    "{topic} is compacted (cleanup.policy=compact): every record needs a key"
+                )));
+            }
             configs::log_append_time(&overrides, &broker).then(timing::wall_clock_ms)
         };
         // The Kafka layer validated the batch; checking again here keeps anything malformed out

@@ -289,7 +289,8 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         commits.clone(),
         tracer,
     )
-    .map_err(BrokerError::Recovery)?;
+    .map_err(BrokerError::Recovery)?
+    .with_cleaner(host::Cleaner::start(commands.clone()).map_err(dir_error)?);
     let (finished, mut replicas_done) = oneshot::channel();
     std::thread::Builder::new()
         .name(format!("replicas-{me}"))
@@ -419,10 +420,15 @@ async fn retention_checks(
         let policies = view
             .topics
             .iter()
-            .filter(|(name, _)| name.as_str() != isr_kafka::offsets_topic::OFFSETS_TOPIC)
             .flat_map(|(name, ids)| {
                 let overrides = view.topic_configs.get(name).unwrap_or(&empty);
-                let policy = isr_kafka::configs::log_retention(overrides, &broker);
+                // The offsets topic is compacted and never deleted by time, whatever configs
+                // it was created with (a cluster from before compaction created it without).
+                let policy = if name == isr_kafka::offsets_topic::OFFSETS_TOPIC {
+                    isr_kafka::configs::offsets_topic_retention(settings.segment_bytes)
+                } else {
+                    isr_kafka::configs::log_retention(overrides, &broker)
+                };
                 ids.iter().map(move |&id| (id, policy))
             })
             .collect();

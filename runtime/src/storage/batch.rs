@@ -5,8 +5,9 @@
 //! walk a segment file: the length prefix, and how many batches fit a read budget.
 
 pub use isr_kafka::batch::{
-    base_offset, crc, first_at_or_after, latest_record, leader_epoch, max_timestamp, producer,
-    stamp, validate, width, BatchError, HEADER_LEN, MAX_BATCH,
+    base_offset, crc, empty, first_at_or_after, first_timestamp, from_offset, latest_record,
+    leader_epoch, max_timestamp, producer, records, retain, stamp, validate, validate_stored,
+    width, BatchError, RecordRef, HEADER_LEN, MAX_BATCH,
 };
 use thiserror::Error;
 

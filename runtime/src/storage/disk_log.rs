@@ -16,6 +16,7 @@
 
 use super::batch;
 use super::checkpoint;
+use super::cleaner::{self, Cleaned, Job, SegmentJob};
 use super::segment::{self, BatchPosition, Segment};
 use bytes::Bytes;
 use isr::{Entry, EntryShape, Log, Offset};
@@ -49,6 +50,12 @@ pub struct DiskLog {
     index: Vec<Indexed>,
     flushed: Offset,
     failure: Option<io::Error>,
+    /// How far compaction may clean: the core's bound (its high watermark, rule 18), lowered
+    /// by a truncation below it.
+    clean_bound: Offset,
+    /// Where the last cleaning installed ended: what lies below was cleaned once. Not kept
+    /// across restarts (a restarted broker cleans its compacted logs once more).
+    cleaned_to: Offset,
 }
 
 impl DiskLog {
@@ -69,7 +76,10 @@ impl DiskLog {
             index: Vec::new(),
             flushed: Offset(0),
             failure: None,
+            clean_bound: Offset(0),
+            cleaned_to: Offset(0),
         };
+        remove_cleanings(dir)?;
         let mut cut = false;
         for base in bases {
             // The first segment starts wherever retention left the log; each next one where
@@ -175,6 +185,106 @@ impl DiskLog {
     /// The first I/O error this log met, after which it refuses every change.
     pub fn failure(&self) -> Option<&io::Error> {
         self.failure.as_ref()
+    }
+
+    /// The cleaning compaction may do now, if the closed segments below the core's bound
+    /// (rule 18) hold at least `min_dirty_ratio` of their bytes not cleaned yet (Kafka's
+    /// `min.cleanable.dirty.ratio`): see [`cleaner`]. The active segment is never cleaned.
+    pub fn cleaning_job(
+        &self,
+        min_dirty_ratio: f64,
+        now_ms: i64,
+        delete_retention_ms: i64,
+    ) -> Option<Job> {
+        let bound = self.clean_bound.0;
+        // Segment i is closed and below the bound when the next one starts at or below it.
+        let closed = self
+            .segments
+            .windows(2)
+            .take_while(|pair| pair[1].base <= bound)
+            .count();
+        if closed == 0 || self.failure.is_some() {
+            return None;
+        }
+        let total: u64 = self.segments[..closed].iter().map(Segment::size).sum();
+        let dirty: u64 = self.segments[..closed]
+            .iter()
+            .zip(&self.segments[1..])
+            .filter(|(_, next)| next.base > self.cleaned_to.0)
+            .map(|(s, _)| s.size())
+            .sum();
+        if dirty == 0 || (dirty as f64) < min_dirty_ratio * total as f64 {
+            return None;
+        }
+        let segments = (0..closed)
+            .map(|n| {
+                let (lo, hi) = self.segment_span(n);
+                let batches: Vec<_> = self.index[lo..hi].iter().map(|e| e.at).collect();
+                let seg = &self.segments[n];
+                SegmentJob {
+                    base: seg.base,
+                    path: seg.path.clone(),
+                    size: seg.size(),
+                    prefix: batches.first().map_or(seg.size(), |b| b.position),
+                    batches,
+                }
+            })
+            .collect();
+        Some(Job {
+            segments,
+            end: Offset(self.segments[closed].base),
+            now_ms,
+            delete_retention_ms,
+        })
+    }
+
+    /// Puts a finished cleaning in place: each cleaned segment replaces its segment, unless
+    /// that changed since the job was made (truncated, deleted, its log start moved), in which
+    /// case its cleaned copy is dropped. Offsets, epochs and the log's end stay as they were.
+    pub fn install(&mut self, cleaned: Cleaned) {
+        if self.failure.is_some() {
+            cleaner::discard(&cleaned.segments);
+            return;
+        }
+        let mut installed = 0;
+        for c in cleaned.segments {
+            let Some(n) = self.segments.iter().position(|s| s.base == c.job.base) else {
+                let _ = fs::remove_file(&c.temp);
+                continue;
+            };
+            let (lo, hi) = self.segment_span(n);
+            let unchanged = self.segments[n].size() == c.job.size
+                && self.index[lo..hi]
+                    .iter()
+                    .map(|e| e.at)
+                    .eq(c.job.batches.iter().copied());
+            if !unchanged {
+                let _ = fs::remove_file(&c.temp);
+                continue;
+            }
+            let result = fs::rename(&c.temp, &self.segments[n].path)
+                .and_then(|()| Segment::create(&self.dir, c.job.base));
+            let Some(mut segment) = self.record(result) else {
+                return;
+            };
+            segment.times = c.times;
+            self.segments[n] = segment;
+            let entries = c.batches.into_iter().map(|at| Indexed { at, segment: n });
+            self.index.splice(lo..hi, entries);
+            installed += 1;
+        }
+        if installed > 0 {
+            let result = sync_dir(&self.dir);
+            self.record(result);
+        }
+        self.cleaned_to = self.cleaned_to.max(cleaned.end);
+    }
+
+    /// The index positions of segment `n`'s entries.
+    fn segment_span(&self, n: usize) -> (usize, usize) {
+        let lo = self.index.partition_point(|e| e.segment < n);
+        let hi = self.index.partition_point(|e| e.segment <= n);
+        (lo, hi)
     }
 
     fn end(&self) -> u64 {
@@ -328,6 +438,22 @@ impl DiskLog {
     }
 }
 
+/// Removes what a cleaning that a crash interrupted left: its temporary files, never renamed
+/// over their segments.
+fn remove_cleanings(dir: &Path) -> io::Result<()> {
+    for entry in fs::read_dir(dir)?.filter_map(|e| e.ok()) {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .ends_with(cleaner::CLEANED_SUFFIX)
+        {
+            warn!(file = %entry.path().display(), "removing an unfinished cleaning");
+            fs::remove_file(entry.path())?;
+        }
+    }
+    Ok(())
+}
+
 /// Makes a directory's entries (created, renamed, removed files) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
@@ -352,15 +478,24 @@ impl Log for DiskLog {
         self.load(self.find(offset)?)
     }
 
+    /// An entry that starts below `from` — a run of offsets compaction emptied, which a
+    /// follower's log may end inside of — is read from `from` on ([`batch::from_offset`]), so
+    /// that what a reader gets starts where it asked.
     fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<Bytes>> {
         let Some(first) = self.find(from) else {
             return Vec::new();
         };
-        (first..self.index.len())
+        let mut entries: Vec<Entry<Bytes>> = (first..self.index.len())
             .take(max)
             .take_while(|&i| self.index[i].at.base < until.0)
             .map_while(|i| self.load(i))
-            .collect()
+            .collect();
+        if let Some(e) = entries.first_mut() {
+            if let Some(rest) = batch::from_offset(&e.record, from.0) {
+                e.record = rest;
+            }
+        }
+        entries
     }
 
     fn append(&mut self, entries: &[Entry<Bytes>]) {
@@ -382,7 +517,16 @@ impl Log for DiskLog {
             .unwrap_or_else(|| self.index.partition_point(|e| e.at.base < offset.0));
         let result = self.truncate_index(cut);
         self.record(result);
-        self.flushed = self.flushed.min(self.log_end_offset());
+        let end = self.log_end_offset();
+        self.flushed = self.flushed.min(end);
+        self.clean_bound = self.clean_bound.min(end);
+        self.cleaned_to = self.cleaned_to.min(end);
+    }
+
+    /// Lets the cleaner work up to `below` (the core's high watermark: rule 18); the cleaning
+    /// itself happens in the background ([`DiskLog::cleaning_job`], [`DiskLog::install`]).
+    fn compact(&mut self, below: Offset) {
+        self.clean_bound = self.clean_bound.max(below.min(self.log_end_offset()));
     }
 
     /// The checkpoint goes first, durably: a crash between it and the segments' removal
@@ -626,5 +770,161 @@ mod tests {
         let log = DiskLog::open(dir.path(), 100).expect("recover");
         assert_eq!(log.log_end_offset(), Offset(1));
         assert_eq!(values(&log), vec![(1, 0)]);
+    }
+
+    /// One batch of keyed records `(key, value)` (`None`: a tombstone) in `epoch`, at `timestamp`.
+    fn keyed(epoch: u32, timestamp: i64, records: &[(&str, Option<&str>)]) -> Entry<Bytes> {
+        let entries: Vec<(Bytes, Option<Bytes>)> = records
+            .iter()
+            .map(|(k, v)| {
+                (
+                    Bytes::from(k.to_string()),
+                    v.map(|v| Bytes::from(v.to_string())),
+                )
+            })
+            .collect();
+        Entry {
+            epoch: LeaderEpoch(epoch),
+            record: isr_kafka::client::records::encode_entries(&entries, timestamp)
+                .expect("encodable"),
+            producer: None,
+        }
+    }
+
+    /// Every record of the log: (offset, key, value).
+    fn contents(log: &DiskLog) -> Vec<(i64, String, Option<String>)> {
+        log.read(log.log_start_offset(), log.log_end_offset(), usize::MAX)
+            .into_iter()
+            .flat_map(|e| isr_kafka::client::records::decode(e.record).expect("readable"))
+            .map(|r| {
+                let text = |b: Option<Bytes>| b.map(|b| String::from_utf8_lossy(&b).into_owned());
+                (r.offset, text(r.key).unwrap_or_default(), text(r.value))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn cleaning_keeps_each_keys_latest_record_every_offset_and_every_epochs_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 250).expect("open");
+        let now = 1_000_000;
+        let old = now - 10_000;
+        // Epoch 1: key a written five times, b twice, a tombstone for c long ago; epoch 2:
+        // more of a and b. Small segments: several close.
+        let mut n = 0;
+        for (epoch, key, value) in [
+            (1, "a", Some("a1")),
+            (1, "a", Some("a2")),
+            (1, "a", Some("a3")),
+            (1, "c", Some("c1")),
+            (1, "b", Some("b1")),
+            (1, "a", Some("a4")),
+            (1, "c", None),
+            (2, "a", Some("a5")),
+            (2, "b", Some("b2")),
+            (2, "a", Some("a6")),
+            (2, "b", Some("b3")),
+            (2, "a", Some("a7")),
+            (2, "d", Some("d1")),
+        ] {
+            log.append(&[keyed(epoch, old + n, &[(key, value)])]);
+            n += 1;
+        }
+        log.append(&[keyed(2, old + n, &[("a", Some("a8")), ("b", Some("b4"))])]);
+        assert!(log.segments.len() > 2, "small segments roll");
+        let end = log.log_end_offset();
+        let before = contents(&log);
+        let epochs = isr::EpochCache::from_log(&log);
+        assert!(
+            log.cleaning_job(0.0, now, 1000).is_none(),
+            "nothing is cleaned above the core's bound"
+        );
+
+        log.compact(end);
+        let job = log
+            .cleaning_job(0.0, now, 1000)
+            .expect("closed segments below the bound");
+        let cleaned_below = job.end.0 as i64;
+        assert!(
+            cleaned_below < end.0 as i64,
+            "the active segment is never cleaned"
+        );
+        let cleaned = cleaner::clean(&job).expect("clean");
+        assert!(cleaned.removed_records > 0);
+        log.install(cleaned);
+
+        // Below the cleaned point, each key's latest record there stays (the tombstone too old
+        // to keep goes); above it, everything stays. No offset moves.
+        let latest = |offset: i64, key: &str| {
+            !before
+                .iter()
+                .any(|(o, k, _)| *o > offset && *o < cleaned_below && k == key)
+        };
+        let expected: Vec<_> = before
+            .iter()
+            .filter(|(o, k, v)| *o >= cleaned_below || (latest(*o, k) && v.is_some()))
+            .cloned()
+            .collect();
+        assert!(expected.len() < before.len());
+        assert_eq!(contents(&log), expected);
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(
+            isr::EpochCache::from_log(&log),
+            epochs,
+            "every epoch starts where it did"
+        );
+
+        // A run of emptied batches is one entry; a reader asking from inside it gets it from
+        // there on.
+        let run = log
+            .index
+            .iter()
+            .find(|e| e.at.width > 1 && e.at.len as usize == batch::HEADER_LEN)
+            .map(|e| e.at)
+            .expect("a run of emptied batches");
+        let inside = Offset(run.base + 1);
+        let read = log.read(inside, end, usize::MAX);
+        assert_eq!(batch::base_offset(&read[0].record), Some(inside.0 as i64));
+        assert_eq!(batch::width(&read[0].record), run.width - 1);
+        assert_eq!(
+            read.iter().map(|e| batch::width(&e.record)).sum::<u64>(),
+            end.0 - inside.0
+        );
+
+        // Nothing more to clean until more is written; the cleaned log recovers as it is.
+        assert!(log.cleaning_job(0.0, now, 1000).is_none());
+        let after = contents(&log);
+        drop(log);
+        let log = DiskLog::open(dir.path(), 250).expect("reopen");
+        assert_eq!(contents(&log), after);
+        assert_eq!(log.log_end_offset(), end);
+    }
+
+    #[test]
+    fn a_cleaning_of_a_segment_that_changed_meanwhile_is_dropped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 200).expect("open");
+        for i in 0..8 {
+            log.append(&[keyed(1, i, &[("k", Some("v"))])]);
+        }
+        log.compact(log.log_end_offset());
+        let job = log.cleaning_job(0.0, 100, 1000).expect("job");
+        let cleaned = cleaner::clean(&job).expect("clean");
+        let temps: Vec<_> = cleaned.segments.iter().map(|s| s.temp.clone()).collect();
+        // An unclean election truncates into the first segment under the cleaner.
+        log.truncate_to(Offset(1));
+        let before = contents(&log);
+        log.install(cleaned);
+        assert_eq!(contents(&log), before);
+        assert!(
+            temps.iter().all(|t| !t.exists()),
+            "dropped copies are removed"
+        );
+        // A cleaning a crash interrupted is removed at the next open.
+        std::fs::write(dir.path().join("00000000000000000000.log.cleaned"), b"x").expect("write");
+        drop(log);
+        let log = DiskLog::open(dir.path(), 200).expect("reopen");
+        assert_eq!(contents(&log), before);
+        assert!(!dir.path().join("00000000000000000000.log.cleaned").exists());
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 mod disk_log;
 pub mod faults;
 mod handles;

@@ -54,6 +54,10 @@ mod tests {
             retention_bytes,
             segment_bytes: 1 << 20,
             segment_ms: 1000,
+            delete: true,
+            compact: false,
+            delete_retention_ms: 0,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 

@@ -207,7 +207,7 @@ pub fn scan(mut reader: impl Read, size: u64, base: u64) -> Scan {
         if reader.read_exact(&mut buf[batch::LENGTH_PREFIX..]).is_err() {
             break Some((position, format!("torn batch of {total} bytes")));
         }
-        if let Err(e) = batch::validate(&buf) {
+        if let Err(e) = batch::validate_stored(&buf) {
             break Some((position, e.to_string()));
         }
         if batch::base_offset(&buf) != i64::try_from(next).ok() {

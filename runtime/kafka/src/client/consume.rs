@@ -76,13 +76,15 @@ pub async fn run_with(args: ConsumeArgs, out: &mut impl Write) -> Result<(), Cli
     let mut next = resolve(&mut cluster, topic, partition, start).await?;
     let mut printed = 0u64;
     while args.max.is_none_or(|max| printed < max) {
-        let (batch, high_watermark) = fetch(&mut cluster, topic, partition, next).await?;
+        let (batch, high_watermark, end) = fetch(&mut cluster, topic, partition, next).await?;
         let before = next;
+        let mut stopped = false;
         for r in &batch {
             if r.offset < next {
                 continue;
             }
             if args.max.is_some_and(|max| printed >= max) {
+                stopped = true;
                 break;
             }
             let value = r
@@ -93,6 +95,10 @@ pub async fn run_with(args: ConsumeArgs, out: &mut impl Write) -> Result<(), Cli
             writeln!(out, "{} {value}", r.offset).map_err(ClientError::Output)?;
             next = r.offset + 1;
             printed += 1;
+        }
+        // Past what the cleaner removed at the end of what came back.
+        if let (Some(end), false) = (end, stopped) {
+            next = next.max(end);
         }
         out.flush().map_err(ClientError::Output)?;
         if let (Some(group), true) = (&args.group, next > before) {
@@ -266,25 +272,27 @@ pub async fn resolve(
 }
 
 /// One fetch from the leader at `offset`: the records it returned (possibly none after the
-/// long-poll wait) and the high watermark, following leader changes.
+/// long-poll wait), the high watermark, and where the batches returned end (past records a
+/// compacted topic's cleaner removed: where to fetch from next), following leader changes.
 pub async fn fetch(
     cluster: &mut Cluster,
     topic: &str,
     partition: u32,
     offset: i64,
-) -> Result<(Vec<Incoming>, i64), ClientError> {
+) -> Result<(Vec<Incoming>, i64, Option<i64>), ClientError> {
     let request = fetch_request(topic, partition, offset, FETCH_WAIT_MS);
     let data = cluster
         .send(Route::Leader(topic, partition), &request, fetched_records)
         .await?;
     let (data, high_watermark) = data;
+    let end = records::end_offset(&data);
     let records = records::decode(data).map_err(|reason| ClientError::Records {
         topic: topic.to_owned(),
         partition,
         offset,
         reason,
     })?;
-    Ok((records, high_watermark))
+    Ok((records, high_watermark, end))
 }
 
 /// The record batches a Fetch answer (from `addr`) carries for its one partition, still

@@ -223,7 +223,7 @@ async fn perf_consume(args: PerfConsumeArgs) -> Result<Report, ClientError> {
             // A partition stops at its end as of the start, or once enough records are read.
             while next < end && remaining.load(Ordering::Relaxed) > 0 {
                 let sent = Instant::now();
-                let (read, _) = consume::fetch(&mut cluster, &topic, partition, next).await?;
+                let (read, _, end) = consume::fetch(&mut cluster, &topic, partition, next).await?;
                 tally.latencies.push(sent.elapsed());
                 for r in &read {
                     if r.offset < next {
@@ -237,6 +237,9 @@ async fn perf_consume(args: PerfConsumeArgs) -> Result<Report, ClientError> {
                     tally.records += 1;
                     tally.bytes += r.value.as_ref().map_or(0, |v| v.len() as u64);
                     next = r.offset + 1;
+                }
+                if remaining.load(Ordering::Relaxed) > 0 {
+                    next = next.max(end.unwrap_or(next));
                 }
             }
             Ok(tally)

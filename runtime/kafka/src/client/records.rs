@@ -121,6 +121,26 @@ fn encode_records(
 
 /// Decodes the whole batches in a fetch answer; a trailing partial batch (a broker may cut
 /// one at its byte limit) is ignored, and control records are skipped.
+/// Where the last whole batch of `data` (a Fetch answer's records) ends: the offset a reader
+/// asks from next, even where the batch holds no record (a run of offsets a compacted topic's
+/// cleaner emptied) or its last offsets hold none (cleaned records leave gaps).
+pub fn end_offset(data: &[u8]) -> Option<i64> {
+    let mut end = None;
+    let mut at = 0;
+    while let Some(header) = data.get(at..at + crate::batch::HEADER_LEN) {
+        let length = i32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+        let total = usize::try_from(length).ok()?.checked_add(12)?;
+        if at + total > data.len() {
+            break;
+        }
+        let batch = &data[at..at + total];
+        let base = crate::batch::base_offset(batch)?;
+        end = Some(base.saturating_add(crate::batch::width(batch) as i64));
+        at += total;
+    }
+    end
+}
+
 pub fn decode(mut data: Bytes) -> Result<Vec<Incoming>, String> {
     let mut out = Vec::new();
     while data.len() >= 12 {
@@ -137,7 +157,7 @@ pub fn decode(mut data: Bytes) -> Result<Vec<Incoming>, String> {
         let mut batch = data.split_to(total);
         // The same checks the broker applies on produce: CRC, and records within bounds
         // before the decoder preallocates from their counts.
-        crate::batch::validate(&batch).map_err(|e| e.to_string())?;
+        crate::batch::validate_stored(&batch).map_err(|e| e.to_string())?;
         let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| e.to_string())?;
         out.extend(
             set.records

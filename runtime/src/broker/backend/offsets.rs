@@ -135,7 +135,11 @@ impl BrokerBackend {
             name: OFFSETS_TOPIC.to_owned(),
             partitions: self.settings.offsets_topic_partitions,
             replication_factor,
-            configs: [("min.insync.replicas".to_owned(), min_isr.to_string())].into(),
+            configs: [
+                ("min.insync.replicas".to_owned(), min_isr.to_string()),
+                ("cleanup.policy".to_owned(), "compact".to_owned()),
+            ]
+            .into(),
             assignment: Vec::new(),
         };
         match self.ask(Request::CreateTopic(spec)).await {

@@ -13,6 +13,8 @@ mod clients;
 mod replication;
 mod retention;
 
+pub use retention::Cleaner;
+
 use super::hosted::Hosted;
 use super::outbox::{Outbox, Outgoing};
 use crate::storage::PartitionDir;
@@ -98,10 +100,15 @@ pub enum Command {
     },
     /// The retention pass: each partition's policy (from its topic's configs) at `now_ms`
     /// (wall-clock milliseconds, as record timestamps are). Hosted partitions not named keep
-    /// everything (the offsets topic's).
+    /// everything.
     Retention {
         policies: Vec<(PartitionId, LogRetention)>,
         now_ms: i64,
+    },
+    /// The cleaner thread finished cleaning a partition's log (or failed to).
+    Cleaned {
+        partition: PartitionId,
+        result: Result<crate::storage::cleaner::Cleaned, String>,
     },
     Status(oneshot::Sender<Vec<ReplicaView>>),
     /// A connection with this peer opened or closed: what went to it may be lost (a request
@@ -147,6 +154,8 @@ pub struct Host {
     wakes: BTreeMap<PartitionId, Tick>,
     /// Followers' requests for partitions not hosted yet.
     early: replication::Early,
+    /// The cleaner thread for compacted topics; none in tests that do not compact.
+    cleaner: Option<Cleaner>,
 }
 
 /// Debug builds assert the core's per-replica invariants after every step; so does a release
@@ -192,12 +201,19 @@ impl Host {
             deadlines: BTreeSet::new(),
             wakes: BTreeMap::new(),
             early: replication::Early::default(),
+            cleaner: None,
         };
         let recovered: Vec<PartitionId> = host.partitions.keys().copied().collect();
         for partition in recovered {
             host.schedule(partition);
         }
         Ok(host)
+    }
+
+    /// Compacts the logs of compacted topics on `cleaner`'s thread.
+    pub fn with_cleaner(mut self, cleaner: Cleaner) -> Host {
+        self.cleaner = Some(cleaner);
+        self
     }
 
     /// Runs commands until shutdown or until every sender is gone. Fails when a replica's
@@ -273,6 +289,7 @@ impl Host {
                 live,
             } => self.retire(next_partition, &live),
             Command::Retention { policies, now_ms } => self.on_retention(&policies, now_ms),
+            Command::Cleaned { partition, result } => self.on_cleaned(partition, result),
             Command::Status(reply) => {
                 let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
             }

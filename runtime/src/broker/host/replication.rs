@@ -124,5 +124,5 @@ fn corrupt_entry(resp: &FetchResponse<Bytes>) -> Option<BatchError> {
     entries
         .entries
         .iter()
-        .find_map(|e| batch::validate(&e.record).err())
+        .find_map(|e| batch::validate_stored(&e.record).err())
 }

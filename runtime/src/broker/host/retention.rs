@@ -1,13 +1,54 @@
 //! The retention pass on the replica thread: each hosted partition rolls its active segment
-//! by its topic's `segment.bytes` and `segment.ms`, and the core moves its log start to where
-//! the topic's `retention.ms` and `retention.bytes` let it (never past the replica's high
-//! watermark: the core caps it, rule 17). Leaders and followers apply the policy to their own
-//! segments, as Kafka's brokers do; followers also follow their leader's log start.
+//! by its topic's `segment.bytes` and `segment.ms`; under `cleanup.policy=delete` the core
+//! moves its log start to where the topic's `retention.ms` and `retention.bytes` let it (never
+//! past the replica's high watermark: the core caps it, rule 17), and under `compact` the core
+//! lets the log clean up to the high watermark (rule 18) and a cleaning starts on the cleaner
+//! thread when enough of the log is dirty ([`Cleaner`]). Leaders and followers apply the
+//! policy to their own segments, as Kafka's brokers do; followers also follow their leader's
+//! log start.
 
-use super::Host;
+use super::{Command, Host};
+use crate::storage::cleaner::{self, Cleaned, Job};
 use crate::storage::retention::retention_point;
 use isr::{Log, PartitionId, ReplicaInput};
 use isr_kafka::configs::LogRetention;
+use std::collections::BTreeSet;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+/// The cleaner thread: cleans one log at a time, off the replica thread, so that compaction
+/// never blocks produce or fetch; each result comes back as a [`Command::Cleaned`].
+pub struct Cleaner {
+    jobs: std::sync::mpsc::Sender<(PartitionId, Job)>,
+    /// Partitions with a cleaning under way: one at a time each.
+    busy: BTreeSet<PartitionId>,
+}
+
+impl Cleaner {
+    /// Starts the thread; it ends when the cleaner is dropped (the replica thread's end).
+    pub fn start(results: mpsc::UnboundedSender<Command>) -> std::io::Result<Cleaner> {
+        let (jobs, queue) = std::sync::mpsc::channel::<(PartitionId, Job)>();
+        std::thread::Builder::new()
+            .name("cleaner".into())
+            .spawn(move || {
+                for (partition, job) in queue {
+                    let result = cleaner::clean(&job).map_err(|e| e.to_string());
+                    if let Err(mpsc::error::SendError(Command::Cleaned {
+                        result: Ok(cleaned),
+                        ..
+                    })) = results.send(Command::Cleaned { partition, result })
+                    {
+                        cleaner::discard(&cleaned.segments);
+                        return;
+                    }
+                }
+            })?;
+        Ok(Cleaner {
+            jobs,
+            busy: BTreeSet::new(),
+        })
+    }
+}
 
 impl Host {
     pub(super) fn on_retention(&mut self, policies: &[(PartitionId, LogRetention)], now_ms: i64) {
@@ -18,11 +59,63 @@ impl Host {
             let log = h.replica.log_mut();
             let segment_ms = (policy.segment_ms >= 0).then_some(policy.segment_ms);
             log.set_rolling(policy.segment_bytes, segment_ms);
-            let segments: Vec<_> = log.segments().collect();
-            let point = retention_point(&segments, &policy, now_ms);
-            if let Some(before) = point.filter(|&p| p > log.log_start_offset()) {
-                self.step(partition, ReplicaInput::Retain { before });
+            if policy.delete {
+                let segments: Vec<_> = log.segments().collect();
+                let point = retention_point(&segments, &policy, now_ms);
+                if let Some(before) = point.filter(|&p| p > log.log_start_offset()) {
+                    self.step(partition, ReplicaInput::Retain { before });
+                }
+            }
+            if policy.compact {
+                self.step(partition, ReplicaInput::Compact);
+                self.start_cleaning(partition, &policy, now_ms);
             }
         }
+    }
+
+    /// Hands the partition's log to the cleaner thread, if it has enough to clean and no
+    /// cleaning under way.
+    fn start_cleaning(&mut self, partition: PartitionId, policy: &LogRetention, now_ms: i64) {
+        let (Some(cleaner), Some(h)) = (self.cleaner.as_mut(), self.partitions.get(&partition))
+        else {
+            return;
+        };
+        if cleaner.busy.contains(&partition) {
+            return;
+        }
+        let job = h.replica.log().cleaning_job(
+            policy.min_cleanable_dirty_ratio,
+            now_ms,
+            policy.delete_retention_ms,
+        );
+        if let Some(job) = job {
+            if cleaner.jobs.send((partition, job)).is_ok() {
+                cleaner.busy.insert(partition);
+            }
+        }
+    }
+
+    /// A cleaning finished: its segments replace the log's where the log has not changed
+    /// under them ([`crate::storage::DiskLog::install`]).
+    pub(super) fn on_cleaned(&mut self, partition: PartitionId, result: Result<Cleaned, String>) {
+        if let Some(cleaner) = self.cleaner.as_mut() {
+            cleaner.busy.remove(&partition);
+        }
+        let cleaned = match result {
+            Ok(cleaned) => cleaned,
+            Err(why) => {
+                warn!(%partition, %why, "cleaning failed; the log is as it was");
+                return;
+            }
+        };
+        let Some(h) = self.partitions.get_mut(&partition) else {
+            cleaner::discard(&cleaned.segments);
+            return;
+        };
+        let (records, bytes, end) = (cleaned.removed_records, cleaned.saved_bytes, cleaned.end);
+        h.replica.log_mut().install(cleaned);
+        info!(%partition, removed_records = records, saved_bytes = bytes, cleaned_below = %end,
+            "log cleaned");
+        self.check(partition);
     }
 }

@@ -1,0 +1,134 @@
+//! Log compaction on real brokers: a topic with `cleanup.policy=compact` keeps each key's
+//! latest record on every replica, refuses keyless records, and a consumer reads it from the
+//! start across the gaps the cleaner left.
+
+mod common;
+
+use common::{isr, isr_topic_create, TestCluster};
+use std::time::Duration;
+
+/// What `isr consume --from-beginning --until-end` prints: (offset, value) per record.
+fn read_all(bootstrap: &str, topic: &str) -> Vec<(u64, String)> {
+    let (ok, text) = isr(
+        &[
+            "consume",
+            topic,
+            "--bootstrap",
+            bootstrap,
+            "--from-beginning",
+            "--until-end",
+        ],
+        "",
+    );
+    assert!(ok, "{text}");
+    text.lines()
+        .filter_map(|l| {
+            let (offset, value) = l.split_once(' ')?;
+            Some((offset.parse().ok()?, value.to_owned()))
+        })
+        .collect()
+}
+
+/// How many times each broker's log says it cleaned a log.
+fn cleanings(cluster: &TestCluster, broker: u32) -> usize {
+    let log = cluster.dir.path().join(format!("broker-{broker}.log"));
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .matches("log cleaned")
+        .count()
+}
+
+#[test]
+fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
+    let mut cluster = TestCluster::start_with_broker_flags(
+        3,
+        1,
+        None,
+        &["--log-retention-check-interval-ms", "200"],
+    );
+    let bootstrap = cluster.address(1).expect("broker 1");
+    let (ok, text) = isr_topic_create(
+        &bootstrap,
+        "latest",
+        1,
+        &[
+            "--min-insync-replicas",
+            "2",
+            "--config",
+            "cleanup.policy=compact",
+            "--config",
+            "segment.ms=100",
+            "--config",
+            "min.cleanable.dirty.ratio=0.01",
+        ],
+    );
+    assert!(ok, "{text}");
+
+    let (ok, text) = isr(
+        &["produce", "latest", "--bootstrap", &bootstrap],
+        "keyless\n",
+    );
+    assert!(!ok, "a keyless record is refused: {text}");
+    assert!(text.contains("INVALID_RECORD"), "{text}");
+
+    // Eight rounds over three keys, each record its own batch; segments roll every 100 ms of
+    // record time, so every round but the last few lands in closed segments.
+    let keys = ["a", "b", "c"];
+    let rounds = 8;
+    for round in 0..rounds {
+        for key in keys {
+            let (ok, text) = isr(
+                &["produce", "latest", "--bootstrap", &bootstrap, "--key", key],
+                &format!("{key}{round}\n"),
+            );
+            assert!(ok, "{text}");
+        }
+        std::thread::sleep(Duration::from_millis(120));
+    }
+    let written = keys.len() * rounds;
+    cluster.wait_for(Duration::from_secs(20), "every replica cleaning", |_| {
+        (1..=3).all(|b| cleanings(&cluster, b) > 0)
+    });
+    let read = read_all(&bootstrap, "latest");
+    assert!(read.len() < written, "cleaned: {read:?}");
+    assert!(
+        read.windows(2).all(|w| w[0].0 < w[1].0),
+        "offsets rise: {read:?}"
+    );
+    for key in keys {
+        let values: Vec<&str> = read
+            .iter()
+            .map(|(_, v)| v.as_str())
+            .filter(|v| v.starts_with(key))
+            .collect();
+        assert_eq!(
+            values.last(),
+            Some(&format!("{key}{}", rounds - 1).as_str())
+        );
+        assert!(values.windows(2).all(|w| w[0] < w[1]), "{key}: {values:?}");
+    }
+    // Where a record was cleaned away, its offset holds nothing: the last offset read is
+    // still the last one written.
+    assert_eq!(read.last().map(|(o, _)| *o), Some(written as u64 - 1));
+
+    // The followers cleaned their own logs: with the leader gone, the new leader serves the
+    // same latest values.
+    let (leader, _) = cluster.leader("latest", 0).expect("a leader");
+    cluster.kill(leader);
+    let survivor = (1..=3).find(|&b| b != leader).expect("another broker");
+    let bootstrap = cluster.address(survivor).expect("a survivor");
+    cluster.wait_for(Duration::from_secs(20), "a new leader", |_| {
+        cluster
+            .leader("latest", 0)
+            .is_some_and(|(b, _)| b != leader)
+    });
+    let again = read_all(&bootstrap, "latest");
+    for key in keys {
+        let last = again
+            .iter()
+            .rfind(|(_, v)| v.starts_with(key))
+            .map(|(_, v)| v.clone());
+        assert_eq!(last, Some(format!("{key}{}", rounds - 1)));
+    }
+    assert!(again.len() < written, "{again:?}");
+}
