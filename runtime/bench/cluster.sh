@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks a local isr cluster and prints the figures in the README's performance section.
 #
-#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|commits|retention|all]
+#   runtime/bench/cluster.sh [throughput|failover|controller-failover|metadata|large|tls|commits|retention|compaction|all]
 #   runtime/bench/cluster.sh scale [PARTITIONS] [file|etcd]
 #   runtime/bench/cluster.sh change-bytes
 #
@@ -36,6 +36,12 @@
 #   the default retention check interval (300 s: nothing is deleted during the run) and once
 #   with 200 ms. Prints throughput and latency percentiles, the disk used after, and the log
 #   start partition 0 reached.
+# compaction: does the log cleaner hold up writes? As retention, with records carrying
+#   COMPACTION_KEYS (default 1000) keys in turn and a pass every 200 ms, segment.ms=200; once
+#   with cleanup.policy=delete and retention.ms=-1 (segments roll, nothing is deleted or
+#   cleaned) and once with cleanup.policy=compact (min.cleanable.dirty.ratio COMPACTION_RATIO,
+#   default Kafka's 0.5: the cleaner runs whenever that share of the closed segments is dirty).
+#   Prints throughput and latency percentiles and the disk used after.
 # change-bytes: what one ISR change writes to each store (file: bytes appended to the metadata
 #   log; etcd: bytes of values), at 1,000 and at 100,000 partitions, with ISR changes per second:
 #   the controller store's own benchmark (a local etcd member, no brokers), the ignored test
@@ -279,6 +285,23 @@ retention() {
     local start
     start=$("$ISR" status lat --bootstrap "$BOOT" 2>&1 | grep -o 'log start [0-9]*' | head -1)
     echo "disk after $(du -sh "$WORK/data" | cut -f1); partition 0's $start"
+    stop
+  done
+}
+
+compaction() {
+  local policy
+  for policy in "delete --config retention.ms=-1" compact; do
+    start always --log-retention-check-interval-ms 200
+    # shellcheck disable=SC2086 # the policy's words are separate arguments
+    "$ISR" topic create lat --bootstrap "$BOOT" --partitions 3 --replication-factor 3 \
+      --min-insync-replicas 2 --config cleanup.policy=$policy --config segment.ms=200 \
+      --config min.cleanable.dirty.ratio="${COMPACTION_RATIO:-0.5}" >/dev/null
+    printf 'cleanup.policy=%-8s ' "${policy%% *}"
+    "$ISR" perf produce --bootstrap "$BOOT" --topic lat --records "${RETENTION_RECORDS:-2500000}" \
+      --record-size 100 --producers 3 --batch 100 --keys "${COMPACTION_KEYS:-1000}" \
+      | tail -2 | tr '\n' ' '
+    echo "disk after $(du -sh "$WORK/data" | cut -f1)"
     stop
   done
 }
@@ -527,9 +550,10 @@ case "${1:-all}" in
   tls) tls ;;
   commits) commits ;;
   retention) retention ;;
+  compaction) compaction ;;
   change-bytes) cargo test --release -p isr-runtime --lib commit_rates -- --ignored --nocapture 2>&1 |
     grep -E '^(file|etcd) store' ;;
   scale) scale "${2:-100000}" "${3:-file}" ;;
   all) throughput; failover; controller_failover; metadata; large; tls; commits ;;
-  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|retention|change-bytes|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|failover|controller-failover|metadata|large|tls|commits|retention|compaction|change-bytes|scale [PARTITIONS] [file|etcd]|all]" >&2; exit 2 ;;
 esac

@@ -22,6 +22,8 @@
 //!   header and every epoch's first offset stays an entry's; an idempotent producer's last
 //!   batch stays as its own (empty) batch, so its sequence numbers survive a restart.
 //!
+//! A segment the cleaning removes nothing from is not written again.
+//!
 //! A reader that asks from inside such a run (a follower whose log ended at a batch boundary
 //! the run merged away) is given the run from where it asked ([`batch::from_offset`]).
 
@@ -50,6 +52,9 @@ pub struct SegmentJob {
     pub prefix: u64,
     /// Its batches above the log start, in offset order.
     pub batches: Vec<BatchPosition>,
+    /// Written since the last cleaning: only these say which record of a key is the latest
+    /// (a cleaned segment holds at most one record of each key, one no later one superseded).
+    pub dirty: bool,
 }
 
 /// A cleaning of one log: its closed segments below the point the core allows.
@@ -107,19 +112,33 @@ struct Latest {
     producers: HashMap<i64, u64>,
 }
 
+/// Reads the dirty segments for the latest record of each key (Kafka's offset map: what lies
+/// in the segments cleaned before holds one record per key at most, so only what came since
+/// can supersede one), and every segment's batches for each producer's last.
 fn survey(job: &Job) -> io::Result<Latest> {
     let mut latest = Latest::default();
     for segment in &job.segments {
-        let file = File::open(&segment.path)?;
         for at in &segment.batches {
-            let bytes = read(&file, at)?;
             if let Some(p) = at.producer {
                 latest.producers.insert(p.producer_id, at.base);
             }
+        }
+        if !segment.dirty {
+            continue;
+        }
+        let file = File::open(&segment.path)?;
+        for at in &segment.batches {
+            let bytes = read(&file, at)?;
             for r in batch::records(&bytes).into_iter().flatten() {
                 if let Some(key) = r.key {
                     let offset = at.base.saturating_add_signed(r.offset_delta);
-                    latest.keys.insert(key.to_vec(), offset);
+                    // A key seen before is updated in place: no allocation per record.
+                    match latest.keys.get_mut(key) {
+                        Some(at) => *at = offset,
+                        None => {
+                            latest.keys.insert(key.to_vec(), offset);
+                        }
+                    }
                 }
             }
         }
@@ -219,13 +238,33 @@ fn keeps(latest: &Latest, job: &Job, base: u64, max_timestamp: i64, r: &RecordRe
     newest && !expired
 }
 
+/// How many records of `segment` a cleaning removes: a segment it removes none from is left
+/// as it is, unwritten (most of a compacted log, once cleaned, holds nothing more to remove).
+fn removable(job: &Job, latest: &Latest, segment: &SegmentJob, source: &File) -> io::Result<u64> {
+    let mut removed = 0;
+    for at in &segment.batches {
+        let bytes = read(source, at)?;
+        let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
+        for r in batch::records(&bytes).into_iter().flatten() {
+            if !keeps(latest, job, at.base, max_timestamp, &r) {
+                removed += 1;
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// The cleaned copy of `segment`, or `None` when the cleaning removes nothing from it.
 fn clean_segment(
     job: &Job,
     latest: &Latest,
     segment: &SegmentJob,
     removed: &mut u64,
-) -> io::Result<CleanedSegment> {
+) -> io::Result<Option<CleanedSegment>> {
     let source = File::open(&segment.path)?;
+    if removable(job, latest, segment, &source)? == 0 {
+        return Ok(None);
+    }
     let temp = temp_path(&segment.path);
     let file = OpenOptions::new()
         .create(true)
@@ -274,13 +313,13 @@ fn clean_segment(
     }
     out.end_run()?;
     out.file.sync_all()?;
-    Ok(CleanedSegment {
+    Ok(Some(CleanedSegment {
         job: segment.clone(),
         temp,
         size: out.size,
         batches: out.batches,
         times: out.times,
-    })
+    }))
 }
 
 /// Cleans the job's segments into temporary files beside them (see the module documentation).
@@ -291,7 +330,7 @@ pub fn clean(job: &Job) -> io::Result<Cleaned> {
     let mut segments = Vec::with_capacity(job.segments.len());
     for segment in &job.segments {
         match clean_segment(job, &latest, segment, &mut removed_records) {
-            Ok(cleaned) => segments.push(cleaned),
+            Ok(cleaned) => segments.extend(cleaned),
             Err(e) => {
                 let _ = fs::remove_file(temp_path(&segment.path));
                 discard(&segments);

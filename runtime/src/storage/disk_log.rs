@@ -216,18 +216,24 @@ impl DiskLog {
         if dirty == 0 || (dirty as f64) < min_dirty_ratio * total as f64 {
             return None;
         }
+        // A segment of empty batches only (runs an earlier cleaning left) has no key to learn
+        // and nothing to remove: the cleaner neither reads nor writes it.
         let segments = (0..closed)
-            .map(|n| {
+            .filter_map(|n| {
                 let (lo, hi) = self.segment_span(n);
                 let batches: Vec<_> = self.index[lo..hi].iter().map(|e| e.at).collect();
+                if batches.iter().all(|b| b.len as usize <= batch::HEADER_LEN) {
+                    return None;
+                }
                 let seg = &self.segments[n];
-                SegmentJob {
+                Some(SegmentJob {
                     base: seg.base,
                     path: seg.path.clone(),
                     size: seg.size(),
                     prefix: batches.first().map_or(seg.size(), |b| b.position),
                     batches,
-                }
+                    dirty: self.segments[n + 1].base > self.cleaned_to.0,
+                })
             })
             .collect();
         Some(Job {
@@ -241,12 +247,14 @@ impl DiskLog {
     /// Puts a finished cleaning in place: each cleaned segment replaces its segment, unless
     /// that changed since the job was made (truncated, deleted, its log start moved), in which
     /// case its cleaned copy is dropped. Offsets, epochs and the log's end stay as they were.
+    /// The renames are not made durable here (no directory fsync on the replica thread): a
+    /// crash that loses one leaves the segment as it was before the cleaning, as valid as the
+    /// cleaned one, and the cleaned copy, durable already, is removed at the next open.
     pub fn install(&mut self, cleaned: Cleaned) {
         if self.failure.is_some() {
             cleaner::discard(&cleaned.segments);
             return;
         }
-        let mut installed = 0;
         for c in cleaned.segments {
             let Some(n) = self.segments.iter().position(|s| s.base == c.job.base) else {
                 let _ = fs::remove_file(&c.temp);
@@ -263,19 +271,13 @@ impl DiskLog {
                 continue;
             }
             let result = fs::rename(&c.temp, &self.segments[n].path)
-                .and_then(|()| Segment::create(&self.dir, c.job.base));
-            let Some(mut segment) = self.record(result) else {
+                .and_then(|()| Segment::open_cleaned(&self.dir, c.job.base, c.times));
+            let Some(segment) = self.record(result) else {
                 return;
             };
-            segment.times = c.times;
             self.segments[n] = segment;
             let entries = c.batches.into_iter().map(|at| Indexed { at, segment: n });
             self.index.splice(lo..hi, entries);
-            installed += 1;
-        }
-        if installed > 0 {
-            let result = sync_dir(&self.dir);
-            self.record(result);
         }
         self.cleaned_to = self.cleaned_to.max(cleaned.end);
     }

@@ -48,6 +48,10 @@ pub struct PerfProduceArgs {
     /// Records per produce request (one batch); latency is measured per request.
     #[arg(long, default_value_t = 100)]
     pub batch: u32,
+    /// Give each record a key, one of this many (`k0`, `k1`, ...) in turn, as a compacted
+    /// topic needs (0: no keys).
+    #[arg(long, default_value_t = 0)]
+    pub keys: u64,
 }
 
 #[derive(Clone, Debug, clap::Args)]
@@ -170,16 +174,17 @@ async fn perf_produce(args: PerfProduceArgs) -> Result<Report, ClientError> {
         let share = args.records / u64::from(args.producers)
             + u64::from(u64::from(i) < args.records % u64::from(args.producers));
         let (bootstrap, topic, value) = (args.bootstrap.clone(), args.topic.clone(), value.clone());
-        let (acks, batch) = (args.acks, u64::from(args.batch));
+        let (acks, batch, keys) = (args.acks, u64::from(args.batch), args.keys);
         workers.spawn(async move {
             let mut cluster = Cluster::connect(&bootstrap).await?;
             let partition = i % partitions;
             let mut tally = Tally::default();
             while tally.records < share {
                 let n = batch.min(share - tally.records);
+                let written = tally.records;
                 let batch: Vec<Outgoing> = (0..n)
-                    .map(|_| Outgoing {
-                        key: None,
+                    .map(|j| Outgoing {
+                        key: (keys > 0).then(|| Bytes::from(format!("k{}", (written + j) % keys))),
                         value: value.clone(),
                     })
                     .collect();

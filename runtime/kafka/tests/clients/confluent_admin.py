@@ -123,12 +123,20 @@ check(names == ["MSG_SIZE_TOO_LARGE", "OK"], "records over and under the limit",
 check(time.time() - started < 30, "MESSAGE_TOO_LARGE is not retried",
       "%.1f s" % (time.time() - started))
 bad = ConfigResource("topic", configured, incremental_configs=[
-    ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    ConfigEntry("compression.type", "gzip", incremental_operation=AlterConfigOpType.SET)])
 try:
     wait(admin.incremental_alter_configs([bad]))
-    sys.exit("compaction was accepted")
+    sys.exit("recompression was accepted")
 except KafkaException as e:
     check(e.args[0].name() == "INVALID_CONFIG", "refused config", e)
+compacted = ConfigResource("topic", configured, incremental_configs=[
+    ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)])
+wait(admin.incremental_alter_configs([compacted]))
+configs = admin.describe_configs([resource])[resource].result(timeout=10)
+check(configs["cleanup.policy"].value == "compact,delete", "altered cleanup.policy",
+      configs["cleanup.policy"].value)
+check(configs["min.cleanable.dirty.ratio"].value == "0.5", "the cleaner's default ratio",
+      configs["min.cleanable.dirty.ratio"].value)
 wait(admin.create_partitions([NewPartitions(configured, 3)]))
 check(len(admin.list_topics(configured, timeout=10).topics[configured].partitions) == 3,
       "partitions after create_partitions")
