@@ -26,6 +26,7 @@ async fn perf_produce_then_consume_reports_rates_and_latency() {
         acks: Acks::All,
         producers: 2,
         batch: 50,
+        keys: 10,
     }))
     .await;
     println!("perf produce:\n{produced}");
