@@ -201,7 +201,7 @@ pub trait Compactable: Clone {
     }
 }
 
-/// The models' records ([`crate::sim::Record`]-sized numbers, below 128): records `2k - 1` and
+/// The models' records (the simulated cluster's `Record`: numbers below 128): records `2k - 1` and
 /// `2k` share key `k`, so each key's first record is superseded by its second, and a cleaned
 /// record is its number with the high bit set: a gap that still names its key.
 impl Compactable for u8 {

@@ -1,10 +1,12 @@
 //! Log compaction on real brokers: a topic with `cleanup.policy=compact` keeps each key's
-//! latest record on every replica, refuses keyless records, and a consumer reads it from the
-//! start across the gaps the cleaner left.
+//! latest record on every replica, refuses keyless records, and consumers — isr's own,
+//! librdkafka's and kafka-python's — read it from the start across the gaps the cleaner left.
 
 mod common;
 
+use common::clients::{bootstrap, client_present, confluent_kafka_present, script, Client};
 use common::{isr, isr_topic_create, TestCluster};
+use std::process::Command;
 use std::time::Duration;
 
 /// What `isr consume --from-beginning --until-end` prints: (offset, value) per record.
@@ -131,4 +133,34 @@ fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
         assert_eq!(last, Some(format!("{key}{}", rounds - 1)));
     }
     assert!(again.len() < written, "{again:?}");
+}
+
+#[test]
+fn librdkafka_and_kafka_python_read_a_compacted_topic_to_its_end() {
+    let kafka_python = client_present(
+        "python3",
+        &["-c", "import kafka"],
+        "python3 cannot import kafka (kafka-python)",
+    );
+    if !confluent_kafka_present() || !kafka_python {
+        return;
+    }
+    let cluster = TestCluster::start_with_broker_flags(
+        3,
+        1,
+        None,
+        &["--log-retention-check-interval-ms", "200"],
+    );
+    let (status, out, err) = Client::run(
+        Command::new("python3")
+            .arg(script("compacted_topic.py"))
+            .arg(bootstrap(&cluster)),
+        Duration::from_secs(180),
+        "compacted_topic.py",
+    );
+    assert!(
+        status.success(),
+        "compacted_topic.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    println!("{out}");
 }

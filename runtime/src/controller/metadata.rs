@@ -435,7 +435,7 @@ pub(super) mod tests {
         ));
         assert!(matches!(
             back.clone()
-                .create_topic(&cfg, &spec("c", 1, &[("cleanup.policy", "compact")])),
+                .create_topic(&cfg, &spec("c", 1, &[("cleanup.policy", "shred")])),
             Err(AdminError::InvalidConfig(_))
         ));
     }
