@@ -42,12 +42,7 @@ fn cleanings(cluster: &TestCluster, broker: u32) -> usize {
 
 #[test]
 fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
-    let mut cluster = TestCluster::start_with_broker_flags(
-        3,
-        1,
-        None,
-        &["--log-retention-check-interval-ms", "200"],
-    );
+    let mut cluster = TestCluster::start_with_quick_retention(3);
     let bootstrap = cluster.address(1).expect("broker 1");
     let (ok, text) = isr_topic_create(
         &bootstrap,
@@ -145,12 +140,7 @@ fn librdkafka_and_kafka_python_read_a_compacted_topic_to_its_end() {
     if !confluent_kafka_present() || !kafka_python {
         return;
     }
-    let cluster = TestCluster::start_with_broker_flags(
-        3,
-        1,
-        None,
-        &["--log-retention-check-interval-ms", "200"],
-    );
+    let cluster = TestCluster::start_with_quick_retention(3);
     let (status, out, err) = Client::run(
         Command::new("python3")
             .arg(script("compacted_topic.py"))

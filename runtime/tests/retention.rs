@@ -97,12 +97,7 @@ fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_w
 
 #[test]
 fn retention_by_time_deletes_old_segments_on_every_replica() {
-    let mut cluster = TestCluster::start_with_broker_flags(
-        3,
-        1,
-        None,
-        &["--log-retention-check-interval-ms", "200"],
-    );
+    let mut cluster = TestCluster::start_with_quick_retention(3);
     let bootstrap = cluster.address(1).expect("broker 1");
     let (ok, text) = isr_topic_create(
         &bootstrap,

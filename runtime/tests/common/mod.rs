@@ -100,6 +100,12 @@ impl TestCluster {
         Self::start_with(n, 1, None)
     }
 
+    /// `n` brokers on the file store whose retention and compaction passes run every 200 ms
+    /// (Kafka's `log.retention.check.interval.ms`), so a test sees them act within seconds.
+    pub fn start_with_quick_retention(n: u32) -> TestCluster {
+        Self::start_with_broker_flags(n, 1, None, &["--log-retention-check-interval-ms", "200"])
+    }
+
     /// `controllers` controllers on `store` (`etcd://...`; `None`: the file store, one
     /// controller), and `n` brokers given them all.
     pub fn start_with(n: u32, controllers: u32, store: Option<String>) -> TestCluster {
