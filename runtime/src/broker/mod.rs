@@ -395,8 +395,8 @@ fn take_marker(dir: &Path) -> io::Result<bool> {
 }
 
 /// The retention pass, every `interval`: each topic's policy, from its configs in the metadata
-/// the controller pushed, goes to the replica thread. The offsets topic is left alone: Kafka
-/// compacts it, and deleting its oldest records would lose groups' commits.
+/// the controller pushed, goes to the replica thread. The offsets topic is compacted and never
+/// deleted by time, as Kafka's is: deleting its oldest records would lose groups' commits.
 async fn retention_checks(
     net: Arc<Net>,
     commands: mpsc::UnboundedSender<Command>,
