@@ -201,15 +201,18 @@ pub trait Compactable: Clone {
     }
 }
 
+/// The bit a models' record (`u8`) has set once cleaned: its number is the rest.
+pub(crate) const GAP_BIT: u8 = 0x80;
+
 /// The models' records (the simulated cluster's `Record`: numbers below 128): records `2k - 1` and
 /// `2k` share key `k`, so each key's first record is superseded by its second, and a cleaned
-/// record is its number with the high bit set: a gap that still names its key.
+/// record is its number with [`GAP_BIT`] set: a gap that still names its key.
 impl Compactable for u8 {
     fn key(&self) -> Option<u64> {
-        Some(u64::from((self & 0x7f).div_ceil(2)))
+        Some(u64::from((self & !GAP_BIT).div_ceil(2)))
     }
     fn cleaned(&self) -> Self {
-        self | 0x80
+        self | GAP_BIT
     }
 }
 
@@ -358,10 +361,11 @@ impl<R: Compactable + Debug + PartialEq> Log for MemLog<R> {
                 .record
                 .key()
                 .is_some_and(|key| latest.get(&key).is_some_and(|&last| last > i));
-            if superseded && entry.record.cleaned() != entry.record {
-                let mut gap = entry.clone();
-                gap.record = gap.record.cleaned();
-                self.entries.set(i, gap);
+            let gap = entry.record.cleaned();
+            if superseded && gap != entry.record {
+                let mut cleaned = entry.clone();
+                cleaned.record = gap;
+                self.entries.set(i, cleaned);
             }
         }
     }

@@ -412,7 +412,7 @@ fn electing(elects: &[ReplicaId]) -> String {
 /// number it held in brackets (`(1)`).
 pub fn record_label(record: Record) -> String {
     if is_gap::<MemLog<Record>>(&record) {
-        format!("({})", record & 0x7f)
+        format!("({})", record & !crate::log::GAP_BIT)
     } else {
         record.to_string()
     }
@@ -1422,10 +1422,7 @@ impl Cluster {
                     }
                     for (i, entry) in answer.entries.into_iter().enumerate() {
                         let offset = Offset(from.0 + i as u64);
-                        // The consumer skips a gap compaction left: it holds no record.
-                        if !is_gap::<MemLog<Record>>(&entry.record) {
-                            history.consumed.insert((offset, entry));
-                        }
+                        history.consumed.insert((offset, entry));
                         self.consumer_offset[at] = offset.next();
                     }
                 }

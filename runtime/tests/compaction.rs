@@ -4,9 +4,8 @@
 
 mod common;
 
-use common::clients::{bootstrap, client_present, confluent_kafka_present, script, Client};
+use common::clients::{bootstrap, client_present, confluent_kafka_present, run_script};
 use common::{isr, isr_topic_create, TestCluster};
-use std::process::Command;
 use std::time::Duration;
 
 /// What `isr consume --from-beginning --until-end` prints: (offset, value) per record.
@@ -141,16 +140,10 @@ fn librdkafka_and_kafka_python_read_a_compacted_topic_to_its_end() {
         return;
     }
     let cluster = TestCluster::start_with_quick_retention(3);
-    let (status, out, err) = Client::run(
-        Command::new("python3")
-            .arg(script("compacted_topic.py"))
-            .arg(bootstrap(&cluster)),
-        Duration::from_secs(180),
+    let out = run_script(
         "compacted_topic.py",
-    );
-    assert!(
-        status.success(),
-        "compacted_topic.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+        &[&bootstrap(&cluster)],
+        Duration::from_secs(180),
     );
     println!("{out}");
 }

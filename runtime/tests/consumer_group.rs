@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::clients::{bootstrap, confluent_kafka_present, script, Client};
+use common::clients::{bootstrap, confluent_kafka_present, run_script, script, Client};
 use common::{isr, isr_topic_create, kafka, TestCluster};
 use isr_kafka::offsets_topic::{partition_for, DEFAULT_PARTITIONS, OFFSETS_TOPIC};
 use std::io::{BufRead, BufReader, Write};
@@ -21,16 +21,10 @@ fn subscribing_consumers_share_take_over_and_resume_on_a_cluster() {
     }
     let cluster = TestCluster::start(3);
     let start = Instant::now();
-    let (status, out, err) = Client::run(
-        Command::new("python3")
-            .arg(script("confluent_group.py"))
-            .args([&bootstrap(&cluster), "members"]),
-        Duration::from_secs(180),
+    let out = run_script(
         "confluent_group.py",
-    );
-    assert!(
-        status.success(),
-        "confluent_group.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+        &[&bootstrap(&cluster), "members"],
+        Duration::from_secs(180),
     );
     eprintln!("{out}in {:?}", start.elapsed());
 }

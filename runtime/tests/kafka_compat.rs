@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::clients::{bootstrap, client_present, confluent_kafka_present, script, Client};
+use common::clients::{bootstrap, client_present, confluent_kafka_present, run_script, Client};
 use common::{kafka, TestCluster, ISR};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,16 +37,10 @@ fn confluent_kafka_tools_work_on_a_cluster() {
         return;
     }
     let cluster = TestCluster::start(3);
-    let (status, out, err) = Client::run(
-        Command::new("python3")
-            .arg(script("confluent_admin.py"))
-            .args([&bootstrap(&cluster), "compat"]),
-        Duration::from_secs(180),
+    run_script(
         "confluent_admin.py",
-    );
-    assert!(
-        status.success(),
-        "confluent_admin.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+        &[&bootstrap(&cluster), "compat"],
+        Duration::from_secs(180),
     );
     // The script deleted a topic of three partitions: once every broker has reread the
     // metadata, only the replicas of what is left remain on disk.
@@ -62,16 +56,10 @@ fn log_append_time_topics_carry_the_brokers_time() {
         return;
     }
     let cluster = TestCluster::start(3);
-    let (status, out, err) = Client::run(
-        Command::new("python3")
-            .arg(script("confluent_log_append_time.py"))
-            .arg(bootstrap(&cluster)),
-        Duration::from_secs(120),
+    run_script(
         "confluent_log_append_time.py",
-    );
-    assert!(
-        status.success(),
-        "confluent_log_append_time.py failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+        &[&bootstrap(&cluster)],
+        Duration::from_secs(120),
     );
 }
 

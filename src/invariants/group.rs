@@ -46,13 +46,7 @@ where
     };
     let read = |(offset, entry): &(Offset, Entry<L::Record>)| {
         processed.contains(&(*offset, entry.clone()))
-            || processed.contains(&(
-                *offset,
-                Entry {
-                    record: L::cleaned(&entry.record),
-                    ..entry.clone()
-                },
-            ))
+            || processed.contains(&(*offset, super::cleaned::<L>(entry)))
     };
     match committed
         .iter()

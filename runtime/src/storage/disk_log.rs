@@ -206,14 +206,14 @@ impl DiskLog {
         if closed == 0 || self.failure.is_some() {
             return None;
         }
+        // Segment n is dirty when it ends past what the last cleaning covered.
+        let dirty = |n: usize| self.segments[n + 1].base > self.cleaned_to.0;
         let total: u64 = self.segments[..closed].iter().map(Segment::size).sum();
-        let dirty: u64 = self.segments[..closed]
-            .iter()
-            .zip(&self.segments[1..])
-            .filter(|(_, next)| next.base > self.cleaned_to.0)
-            .map(|(s, _)| s.size())
+        let dirty_bytes: u64 = (0..closed)
+            .filter(|&n| dirty(n))
+            .map(|n| self.segments[n].size())
             .sum();
-        if dirty == 0 || (dirty as f64) < min_dirty_ratio * total as f64 {
+        if dirty_bytes == 0 || (dirty_bytes as f64) < min_dirty_ratio * total as f64 {
             return None;
         }
         // A segment of empty batches only (runs an earlier cleaning left) has no key to learn
@@ -232,7 +232,7 @@ impl DiskLog {
                     size: seg.size(),
                     prefix: batches.first().map_or(seg.size(), |b| b.position),
                     batches,
-                    dirty: self.segments[n + 1].base > self.cleaned_to.0,
+                    dirty: dirty(n),
                 })
             })
             .collect();

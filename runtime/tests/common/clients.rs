@@ -98,6 +98,22 @@ pub fn script(name: &str) -> PathBuf {
     .collect()
 }
 
+/// Runs the client script `name` of runtime/kafka/tests/clients with python3 and `args`,
+/// within `timeout`; asserts it exits successfully (with its output in the message) and
+/// returns what it printed.
+pub fn run_script(name: &str, args: &[&str], timeout: Duration) -> String {
+    let (status, out, err) = Client::run(
+        Command::new("python3").arg(script(name)).args(args),
+        timeout,
+        name,
+    );
+    assert!(
+        status.success(),
+        "{name} failed ({status})\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    out
+}
+
 /// The addresses of the running brokers, comma-separated: a client's bootstrap list.
 pub fn bootstrap(cluster: &TestCluster) -> String {
     (1..=cluster.brokers.len() as u32)
