@@ -206,7 +206,7 @@ pub(crate) const GAP_BIT: u8 = 0x80;
 
 /// The models' records (the simulated cluster's `Record`: numbers below 128): records `2k - 1` and
 /// `2k` share key `k`, so each key's first record is superseded by its second, and a cleaned
-/// record is its number with [`GAP_BIT`] set: a gap that still names its key.
+/// record is its number with its high bit set: a gap that still names its key.
 impl Compactable for u8 {
     fn key(&self) -> Option<u64> {
         Some(u64::from((self & !GAP_BIT).div_ceil(2)))
