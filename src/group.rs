@@ -12,6 +12,10 @@
 //! again; it ends when every member has, or at the longest rebalance timeout without the
 //! laggards. Static members (KIP-345: a `group.instance.id`) keep their place across restarts.
 //!
+//! A driver that records what it does hands the group every request as one [`Input`] through
+//! [`Group::step`] (the runtime's coordinator does, into the broker's trace), so that a replay
+//! can check each answer against the core's.
+//!
 //! The generation is persisted before any member learns its assignment ([`Synced::Store`],
 //! Kafka's order): a coordinator that takes over loads it ([`Group::from_stored`]) and the
 //! members carry on in it, while a member of an older generation is refused wherever it
@@ -26,8 +30,12 @@ use crate::types::{Offset, Tick};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod step;
+
+pub use step::{Change, Identity, Input, Output};
+
 /// Why a group request was refused, with Kafka's error code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 pub enum GroupError {
     /// Another broker coordinates the group.
     #[error("NOT_COORDINATOR: another broker coordinates this group")]
@@ -80,7 +88,7 @@ impl GroupError {
 }
 
 /// A JoinGroup, as the group needs it. Timeouts are in the driver's ticks.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Join {
     /// Empty for a new member (or a restarted static one), which is then given an id.
     pub member_id: String,
@@ -145,7 +153,7 @@ pub struct Caller<'a> {
 }
 
 /// What entering a join led to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Entered {
     /// Answered at once (a static member rejoining a stable group).
     Answered(Joined),
@@ -156,7 +164,7 @@ pub enum Entered {
 }
 
 /// What a SyncGroup gets now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Synced {
     /// The member's assignment in the current generation.
     Assignment(Vec<u8>),
@@ -558,9 +566,9 @@ impl Group {
         }
     }
 
-    /// The group as DescribeGroups reports it (expired members dropped first).
-    pub fn describe(&mut self, now: Tick) -> GroupDescription {
-        self.expire(now);
+    /// The group as DescribeGroups reports it, as of its last step: a driver steps it with
+    /// [`Input::Expire`] first, so that members whose session ran out are gone.
+    pub fn describe(&self) -> GroupDescription {
         GroupDescription {
             state: self.phase.name(),
             protocol_type: self.protocol_type.clone(),
@@ -585,9 +593,9 @@ impl Group {
         (self.protocol_type.clone(), self.protocol.clone())
     }
 
-    /// Whether the group has members (DeleteGroups refuses it then: NON_EMPTY_GROUP).
-    pub fn has_members(&mut self, now: Tick) -> bool {
-        self.expire(now);
+    /// Whether the group has members (DeleteGroups refuses it then: NON_EMPTY_GROUP), as of
+    /// its last step ([`Input::Expire`] drops those whose session ran out).
+    pub fn has_members(&self) -> bool {
         !self.members.is_empty()
     }
 

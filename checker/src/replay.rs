@@ -73,7 +73,7 @@ pub fn cmd_replay(paths: &[PathBuf]) -> ExitCode {
     }
     println!("accepted {} steps", replayer.steps());
     println!(
-        "{} traces; every step a transition of the core with the recorded effects, every receive after its send, every property held",
+        "{} traces; every step a transition of the core with the recorded effects (a coordinator's group answers too), every receive after its send, every property held",
         traces.len()
     );
     ExitCode::SUCCESS
@@ -90,7 +90,9 @@ fn diverged(d: &Divergence, before: &VecDeque<String>) -> ExitCode {
 
 fn partition_of(event: &Event) -> Option<PartitionId> {
     match event {
-        Event::Open { partition, .. } | Event::Replica { partition, .. } => Some(*partition),
+        Event::Open { partition, .. }
+        | Event::Replica { partition, .. }
+        | Event::LoadPoint { partition, .. } => Some(*partition),
         _ => None,
     }
 }

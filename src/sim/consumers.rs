@@ -310,8 +310,7 @@ impl Cluster {
             }
         }
         if let Some((_, coordinator)) = self.serving() {
-            let mut group = coordinator.group.clone();
-            for m in group.describe(NOW).members {
+            for m in coordinator.group.describe().members {
                 let live = consumers.members.iter().any(|c| c.member_id == m.member_id);
                 if failures || !live {
                     out.push(GroupAction::Expire(m.member_id));

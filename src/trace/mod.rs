@@ -5,8 +5,9 @@
 //! each replica it recovered from disk ([`Event::Open`]), every input it stepped a replica or
 //! the controller with, together with the effects that came back ([`Event::Replica`],
 //! [`Event::Controller`]), and the controller's state wherever it changed outside a step
-//! ([`Event::ControllerState`]: taking over, an admin operation). Records travel as
-//! [`Digest`]s. The runtime writes traces with `--trace FILE` or `ISR_TRACE=DIR`.
+//! ([`Event::ControllerState`]: taking over, an admin operation). A broker's coordinator adds
+//! its consumer groups' changes ([`Event::Group`]) and the load points the core gave it
+//! ([`Event::LoadPoint`]). Records travel as [`Digest`]s. The runtime writes traces with `--trace FILE` or `ISR_TRACE=DIR`.
 //!
 //! [`Replayer`] merges the traces of every process of one run into one order consistent with
 //! causality, and re-executes it on the core ([`replay`]).
@@ -20,6 +21,7 @@ pub use replay::{replay, Accepted, Applied, Divergence, Replayer, Trace};
 
 use crate::config::Config;
 use crate::controller::{Controller, Effects as ControllerEffects, Input as ControllerInput};
+use crate::group::Change as GroupChange;
 use crate::log::Entry;
 use crate::message::Effects;
 use crate::replica::Input as ReplicaInput;
@@ -79,6 +81,24 @@ pub enum Event {
         /// The effects the step returned, in order.
         effects: ControllerEffects<Digest>,
     },
+    /// A consumer group at the process's coordinator: created, loaded, stepped or forgotten
+    /// at `now` (the coordinator's clock, in its ticks).
+    Group {
+        /// The group's id.
+        group: String,
+        /// The time the change was given, in the coordinator's ticks.
+        now: Tick,
+        /// What happened to the group.
+        change: GroupChange,
+    },
+    /// How far the process's coordinator was told it may load the groups of an offsets
+    /// partition it leads ([`crate::group::load_point`]; `None`: not yet).
+    LoadPoint {
+        /// The offsets partition.
+        partition: PartitionId,
+        /// The answer the core gave.
+        load_point: Option<Offset>,
+    },
     /// The controller's state as committed outside a step — on taking the role, and after an
     /// administrative change (topics, partitions), which are not protocol — and what it sent.
     ControllerState {
@@ -109,6 +129,21 @@ impl Event {
             Event::ControllerState { state, .. } => {
                 format!("ControllerState(epoch {})", state.epoch().0)
             }
+            Event::Group { group, change, .. } => match change {
+                GroupChange::Created { .. } => format!("GroupCreated({group})"),
+                GroupChange::Loaded { stored, .. } => {
+                    format!("GroupLoaded({group}, generation {})", stored.generation)
+                }
+                GroupChange::Stepped { input, .. } => format!("Group({group}, {})", input.kind()),
+                GroupChange::Forgotten => format!("GroupForgotten({group})"),
+            },
+            Event::LoadPoint {
+                partition,
+                load_point,
+            } => match load_point {
+                Some(o) => format!("LoadPoint({partition}, {o})"),
+                None => format!("LoadPoint({partition}, not yet)"),
+            },
         }
     }
 }

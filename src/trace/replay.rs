@@ -22,15 +22,23 @@
 //! [`CHECK_EVERY`] steps, and at the end — over the replicas of each broker's current
 //! incarnation and the controller with the highest epoch, with a history of what was committed,
 //! acknowledged to an acks=all producer, and read.
+//!
+//! **Groups.** A coordinator's consumer groups are re-executed too: each group change of a
+//! process is applied to that process's copy of the group ([`crate::group::Group::step`]),
+//! which must give the recorded answer, and each load point it was given must be the one the
+//! core computes from the replayed replica of the offsets partition at that moment (rule 15).
+//! A group step receives no message, so it may come at any time after the process's previous
+//! step.
 
 use super::{Digest, DigestLog, Event};
 use crate::config::Config;
 use crate::controller::{Controller, Effect as ControllerEffect, Input as ControllerInput};
+use crate::group::{self, Change as GroupChange, Group};
 use crate::invariants::{self, ClusterView, History, Property};
 use crate::log::{Entry, Log};
 use crate::message::{Effect, Effects, Envelope, Message};
 use crate::replica::{Input as ReplicaInput, Replica};
-use crate::types::{Acks, BrokerId, Node, Offset, PartitionId};
+use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -125,6 +133,8 @@ struct Process {
     controller: Option<Controller>,
     writes: BTreeMap<(PartitionId, u64), Write>,
     reads: BTreeMap<(PartitionId, u64), Offset>,
+    /// The consumer groups its coordinator holds.
+    groups: BTreeMap<String, Group>,
 }
 
 /// The replay in progress. [`Replayer::step`] takes one step at a time, so that a caller can
@@ -187,6 +197,7 @@ impl<'t> Replayer<'t> {
                     controller: None,
                     writes: BTreeMap::new(),
                     reads: BTreeMap::new(),
+                    groups: BTreeMap::new(),
                 }),
                 _ => {
                     return Err(Divergence {
@@ -476,7 +487,85 @@ impl<'t> Replayer<'t> {
                 self.send(effects.iter().filter_map(ControllerEffect::sent));
                 Ok(None)
             }
+            Event::Group { group, now, change } => {
+                self.group_change(p, event, group, *now, change)?;
+                Ok(None)
+            }
+            Event::LoadPoint {
+                partition,
+                load_point,
+            } => {
+                let process = &self.processes[p];
+                let Some(replica) = process.replicas.get(partition) else {
+                    let why =
+                        format!("a load point of {partition}, which the process does not host");
+                    return Err(self.diverged(p, event, why));
+                };
+                let replayed = group::load_point(&process.config.rules, replica);
+                if replayed != *load_point {
+                    let shown =
+                        |o: Option<Offset>| o.map_or("not yet".into(), |o| format!("up to {o}"));
+                    let why = format!(
+                        "the coordinator was told it may load {partition} {}; the core says {}",
+                        shown(*load_point),
+                        shown(replayed)
+                    );
+                    return Err(self.diverged(p, event, why));
+                }
+                Ok(Some(*partition))
+            }
         }
+    }
+
+    /// Applies one change of a group at process `p`'s coordinator; a step must give back what
+    /// the coordinator recorded.
+    fn group_change(
+        &mut self,
+        p: usize,
+        event: usize,
+        name: &str,
+        now: Tick,
+        change: &GroupChange,
+    ) -> Result<(), Divergence> {
+        let rules = self.processes[p].config.rules;
+        let groups = &mut self.processes[p].groups;
+        let why = match change {
+            GroupChange::Created { initial_delay } => {
+                if groups.contains_key(name) {
+                    format!("group {name} created again")
+                } else {
+                    let created = Group::default().with_initial_delay(*initial_delay);
+                    groups.insert(name.to_owned(), created);
+                    return Ok(());
+                }
+            }
+            GroupChange::Loaded {
+                stored,
+                initial_delay,
+            } => {
+                let loaded = Group::from_stored(stored.clone(), now);
+                groups.insert(name.to_owned(), loaded.with_initial_delay(*initial_delay));
+                return Ok(());
+            }
+            GroupChange::Forgotten => {
+                groups.remove(name);
+                return Ok(());
+            }
+            GroupChange::Stepped { input, output } => match groups.get_mut(name) {
+                None => format!("a step of group {name}, which the coordinator does not hold"),
+                Some(g) => {
+                    let got = g.step(&rules, now, input);
+                    if got == *output {
+                        return Ok(());
+                    }
+                    format!(
+                        "group {name}: the core's answer differs from the recorded one\n  \
+                         replayed: {got:?}\n  recorded: {output:?}"
+                    )
+                }
+            },
+        };
+        Err(self.diverged(p, event, why))
     }
 
     fn open(
@@ -655,7 +744,7 @@ impl<'t> Replayer<'t> {
         p: usize,
         event: usize,
         partition: PartitionId,
-        now: crate::types::Tick,
+        now: Tick,
         input: &ReplicaInput<Digest>,
         effects: &Effects<Digest>,
     ) -> Result<(), Divergence> {
@@ -913,7 +1002,7 @@ fn plausible(event: &Event) -> bool {
             controller_effects(e);
         }
         Event::ControllerState { effects: e, .. } => controller_effects(e),
-        Event::Process { .. } => {}
+        Event::Process { .. } | Event::Group { .. } | Event::LoadPoint { .. } => {}
     }
     ok.get()
 }
