@@ -13,6 +13,7 @@
 
 use crate::storage::{batch, DiskLog};
 use bytes::Bytes;
+use isr::group::Change as GroupChange;
 use isr::trace::{records, Digest, Event};
 use isr::{
     Config, Controller, ControllerEffects, ControllerInput, Effects, Entry, Log, Node, Offset,
@@ -21,6 +22,7 @@ use isr::{
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing::warn;
 
@@ -70,10 +72,13 @@ pub fn read_dir(dir: &Path) -> Result<Vec<isr::trace::Trace>, String> {
         .collect()
 }
 
-/// One process's trace file.
+/// One process's trace file. Clones write to the same file, a line at a time under a lock,
+/// so that the coordinator's group changes (recorded from the request tasks) and the replica
+/// thread's steps keep the order they were taken in.
+#[derive(Clone)]
 pub struct Tracer {
-    file: File,
-    path: PathBuf,
+    file: Arc<Mutex<File>>,
+    path: Arc<PathBuf>,
 }
 
 impl Tracer {
@@ -103,7 +108,10 @@ impl Tracer {
         let started = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        let mut tracer = Tracer { file, path };
+        let tracer = Tracer {
+            file: Arc::new(Mutex::new(file)),
+            path: Arc::new(path),
+        };
         tracer.write(&Event::Process {
             node,
             config,
@@ -113,7 +121,7 @@ impl Tracer {
     }
 
     /// A replica recovered `log` with HW checkpoint `hw`.
-    pub fn open(&mut self, partition: PartitionId, hw: Offset, log: &DiskLog) {
+    pub fn open(&self, partition: PartitionId, hw: Offset, log: &DiskLog) {
         let entries = log
             .read(log.log_start_offset(), log.log_end_offset(), usize::MAX)
             .iter()
@@ -134,7 +142,7 @@ impl Tracer {
     /// A replica's step; `log` is its log after the step, whose end is recorded if its storage
     /// failed during it.
     pub fn replica(
-        &mut self,
+        &self,
         partition: PartitionId,
         now: Tick,
         input: &ReplicaInput<Bytes>,
@@ -151,7 +159,7 @@ impl Tracer {
     }
 
     pub fn controller(
-        &mut self,
+        &self,
         now: Tick,
         input: &ControllerInput<Bytes>,
         effects: &ControllerEffects<Bytes>,
@@ -163,7 +171,7 @@ impl Tracer {
         });
     }
 
-    pub fn controller_state(&mut self, state: &Controller, effects: &ControllerEffects<Bytes>) {
+    pub fn controller_state(&self, state: &Controller, effects: &ControllerEffects<Bytes>) {
         self.write(&Event::ControllerState {
             state: state.clone(),
             effects: controller_digests(effects),
@@ -172,13 +180,32 @@ impl Tracer {
 
     /// One line, in one write. A failed write is logged and the process goes on: a trace is a
     /// test's aid, not the protocol's.
-    fn write(&mut self, event: &Event) {
+    /// A change of a consumer group at this broker's coordinator ([`Event::Group`]).
+    pub fn group(&self, group: &str, now: Tick, change: &GroupChange) {
+        self.write(&Event::Group {
+            group: group.to_owned(),
+            now,
+            change: change.clone(),
+        });
+    }
+
+    /// The load point the core gave this broker's coordinator for an offsets partition
+    /// ([`Event::LoadPoint`]).
+    pub fn load_point(&self, partition: PartitionId, load_point: Option<Offset>) {
+        self.write(&Event::LoadPoint {
+            partition,
+            load_point,
+        });
+    }
+
+    fn write(&self, event: &Event) {
         let mut line = match serde_json::to_vec(event) {
             Ok(line) => line,
             Err(e) => return warn!(error = %e, "cannot encode a trace event"),
         };
         line.push(b'\n');
-        if let Err(e) = self.file.write_all(&line) {
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = file.write_all(&line) {
             warn!(path = %self.path.display(), error = %e, "cannot write the trace");
         }
     }
@@ -222,7 +249,7 @@ mod tests {
     fn a_line_cut_short_by_a_kill_is_dropped_and_any_other_bad_line_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("broker-1-1.jsonl");
-        let mut tracer = Tracer::start(
+        let tracer = Tracer::start(
             Some(&path),
             Node::Broker(isr::BrokerId(1)),
             Config::default(),

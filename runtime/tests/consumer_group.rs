@@ -9,6 +9,8 @@ mod common;
 
 use common::clients::{bootstrap, confluent_kafka_present, run_script, script, Client};
 use common::{isr, isr_topic_create, kafka, TestCluster};
+use isr::group::{Change, Input, Output};
+use isr::trace::Event;
 use isr_kafka::offsets_topic::{partition_for, DEFAULT_PARTITIONS, OFFSETS_TOPIC};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -88,6 +90,39 @@ fn a_group_member_rides_out_the_loss_of_its_coordinator() {
          stderr:\n{}",
         err.join().unwrap_or_default()
     );
+    // The run replays on the core, the coordinators' group changes with it: the next
+    // coordinator loaded the group in the member's generation and took its commits.
+    let traces = cluster.stop_and_read_traces();
+    assert!(
+        traces.iter().any(|t| loaded_then_committed(t, GROUP)),
+        "no trace shows {GROUP} loaded and then committed to"
+    );
+    if let Err(d) = isr::trace::replay(&traces) {
+        panic!("the run is not a behaviour of the protocol: {}", d.why);
+    }
+}
+
+/// Whether a coordinator's trace loads `group` with a generation, and accepts a commit to it
+/// afterwards.
+fn loaded_then_committed(trace: &isr::trace::Trace, group: &str) -> bool {
+    let changes = trace.events.iter().filter_map(|e| match e {
+        Event::Group {
+            group: g, change, ..
+        } if g == group => Some(change),
+        _ => None,
+    });
+    let mut loaded = false;
+    for change in changes {
+        match change {
+            Change::Loaded { stored, .. } => loaded = stored.generation > 0,
+            Change::Stepped {
+                input: Input::Commit(_),
+                output: Output::Done(Ok(())),
+            } if loaded => return true,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Offsets live in `__consumer_offsets`, not with the controller: a group's commits are records

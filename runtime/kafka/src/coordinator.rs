@@ -4,7 +4,9 @@
 //! `kcat -G`, kafka-python's group consumer) share a topic's partitions and take over each
 //! other's when one leaves or dies. Every decision is the core's; this file keeps the groups
 //! under a lock, passes the time (milliseconds since it started, the unit of the members'
-//! timeouts), and holds a JoinGroup or SyncGroup until its group can answer it.
+//! timeouts), holds a JoinGroup or SyncGroup until its group can answer it, and tells its
+//! [`Recorder`] every change, each request as one [`Group::step`], so that the broker's trace
+//! can be replayed on the core.
 //!
 //! The group's coordinator is the broker that leads the group's partition of
 //! `__consumer_offsets` ([`crate::offsets_topic`]). It persists the membership there as Kafka
@@ -18,11 +20,11 @@
 //! lands. Committed offsets are records in the same partition, not kept here.
 
 use bytes::Bytes;
-use isr::group::{Entered, Group, Synced};
-use isr::Tick;
+use isr::group::{Change, Entered, Group, Identity, Input, Output, Synced};
+use isr::{Rules, Tick};
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -62,24 +64,46 @@ impl From<GroupError> for JoinRefused {
 /// Kafka's MEMBER_ID_REQUIRED error code.
 pub const MEMBER_ID_REQUIRED: i16 = 79;
 
+/// Told every change of every group, in the order the groups took them, with the time each
+/// was given: the broker's trace records them, so that a replay can re-execute them on the
+/// core (`isr::trace::Event::Group`).
+pub type Recorder = Arc<dyn Fn(&str, Tick, &Change) + Send + Sync>;
+
+type Groups = BTreeMap<String, Group>;
+
 /// Every group this broker coordinates.
-#[derive(Debug)]
 pub struct Coordinator {
-    groups: Mutex<BTreeMap<String, Group>>,
+    groups: Mutex<Groups>,
+    /// The broker's rules (rule 16, the generation check of commits, among them).
+    rules: Rules,
     /// `group.initial.rebalance.delay.ms`, in this driver's ticks (milliseconds).
     initial_delay: u64,
     /// Rung on every change that may answer a waiting join or sync.
     changed: Notify,
     started: Instant,
+    recorder: Option<Recorder>,
+}
+
+impl std::fmt::Debug for Coordinator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coordinator")
+            .field("groups", &self.groups)
+            .field("rules", &self.rules)
+            .field("initial_delay", &self.initial_delay)
+            .field("recording", &self.recorder.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Coordinator {
     fn default() -> Self {
         Coordinator {
             groups: Mutex::default(),
+            rules: Rules::default(),
             initial_delay: 0,
             changed: Notify::new(),
             started: Instant::now(),
+            recorder: None,
         }
     }
 }
@@ -95,7 +119,20 @@ impl Coordinator {
         }
     }
 
-    fn groups(&self) -> MutexGuard<'_, BTreeMap<String, Group>> {
+    /// This coordinator deciding under the broker's `rules` (the default: the safe ones).
+    pub fn with_rules(self, rules: Rules) -> Coordinator {
+        Coordinator { rules, ..self }
+    }
+
+    /// This coordinator telling `recorder` every change of its groups.
+    pub fn recording(self, recorder: Recorder) -> Coordinator {
+        Coordinator {
+            recorder: Some(recorder),
+            ..self
+        }
+    }
+
+    fn groups(&self) -> MutexGuard<'_, Groups> {
         self.groups.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -103,17 +140,40 @@ impl Coordinator {
         Tick(ticks(self.started.elapsed()))
     }
 
-    /// Runs `step` on a known group at the current time, and wakes the waiting joins and
-    /// syncs if it changed the group; `None` when the group is unknown.
-    fn step<T>(&self, group: &str, step: impl FnOnce(&mut Group, Tick) -> T) -> Option<T> {
-        let mut groups = self.groups();
+    fn record(&self, group: &str, now: Tick, change: impl FnOnce() -> Change) {
+        if let Some(recorder) = &self.recorder {
+            recorder(group, now, &change());
+        }
+    }
+
+    /// Steps a known group, held under `groups`' lock, with `input` at the current time, and
+    /// wakes the waiting joins and syncs if that changed it; `None` when the group is unknown.
+    fn step_in(&self, groups: &mut Groups, group: &str, input: Input) -> Option<Output> {
         let g = groups.get_mut(group)?;
+        let now = self.now();
         let before = g.changes();
-        let out = step(g, self.now());
+        let output = g.step(&self.rules, now, &input);
+        self.record(group, now, || Change::Stepped {
+            input,
+            output: output.clone(),
+        });
         if g.changes() != before {
             self.changed.notify_waiters();
         }
-        Some(out)
+        Some(output)
+    }
+
+    /// [`Coordinator::step_in`], taking the lock.
+    fn step(&self, group: &str, input: Input) -> Option<Output> {
+        self.step_in(&mut self.groups(), group, input)
+    }
+
+    /// A step that answers done or refused; UNKNOWN_MEMBER_ID for an unknown group.
+    fn done(&self, group: &str, input: Input) -> Result<(), GroupError> {
+        match self.step(group, input) {
+            Some(Output::Done(result)) => result,
+            _ => Err(GroupError::UnknownMember),
+        }
     }
 
     /// JoinGroup: answers once the rebalance this join starts (or joins) is complete.
@@ -121,25 +181,34 @@ impl Coordinator {
         if !SESSION_TIMEOUTS.contains(&Duration::from_millis(join.session_timeout)) {
             return Err(GroupError::InvalidSessionTimeout.into());
         }
-        let delay = self.initial_delay;
-        self.groups()
-            .entry(group.to_owned())
-            .or_insert_with(|| Group::default().with_initial_delay(delay));
-        let entered = self
-            .step(group, |g, now| g.join(&join, now))
-            .ok_or(GroupError::UnknownMember)?;
-        let member_id = match entered? {
-            Entered::Answered(joined) => return Ok(joined),
-            Entered::Waiting(id) => id,
-            Entered::MemberIdRequired(id) => return Err(JoinRefused::MemberIdRequired(id)),
+        let entered = {
+            let mut groups = self.groups();
+            if !groups.contains_key(group) {
+                let initial_delay = self.initial_delay;
+                let created = Group::default().with_initial_delay(initial_delay);
+                groups.insert(group.to_owned(), created);
+                self.record(group, self.now(), || Change::Created { initial_delay });
+            }
+            self.step_in(&mut groups, group, Input::Join(join))
+        };
+        let member_id = match entered {
+            Some(Output::Entered(entered)) => match entered? {
+                Entered::Answered(joined) => return Ok(joined),
+                Entered::Waiting(id) => id,
+                Entered::MemberIdRequired(id) => return Err(JoinRefused::MemberIdRequired(id)),
+            },
+            _ => return Err(GroupError::UnknownMember.into()),
         };
         loop {
             let notified = self.changed.notified();
-            let answer = self
-                .step(group, |g, now| g.joined(&member_id, now))
-                .ok_or(GroupError::UnknownMember)??;
-            if let Some(joined) = answer {
-                return Ok(joined);
+            let input = Input::Joined {
+                member_id: member_id.clone(),
+            };
+            match self.step(group, input) {
+                Some(Output::Joined(Ok(Some(joined)))) => return Ok(joined),
+                Some(Output::Joined(Ok(None))) => {}
+                Some(Output::Joined(Err(e))) => return Err(e.into()),
+                _ => return Err(GroupError::UnknownMember.into()),
             }
             let _ = tokio::time::timeout(RECHECK, notified).await;
         }
@@ -166,19 +235,26 @@ impl Coordinator {
             .into_iter()
             .map(|(member, a)| (member, a.to_vec()))
             .collect();
+        let protocol = protocol.map(|(kind, name)| (kind.to_owned(), name.to_owned()));
         let mut store = Some(store);
         loop {
             let notified = self.changed.notified();
-            let synced = self
-                .step(group, |g, now| g.sync(caller, protocol, &assignments, now))
-                .ok_or(GroupError::UnknownMember)??;
+            let input = Input::Sync {
+                caller: Identity::of(caller),
+                protocol: protocol.clone(),
+                assignments: assignments.clone(),
+            };
+            let synced = match self.step(group, input) {
+                Some(Output::Synced(synced)) => synced?,
+                _ => return Err(GroupError::UnknownMember),
+            };
             match (synced, store.take()) {
                 (Synced::Assignment(assignment), _) => return Ok(Bytes::from(assignment)),
                 (Synced::Store(stored), Some(store)) => {
                     let generation = stored.generation;
                     let result = store(stored).await;
-                    let ok = result.is_ok();
-                    self.step(group, |g, now| g.stored_result(generation, ok, now));
+                    let stored = result.is_ok();
+                    self.step(group, Input::Stored { generation, stored });
                     result?;
                     continue;
                 }
@@ -195,8 +271,7 @@ impl Coordinator {
 
     /// Heartbeat: keeps the member's session; REBALANCE_IN_PROGRESS tells it to join again.
     pub fn heartbeat(&self, group: &str, caller: Caller<'_>) -> Result<(), GroupError> {
-        self.step(group, |g, now| g.heartbeat(caller, now))
-            .unwrap_or(Err(GroupError::UnknownMember))
+        self.done(group, Input::Heartbeat(Identity::of(caller)))
     }
 
     /// LeaveGroup of one member, named by member id, instance id or both (v3 batches them):
@@ -207,19 +282,21 @@ impl Coordinator {
         member_id: &str,
         instance_id: Option<&str>,
     ) -> Result<(), GroupError> {
-        self.step(group, |g, now| g.leave(member_id, instance_id, now))
-            .unwrap_or(Err(GroupError::UnknownMember))
+        let input = Input::Leave {
+            member_id: member_id.to_owned(),
+            instance_id: instance_id.map(str::to_owned),
+        };
+        self.done(group, input)
     }
 
-    /// Whether an OffsetCommit may go ahead ([`Group::may_commit`], under the safe rules: a
-    /// broker never switches rule 16 off); a member committing to a group this coordinator
-    /// does not know is of no generation it has (ILLEGAL_GENERATION).
+    /// Whether an OffsetCommit may go ahead ([`Group::may_commit`], under the broker's rules);
+    /// a member committing to a group this coordinator does not know is of no generation it
+    /// has (ILLEGAL_GENERATION).
     pub fn may_commit(&self, group: &str, caller: Caller<'_>) -> Result<(), GroupError> {
-        let rules = isr::Rules::default();
-        match self.step(group, |g, now| g.may_commit(&rules, caller, now)) {
-            Some(result) => result,
-            None if isr::group::is_member(caller) => Err(GroupError::IllegalGeneration),
-            None => Ok(()),
+        match self.step(group, Input::Commit(Identity::of(caller))) {
+            Some(Output::Done(result)) => result,
+            _ if isr::group::is_member(caller) => Err(GroupError::IllegalGeneration),
+            _ => Ok(()),
         }
     }
 
@@ -232,9 +309,12 @@ impl Coordinator {
             .collect()
     }
 
-    /// One group, described; `None` when this coordinator does not know it.
+    /// One group, described (members whose session ran out dropped first); `None` when this
+    /// coordinator does not know it.
     pub fn describe(&self, group: &str) -> Option<GroupDescription> {
-        self.step(group, |g, now| g.describe(now))
+        let mut groups = self.groups();
+        self.step_in(&mut groups, group, Input::Expire)?;
+        groups.get(group).map(Group::describe)
     }
 
     /// What is stored of a group now, for the caller to persist (after a LeaveGroup emptied
@@ -254,10 +334,21 @@ impl Coordinator {
         loaded: impl IntoIterator<Item = (String, StoredGroup)>,
     ) {
         let now = self.now();
+        let initial_delay = self.initial_delay;
         let mut groups = self.groups();
-        groups.retain(|name, _| !belongs(name));
+        groups.retain(|name, _| {
+            let keep = !belongs(name);
+            if !keep {
+                self.record(name, now, || Change::Forgotten);
+            }
+            keep
+        });
         for (name, stored) in loaded {
-            let group = Group::from_stored(stored, now).with_initial_delay(self.initial_delay);
+            self.record(&name, now, || Change::Loaded {
+                stored: stored.clone(),
+                initial_delay,
+            });
+            let group = Group::from_stored(stored, now).with_initial_delay(initial_delay);
             groups.insert(name, group);
         }
         drop(groups);
@@ -267,10 +358,15 @@ impl Coordinator {
     /// Forgets a group without members (DeleteGroups); its committed offsets are the
     /// caller's to delete. NON_EMPTY_GROUP while it has members.
     pub fn delete(&self, group: &str) -> Result<(), GroupError> {
-        if self.step(group, |g, now| g.has_members(now)) == Some(true) {
+        let mut groups = self.groups();
+        if self.step_in(&mut groups, group, Input::Expire).is_none() {
+            return Ok(());
+        }
+        if groups.get(group).is_some_and(Group::has_members) {
             return Err(GroupError::NonEmptyGroup);
         }
-        self.groups().remove(group);
+        groups.remove(group);
+        self.record(group, self.now(), || Change::Forgotten);
         Ok(())
     }
 }

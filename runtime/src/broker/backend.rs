@@ -21,7 +21,6 @@ use isr_kafka::{
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 
 pub struct BrokerBackend {
@@ -44,15 +43,14 @@ impl BrokerBackend {
         commits: Arc<Notify>,
         settings: BrokerSettings,
         access: &super::AccessArgs,
+        groups: Coordinator,
     ) -> BrokerBackend {
         BrokerBackend {
             net,
             acls: access.acls,
             super_users: Arc::new(access.super_users.iter().cloned().collect()),
             commits,
-            groups: Coordinator::with_initial_delay(Duration::from_millis(
-                settings.group_initial_rebalance_delay_ms,
-            )),
+            groups,
             views: offsets::Views::default(),
             settings,
         }

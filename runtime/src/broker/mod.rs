@@ -18,6 +18,7 @@ use crate::wire::BrokerAddress;
 use backend::BrokerBackend;
 use host::{Command, Host};
 use isr::{BrokerId, FlushPolicy, Node, Rules};
+use isr_kafka::Coordinator;
 use network::Net;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -281,6 +282,15 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     let commits = Arc::new(Notify::new());
     let tracer = crate::trace::Tracer::start(args.trace.as_deref(), Node::Broker(me), cfg)
         .map_err(BrokerError::Recovery)?;
+    let settings = args.topics.settings(&cfg);
+    let delay = Duration::from_millis(settings.group_initial_rebalance_delay_ms);
+    let mut groups = Coordinator::with_initial_delay(delay).with_rules(cfg.rules);
+    if let Some(tracer) = tracer.clone() {
+        // The coordinator's group changes go to the same trace as the replicas' steps.
+        groups = groups.recording(Arc::new(move |group, now, change| {
+            tracer.group(group, now, change)
+        }));
+    }
     let host = Host::open(
         me,
         cfg,
@@ -315,8 +325,9 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     let backend = Arc::new(BrokerBackend::new(
         net.clone(),
         commits,
-        args.topics.settings(&cfg),
+        settings,
         &args.access,
+        groups,
     ));
     for listener in listeners {
         tokio::spawn(net.clone().accept_loop(listener, backend.clone()));

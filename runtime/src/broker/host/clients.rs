@@ -105,7 +105,12 @@ impl Host {
         if !replica.is_leader() {
             return Err(ReadError::NotLeader.into());
         }
-        Ok(isr::group::load_point(&rules, replica).map(|hw| (replica.leader_epoch(), hw)))
+        let load_point = isr::group::load_point(&rules, replica);
+        let epoch = replica.leader_epoch();
+        if let Some(tracer) = &self.tracer {
+            tracer.load_point(partition, load_point);
+        }
+        Ok(load_point.map(|hw| (epoch, hw)))
     }
 
     /// ListOffsets on a partition this broker leads, over committed records only: the log
