@@ -126,6 +126,7 @@ pub async fn run(s: &Scenario, opts: &Options) -> Report {
         problems: Vec::new(),
         marks: Vec::new(),
         verbose: opts.verbose,
+        history: recorder.clone(),
     };
     tokio::time::sleep(WARM_UP).await;
     if let Err(e) = scenario::inject(s.kind, &mut run).await {

@@ -286,6 +286,8 @@ pub struct Run {
     /// Moments worth marking on a latency chart.
     pub marks: Vec<(Duration, String)>,
     pub verbose: bool,
+    /// What the workload did so far (a scenario may wait for it: a group that has committed).
+    pub history: crate::history::Recorder,
 }
 
 impl Run {
@@ -689,6 +691,20 @@ async fn slow_follower(run: &mut Run) -> Result<(), String> {
     Ok(())
 }
 
+/// How soon both members of the group must have committed once the workload starts.
+const COMMITTING_WITHIN: Duration = Duration::from_secs(20);
+
+/// How many of the group's members have had a commit acknowledged.
+fn committers(run: &Run) -> usize {
+    let history = run.history.lock();
+    let members: std::collections::BTreeSet<&str> = history
+        .commits
+        .iter()
+        .map(|c| c.consumer.as_str())
+        .collect();
+    members.len()
+}
+
 /// How soon the group's members must commit again after their coordinator's SIGKILL.
 pub const RESUME_WITHIN: Duration = Duration::from_secs(5);
 
@@ -698,6 +714,20 @@ pub const RESUME_WITHIN: Duration = Duration::from_secs(5);
 /// [`RESUME_WITHIN`], nothing they committed is read again, nothing is skipped (the history's
 /// checks). The broker is restarted once another leads the partition.
 async fn coordinator_failover(run: &mut Run) -> Result<(), String> {
+    // Not during the group's first rebalance (it waits group.initial.rebalance.delay.ms, 3 s):
+    // the kill must come while both members commit, so that the next coordinator has a
+    // generation and commits to load.
+    let deadline = Instant::now() + COMMITTING_WITHIN;
+    while committers(run) < 2 {
+        if Instant::now() > deadline {
+            run.problems.push(format!(
+                "the group's members had not both committed within {COMMITTING_WITHIN:?}"
+            ));
+            return Ok(());
+        }
+        run.sleep(Duration::from_millis(50)).await;
+    }
+    run.log("both members have committed");
     let coordinator = run
         .cluster
         .coordinator()
