@@ -1,11 +1,12 @@
 //! Checks and stamps Kafka v2 record batches without decoding their records.
 //!
-//! The broker stores batches as producers sent them (no recompression, no re-encoding), so all
-//! it needs is to check that a batch is whole and intact, learn how many offsets it spans, and
-//! write the two header fields that Kafka leaves to the broker: the base offset and the
-//! partition leader epoch. Both lie before the CRC-covered part, so stamping keeps the CRC
-//! valid. Compaction is the exception: it reads an uncompressed batch's records (their keys)
-//! and writes the batch again with fewer ([`records`], [`retain`], [`empty`]).
+//! The broker stores batches as producers sent them (unless a topic's `compression.type` asks
+//! for another codec: [`crate::compression`]), so all it needs is to check that a batch is
+//! whole and intact, learn how many offsets it spans, and write the two header fields that
+//! Kafka leaves to the broker: the base offset and the partition leader epoch. Both lie before
+//! the CRC-covered part, so stamping keeps the CRC valid. Compaction is the exception: it reads
+//! an uncompressed batch's records (their keys) and writes the batch again with fewer
+//! ([`records`], [`retain`], [`empty`]).
 
 use bytes::{Bytes, BytesMut};
 use isr::{LeaderEpoch, Offset, ProducerBatch};
@@ -33,11 +34,11 @@ const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
 const RECORD_COUNT_AT: usize = 57;
 /// Attribute bits naming the compression codec; 0 is none.
-const COMPRESSION_MASK: i16 = 0x07;
+pub(crate) const COMPRESSION_MASK: i16 = 0x07;
 /// Attribute bit set when every record's timestamp is the broker's append time.
 const LOG_APPEND_TIME: i16 = 0x08;
 /// Attribute bit of a control batch (a transaction marker).
-const CONTROL: i16 = 0x20;
+pub(crate) const CONTROL: i16 = 0x20;
 
 /// Why a batch was refused: every case is answered with CORRUPT_MESSAGE.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -349,7 +350,7 @@ fn record_times(batch: &[u8]) -> Vec<(i64, i64)> {
     ) else {
         return Vec::new();
     };
-    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+    let attributes = attributes(batch).unwrap_or_default();
     if attributes & LOG_APPEND_TIME != 0 {
         return vec![(base, max)];
     }
@@ -388,6 +389,16 @@ pub fn latest_record(batch: &[u8]) -> Option<(i64, i64)> {
     first_at_or_after(batch, max)
 }
 
+/// A batch's attribute bits (codec, timestamp type, transactional, control).
+pub(crate) fn attributes(batch: &[u8]) -> Option<i16> {
+    Some(i16::from_be_bytes(
+        batch
+            .get(ATTRIBUTES_AT..ATTRIBUTES_AT + 2)?
+            .try_into()
+            .ok()?,
+    ))
+}
+
 /// The base offset stamped in a stored batch (its first 8 bytes).
 pub fn base_offset(batch: &[u8]) -> Option<i64> {
     Some(i64::from_be_bytes(batch.get(..8)?.try_into().ok()?))
@@ -408,20 +419,18 @@ pub struct RecordRef<'a> {
     pub bytes: &'a [u8],
 }
 
-/// The records of a stored batch, in order; `None` for a batch compaction cannot read —
-/// compressed (the broker never decompresses), a control batch, or malformed — which it then
-/// keeps whole.
+/// The records of an uncompressed stored batch, in order; `None` for a compressed batch (read
+/// it through [`crate::compression::Readable`]), a control batch, or a malformed one, which
+/// compaction then keeps whole.
 pub fn records(batch: &[u8]) -> Option<Vec<RecordRef<'_>>> {
-    let attributes = i16::from_be_bytes(
-        batch
-            .get(ATTRIBUTES_AT..ATTRIBUTES_AT + 2)?
-            .try_into()
-            .ok()?,
-    );
-    if attributes & (COMPRESSION_MASK | CONTROL) != 0 {
+    if attributes(batch)? & (COMPRESSION_MASK | CONTROL) != 0 {
         return None;
     }
-    let body = batch.get(HEADER_LEN..)?;
+    records_in(batch.get(HEADER_LEN..)?)
+}
+
+/// The records of a batch's records section (`body`: what follows the header, decompressed).
+pub(crate) fn records_in(body: &[u8]) -> Option<Vec<RecordRef<'_>>> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < body.len() {
@@ -477,13 +486,23 @@ fn seal(mut out: BytesMut) -> Bytes {
 /// the batch's time) and the CRC. Offsets stay where they are: a removed record leaves a gap,
 /// as Kafka's cleaner leaves one.
 pub fn retain(batch: &[u8], kept: &[RecordRef<'_>]) -> Bytes {
+    rebuilt(batch, kept, |out| {
+        kept.iter().for_each(|r| out.extend_from_slice(r.bytes));
+    })
+}
+
+/// `batch`'s header over a new records section holding `kept`, which `body` writes (compressed
+/// as the batch's attributes say, if they say so), by [`retain`]'s rules for the header.
+pub(crate) fn rebuilt(
+    batch: &[u8],
+    kept: &[RecordRef<'_>],
+    body: impl FnOnce(&mut BytesMut),
+) -> Bytes {
     let mut out = BytesMut::from(&batch[..HEADER_LEN.min(batch.len())]);
     if out.len() < HEADER_LEN {
         return Bytes::copy_from_slice(batch);
     }
-    for r in kept {
-        out.extend_from_slice(r.bytes);
-    }
+    body(&mut out);
     put_i32(&mut out, RECORD_COUNT_AT, kept.len() as i32);
     let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
     if attributes & LOG_APPEND_TIME == 0 {
@@ -557,13 +576,6 @@ pub fn from_offset(batch: &[u8], offset: u64) -> Option<Bytes> {
             max_timestamp(batch).unwrap_or(-1),
         )
     })
-}
-
-/// Whether every record of a batch has a key, as a compacted topic requires (Kafka refuses a
-/// keyless one with INVALID_RECORD). A compressed batch, whose records the broker does not
-/// read, passes.
-pub fn every_record_keyed(batch: &[u8]) -> bool {
-    records(batch).is_none_or(|records| records.iter().all(|r| r.key.is_some()))
 }
 
 #[cfg(test)]
@@ -759,7 +771,7 @@ mod tests {
                 (Some(&b"k1"[..]), 2, false)
             ]
         );
-        assert!(every_record_keyed(&b));
+        assert_eq!(crate::compression::every_record_keyed(&b), Ok(true));
 
         let kept = retain(&b, &rs[2..]);
         assert!(validate_stored(&kept).is_ok());
@@ -796,6 +808,6 @@ mod tests {
         let swapped = retain(&b, &[rs[1], rs[0]]);
         assert!(validate_stored(&swapped).is_err());
         // A keyless record: a compacted topic refuses the batch.
-        assert!(!every_record_keyed(&batch(2)));
+        assert_eq!(crate::compression::every_record_keyed(&batch(2)), Ok(false));
     }
 }

@@ -8,10 +8,12 @@
 //! `cleanup.policy`, `delete.retention.ms` and `min.cleanable.dirty.ratio` its compaction
 //! ([`log_retention`]; a compacted topic refuses keyless records, [`compacted`]).
 //! `message.timestamp.type=LogAppendTime` has the leader stamp each batch
-//! ([`log_append_time`]). Settings isr cannot honour are refused rather than silently
-//! ignored: recompression, per-topic unclean election.
+//! ([`log_append_time`]); `compression.type` has it recompress a batch in another codec
+//! ([`compression`]). Settings isr cannot honour are refused rather than silently ignored:
+//! per-topic unclean election.
 
 use crate::backend::{BackendError, BrokerSettings};
+use crate::compression::Codec;
 use isr::BrokerId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -121,8 +123,9 @@ const TOPIC: &[TopicDef] = &[
         name: "compression.type",
         broker: "compression.type",
         kind: Kind::String,
-        doc: "producer: batches are stored as the producer compressed them.",
-        check: |v| only(v, "producer", "the broker never recompresses"),
+        doc: "producer: batches are stored as the producer compressed them; uncompressed, \
+              gzip, snappy, lz4 or zstd: a batch in another codec is recompressed with this one.",
+        check: |v| Codec::parse(v).map(|_| ()),
     },
     TopicDef {
         name: "delete.retention.ms",
@@ -665,6 +668,15 @@ pub fn offsets_topic_retention(segment_bytes: u64) -> LogRetention {
 /// `message.timestamp.type` (else the broker's `log.message.timestamp.type`) is LogAppendTime.
 pub fn log_append_time(overrides: &BTreeMap<String, String>, broker: &BrokerConfigs<'_>) -> bool {
     effective(overrides, broker, "message.timestamp.type").is_some_and(|v| v == "LogAppendTime")
+}
+
+/// The codec a topic's batches are stored in: its `compression.type` (else the broker's);
+/// `None` for `producer`, the default: as each producer compressed its batch.
+pub fn compression(
+    overrides: &BTreeMap<String, String>,
+    broker: &BrokerConfigs<'_>,
+) -> Option<Codec> {
+    effective(overrides, broker, "compression.type").and_then(|v| Codec::parse(&v).ok().flatten())
 }
 
 /// The largest batch a producer may write to a topic: its `max.message.bytes`, else the

@@ -57,6 +57,7 @@ pub mod auth;
 pub mod backend;
 pub mod batch;
 pub mod client;
+pub mod compression;
 pub mod configs;
 pub mod consumer_protocol;
 pub mod coordinator;

@@ -13,6 +13,7 @@ use bytes::Bytes;
 use isr::{Acks, BrokerId, Offset, PartitionId, ReadError, WriteError};
 use isr_kafka::auth::acl::Authorizer;
 use isr_kafka::auth::{SecurityAnswer, SecurityChange};
+use isr_kafka::compression;
 use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
@@ -332,7 +333,7 @@ impl Backend for BrokerBackend {
         batch: Bytes,
     ) -> Result<Appended, BackendError> {
         let (partition, view) = self.locate(topic, partition).await?;
-        let log_append_time = {
+        let (batch, log_append_time) = {
             let broker = BrokerConfigs {
                 id: self.net.me,
                 settings: &self.settings,
@@ -340,14 +341,22 @@ impl Backend for BrokerBackend {
             };
             let overrides = view.topic_configs.get(topic).cloned().unwrap_or_default();
             configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
-            if configs::compacted(&overrides, &broker)
-                && !isr_kafka::batch::every_record_keyed(&batch)
+            let batch = match configs::compression(&overrides, &broker) {
+                Some(codec) => {
+                    let batch = compression::recompress(batch, codec)?;
+                    configs::check_batch_size(batch.len(), topic, &overrides, &broker)?;
+                    batch
+                }
+                None => batch,
+            };
+            if configs::compacted(&overrides, &broker) && !compression::every_record_keyed(&batch)?
             {
                 return Err(BackendError::InvalidRecord(format!(
                     "{topic} is compacted (cleanup.policy=compact): every record needs a key"
                 )));
             }
-            configs::log_append_time(&overrides, &broker).then(timing::wall_clock_ms)
+            let stamp = configs::log_append_time(&overrides, &broker).then(timing::wall_clock_ms);
+            (batch, stamp)
         };
         // The Kafka layer validated the batch; checking again here keeps anything malformed out
         // of the log whoever the caller is.

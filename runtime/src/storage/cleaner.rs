@@ -15,8 +15,9 @@
 //!   delta, leader epoch and producer stay ([`batch::retain`]);
 //! - the latest record of each key in the segments cleaned; a tombstone (null value) only
 //!   until its batch is `delete.retention.ms` old;
-//! - records without a key, and batches it cannot read (compressed: the broker never
-//!   decompresses; control batches), whole;
+//! - records without a key, and batches it cannot read (control batches, and compressed ones
+//!   whose records do not decompress within their bound), whole; a compressed batch it removes
+//!   records from is compressed again in its codec ([`Readable`]);
 //! - a batch left with no record becomes part of one empty batch spanning a run of them in
 //!   one leader epoch within one segment ([`batch::empty`]), so a fully cleaned run costs one
 //!   header and every epoch's first offset stays an entry's; an idempotent producer's last
@@ -30,6 +31,7 @@
 use super::batch::{self, RecordRef};
 use super::segment::{BatchPosition, TimeIndex};
 use isr::{LeaderEpoch, Offset};
+use isr_kafka::compression::Readable;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -129,7 +131,9 @@ fn survey(job: &Job) -> io::Result<Latest> {
         let file = File::open(&segment.path)?;
         for at in &segment.batches {
             let bytes = read(&file, at)?;
-            for r in batch::records(&bytes).into_iter().flatten() {
+            let readable = Readable::of(&bytes);
+            let records = readable.as_ref().and_then(Readable::records);
+            for r in records.into_iter().flatten() {
                 if let Some(key) = r.key {
                     let offset = at.base.saturating_add_signed(r.offset_delta);
                     // A key seen before is updated in place: no allocation per record.
@@ -245,7 +249,9 @@ fn removable(job: &Job, latest: &Latest, segment: &SegmentJob, source: &File) ->
     for at in &segment.batches {
         let bytes = read(source, at)?;
         let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
-        for r in batch::records(&bytes).into_iter().flatten() {
+        let readable = Readable::of(&bytes);
+        let records = readable.as_ref().and_then(Readable::records);
+        for r in records.into_iter().flatten() {
             if !keeps(latest, job, at.base, max_timestamp, &r) {
                 removed += 1;
             }
@@ -286,7 +292,8 @@ fn clean_segment(
     }
     for at in &segment.batches {
         let bytes = read(&source, at)?;
-        let Some(records) = batch::records(&bytes) else {
+        let readable = Readable::of(&bytes);
+        let Some(records) = readable.as_ref().and_then(Readable::records) else {
             out.end_run()?;
             out.put(at.base, &bytes)?;
             continue;
@@ -297,18 +304,23 @@ fn clean_segment(
             .filter(|r| keeps(latest, job, at.base, max_timestamp, r))
             .copied()
             .collect();
-        *removed += (records.len() - kept.len()) as u64;
         let last_of_producer = at
             .producer
             .is_some_and(|p| latest.producers.get(&p.producer_id) == Some(&at.base));
-        if kept.len() == records.len() {
+        let smaller = (kept.len() < records.len() && (!kept.is_empty() || last_of_producer))
+            .then(|| readable.as_ref().and_then(|r| r.retain(&bytes, &kept)))
+            .flatten();
+        if kept.is_empty() && !last_of_producer {
+            *removed += records.len() as u64;
+            out.emptied(at, &bytes)?;
+        } else if let Some(smaller) = smaller {
+            *removed += (records.len() - kept.len()) as u64;
+            out.end_run()?;
+            out.put(at.base, &smaller)?;
+        } else {
+            // Nothing to remove, or a codec that failed to compress: kept whole.
             out.end_run()?;
             out.put(at.base, &bytes)?;
-        } else if kept.is_empty() && !last_of_producer {
-            out.emptied(at, &bytes)?;
-        } else {
-            out.end_run()?;
-            out.put(at.base, &batch::retain(&bytes, &kept))?;
         }
     }
     out.end_run()?;

@@ -902,6 +902,66 @@ mod tests {
         assert_eq!(log.log_end_offset(), end);
     }
 
+    /// Compressed batches are cleaned too: each loses its superseded records and is written
+    /// back in its own codec, its offsets where they were.
+    #[test]
+    fn compressed_batches_are_cleaned_and_stay_in_their_codec() {
+        use isr_kafka::compression::{recompress, Codec};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 400).expect("open");
+        let codecs = [Codec::Gzip, Codec::Snappy, Codec::Lz4, Codec::Zstd];
+        // Batch i: a key of its own, which stays, and key a, which each next batch supersedes.
+        for (i, codec) in codecs.into_iter().enumerate() {
+            let (own, value) = (format!("k{i}"), i.to_string());
+            let mut e = keyed(1, i as i64, &[(&own, Some(&value)), ("a", Some(&value))]);
+            e.record = recompress(e.record, codec).expect("compress");
+            log.append(&[e]);
+        }
+        for i in 10..20 {
+            log.append(&[keyed(1, i, &[("z", Some("active"))])]);
+        }
+        let before = contents(&log);
+        let end = log.log_end_offset();
+        log.compact(end);
+        let job = log.cleaning_job(0.0, 100, -1).expect("a job");
+        let cleaned_below = job.end.0 as i64;
+        assert!(
+            cleaned_below >= 8,
+            "the compressed batches are below {cleaned_below}"
+        );
+        let cleaned = cleaner::clean(&job).expect("clean");
+        assert!(cleaned.removed_records >= 3);
+        log.install(cleaned);
+
+        let latest = |offset: i64, key: &str| {
+            !before
+                .iter()
+                .any(|(o, k, _)| *o > offset && *o < cleaned_below && k == key)
+        };
+        let expected: Vec<_> = before
+            .iter()
+            .filter(|(o, k, _)| *o >= cleaned_below || latest(*o, k))
+            .cloned()
+            .collect();
+        assert_eq!(contents(&log), expected);
+        assert_eq!(log.log_end_offset(), end, "no offset moved");
+        // Each compressed batch is still in its codec, the first three with one record left.
+        let stored = log.read(Offset(0), Offset(8), usize::MAX);
+        let shapes: Vec<(Option<Codec>, usize)> = stored
+            .iter()
+            .map(|e| {
+                let records = isr_kafka::client::records::decode(e.record.clone());
+                (Codec::of(&e.record), records.map_or(0, |r| r.len()))
+            })
+            .collect();
+        let want: Vec<(Option<Codec>, usize)> = codecs
+            .iter()
+            .zip([1, 1, 1, 2])
+            .map(|(c, n)| (Some(*c), n))
+            .collect();
+        assert_eq!(shapes, want);
+    }
+
     #[test]
     fn a_cleaning_of_a_segment_that_changed_meanwhile_is_dropped() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::RecordBatchDecoder;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -132,6 +132,11 @@ pub fn batch(values: &[String]) -> Bytes {
 
 /// Produces one batch with acks=all: the base offset, or the Kafka error code.
 pub fn produce(address: &str, topic: &str, partition: i32, values: &[String]) -> Result<i64, i16> {
+    produce_batch(address, topic, partition, batch(values))
+}
+
+/// Produces `batch` as it is with acks=all: the base offset, or the Kafka error code.
+pub fn produce_batch(address: &str, topic: &str, partition: i32, batch: Bytes) -> Result<i64, i16> {
     let request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(10_000)
@@ -139,7 +144,7 @@ pub fn produce(address: &str, topic: &str, partition: i32, values: &[String]) ->
             .with_name(topic_name(topic))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
-                .with_records(Some(batch(values)))])]);
+                .with_records(Some(batch))])]);
     let response: ProduceResponse =
         call(address, ApiKey::Produce, 7, &request).map_err(|_| -1i16)?;
     let p = response
@@ -190,6 +195,32 @@ pub fn fetch(
         }
     }
     Ok((records, p.high_watermark))
+}
+
+/// The codec of each committed batch of a partition from `offset`, as the leader stores it.
+pub fn stored_codecs(address: &str, topic: &str, partition: i32, offset: i64) -> Vec<Compression> {
+    let request = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_max_bytes(64 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(64 << 20)])]);
+    let response: FetchResponse = call(address, ApiKey::Fetch, 11, &request).expect("Fetch");
+    let mut bytes = response
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .and_then(|p| p.records.clone())
+        .unwrap_or_default();
+    RecordBatchDecoder::decode_all(&mut bytes)
+        .expect("batches")
+        .into_iter()
+        .map(|set| set.compression)
+        .collect()
 }
 
 /// Every committed record of a partition, from `offset` up to the high watermark. One Fetch

@@ -122,11 +122,14 @@ names = sorted(e.name() if e else "OK" for e in errors)
 check(names == ["MSG_SIZE_TOO_LARGE", "OK"], "records over and under the limit", names)
 check(time.time() - started < 30, "MESSAGE_TOO_LARGE is not retried",
       "%.1f s" % (time.time() - started))
-bad = ConfigResource("topic", configured, incremental_configs=[
+gzip = ConfigResource("topic", configured, incremental_configs=[
     ConfigEntry("compression.type", "gzip", incremental_operation=AlterConfigOpType.SET)])
+wait(admin.incremental_alter_configs([gzip]))
+bad = ConfigResource("topic", configured, incremental_configs=[
+    ConfigEntry("compression.type", "brotli", incremental_operation=AlterConfigOpType.SET)])
 try:
     wait(admin.incremental_alter_configs([bad]))
-    sys.exit("recompression was accepted")
+    sys.exit("an unknown codec was accepted")
 except KafkaException as e:
     check(e.args[0].name() == "INVALID_CONFIG", "refused config", e)
 compacted = ConfigResource("topic", configured, incremental_configs=[
