@@ -11,6 +11,7 @@
 use crate::auth::acl::{Authorizer, Operation, ResourceType};
 use crate::auth::{SecurityAnswer, SecurityChange, SecurityProtocol};
 use crate::configs::{ConfigOp, ConfigResource};
+use crate::topic_id::TopicId;
 use bytes::Bytes;
 use isr::{Acks, BrokerId, LeaderEpoch, Offset};
 use std::collections::BTreeMap;
@@ -57,6 +58,8 @@ pub struct PartitionInfo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicInfo {
     pub name: String,
+    /// Its id (KIP-516); [`TopicId::ZERO`] for a topic created before isr kept ids.
+    pub id: TopicId,
     pub partitions: Vec<PartitionInfo>,
     /// The topic's config overrides (`max.message.bytes`, `retention.ms`, ...): what was set
     /// at creation or since, without defaults. See [`crate::configs`].
@@ -213,6 +216,9 @@ pub enum BackendError {
     NotEnoughReplicasAfterAppend,
     #[error("UNKNOWN_TOPIC_OR_PARTITION: no such topic or partition")]
     UnknownTopicOrPartition,
+    /// A request named a topic by an id no topic has (KIP-516).
+    #[error("UNKNOWN_TOPIC_ID: no topic has this id")]
+    UnknownTopicId,
     #[error("OFFSET_OUT_OF_RANGE: offset outside the log")]
     OffsetOutOfRange,
     #[error("TOPIC_ALREADY_EXISTS: a topic of that name exists")]
@@ -294,6 +300,7 @@ impl BackendError {
             BackendError::OffsetOutOfRange => 1,
             BackendError::CorruptMessage(_) => 2,
             BackendError::UnknownTopicOrPartition => 3,
+            BackendError::UnknownTopicId => 100,
             BackendError::LeaderNotAvailable => 5,
             BackendError::NotLeaderOrFollower => 6,
             BackendError::RequestTimedOut => 7,
@@ -343,11 +350,31 @@ pub trait Backend: Send + Sync + 'static {
     /// The cluster as this broker knows it.
     fn metadata(&self) -> impl Future<Output = Result<ClusterMetadata, BackendError>> + Send;
 
-    /// Creates a topic; returns once the controller has accepted it.
+    /// Creates a topic; returns its id (which the controller drew) once the controller has
+    /// accepted it.
     fn create_topic(
         &self,
         topic: NewTopic,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+    ) -> impl Future<Output = Result<TopicId, BackendError>> + Send;
+
+    /// The name of the topic whose id is `id`, `None` if no topic has it: requests that name
+    /// topics by id (Fetch v13+, DeleteTopics v6) are served by name from there. Never asked for
+    /// the zero id, which stands for no id (the Kafka layer answers it UNKNOWN_TOPIC_ID). The
+    /// default looks through [`Backend::metadata`]; a backend with a cheaper way overrides it,
+    /// since every Fetch by id asks.
+    fn topic_name(
+        &self,
+        id: TopicId,
+    ) -> impl Future<Output = Result<Option<String>, BackendError>> + Send {
+        async move {
+            let cluster = self.metadata().await?;
+            Ok(cluster
+                .topics
+                .into_iter()
+                .find(|t| t.id == id)
+                .map(|t| t.name))
+        }
+    }
 
     /// Deletes a topic and every partition of it, with the groups' offsets in them
     /// (DeleteTopics); returns once the controller has.

@@ -66,6 +66,7 @@ mod guard;
 pub mod names;
 pub mod offsets_topic;
 mod server;
+pub mod topic_id;
 pub mod versions;
 
 pub use backend::{
@@ -76,6 +77,7 @@ pub use backend::{
 pub use coordinator::{Coordinator, StoredGroup};
 pub use error::KafkaError;
 pub use server::{serve_connection, ConnectionInfo, MAX_FRAME_BYTES, SASL_AUTHENTICATION_FAILED};
+pub use topic_id::{TopicId, TopicIds};
 
 /// A byte stream a connection runs over: TCP, or TLS over TCP.
 pub trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}

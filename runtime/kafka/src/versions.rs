@@ -15,14 +15,17 @@ const UNSUPPORTED_VERSION: i16 = 35;
 /// (API, lowest, highest version) served.
 ///
 /// Lower bounds: Produce 3 and Fetch 4 are the first versions carrying v2 record batches,
-/// which are all this broker stores. Upper bounds stop before topic-id based Fetch (v13) and
+/// which are all this broker stores. Fetch names topics by id from v13 (KIP-516); v14 only adds
+/// an error of tiered storage, which isr has not, and v15 the follower's replica state, which
+/// consumers do not send; it stops before v16, whose answers to NOT_LEADER_OR_FOLLOWER carry the
+/// new leader and its endpoint (KIP-951), which this broker does not fill in. OffsetFetch stops
 /// before batched OffsetFetch (v8), which this broker does not implement. The group membership
 /// APIs go up to the versions that carry static members (group.instance.id, KIP-345); from
 /// JoinGroup v4 a new member is asked to join again with the id it is given
 /// (MEMBER_ID_REQUIRED, KIP-394), as Kafka does.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 9),
-    (ApiKey::Fetch, 4, 12),
+    (ApiKey::Fetch, 4, 15),
     (ApiKey::ListOffsets, 1, 9),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::Metadata, 0, 12),

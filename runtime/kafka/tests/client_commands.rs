@@ -460,6 +460,15 @@ async fn topics_are_described_altered_grown_and_deleted() {
         text.starts_with("orders partitions=1 replication-factor=1\n"),
         "{text}"
     );
+    // The topic's id, as Kafka's tools write it (22 characters of URL-safe base64).
+    let id = text
+        .lines()
+        .nth(1)
+        .and_then(|l| l.strip_prefix("topic-id="))
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(id.len(), 22, "{text}");
+    assert_ne!(id, "AAAAAAAAAAAAAAAAAAAAAA", "a new topic has an id");
     assert!(
         text.contains("  max.message.bytes=1048588 (default)\n"),
         "{text}"
@@ -491,6 +500,7 @@ async fn topics_are_described_altered_grown_and_deleted() {
         (&"5000".into(), &"topic".into())
     );
     assert_eq!(json["partitions"][0]["leader"], 1);
+    assert_eq!(json["topic_id"], id.as_str());
     let unknown = alter(vec![("retention.hours".into(), "1".into())], vec![])
         .await
         .expect_err("unknown config");

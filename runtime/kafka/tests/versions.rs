@@ -176,6 +176,11 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection, addr: &str) {
             assert_eq!(a.responses[0].partition_responses[0].error_code, 0, "v{v}");
         }
         ApiKey::Fetch => {
+            // From v13 the topic is named by its id, which Metadata (v10+) gives.
+            let topics = vec![MetadataRequestTopic::default().with_name(Some(name("t")))];
+            let metadata = MetadataRequest::default().with_topics(Some(topics));
+            let id = conn.exchange(&metadata, 12).await.expect("metadata").topics[0].topic_id;
+            assert!(!id.is_nil());
             let mut request = FetchRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_max_wait_ms(10)
@@ -183,6 +188,7 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection, addr: &str) {
                 .with_max_bytes(1 << 20)
                 .with_topics(vec![FetchTopic::default()
                     .with_topic(name("t"))
+                    .with_topic_id(id)
                     .with_partitions(vec![FetchPartition::default()
                         .with_partition(0)
                         .with_fetch_offset(0)
@@ -191,6 +197,9 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection, addr: &str) {
                 request = request.with_session_epoch(-1);
             }
             let a = conn.exchange(&request, v).await.expect("answer");
+            if v >= 13 {
+                assert_eq!(a.responses[0].topic_id, id, "v{v}");
+            }
             let p = &a.responses[0].partitions[0];
             assert_eq!(p.error_code, 0, "v{v}");
             assert!(p.high_watermark > 0, "v{v}");

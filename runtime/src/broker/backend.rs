@@ -18,7 +18,7 @@ use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
-    PartitionInfo, StoredGroup, TopicInfo,
+    PartitionInfo, StoredGroup, TopicId, TopicInfo,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -92,23 +92,29 @@ impl BrokerBackend {
         done(self.ask(request).await?)
     }
 
-    /// The partition behind a topic's partition index, with the metadata it was found in: the
-    /// metadata the controller pushed, or, for a topic it does not know yet (just created),
-    /// the controller's.
+    /// What `find` finds in the metadata the controller pushed, or, when it finds nothing there
+    /// (a topic just created, whose push may not have arrived), in the controller's.
+    async fn look_up<T>(
+        &self,
+        find: impl Fn(&Arc<ClusterView>) -> Option<T>,
+    ) -> Result<Option<T>, BackendError> {
+        let cached = self.net.cluster_view().await.map_err(admin_error)?;
+        if let Some(found) = find(&cached) {
+            return Ok(Some(found));
+        }
+        let fresh = self.net.ask_metadata().await.map_err(admin_error)?;
+        Ok(find(&fresh))
+    }
+
+    /// The partition behind a topic's partition index, with the metadata it was found in.
     async fn locate(
         &self,
         topic: &str,
         index: u32,
     ) -> Result<(PartitionId, Arc<ClusterView>), BackendError> {
-        let cached = self.net.cluster_view().await.map_err(admin_error)?;
-        if let Some(id) = cached.partition_id(topic, index) {
-            return Ok((id, cached));
-        }
-        let fresh = self.net.ask_metadata().await.map_err(admin_error)?;
-        let id = fresh
-            .partition_id(topic, index)
-            .ok_or(BackendError::UnknownTopicOrPartition)?;
-        Ok((id, fresh))
+        self.look_up(|view| Some((view.partition_id(topic, index)?, Arc::clone(view))))
+            .await?
+            .ok_or(BackendError::UnknownTopicOrPartition)
     }
 
     async fn partition_id(&self, topic: &str, index: u32) -> Result<PartitionId, BackendError> {
@@ -222,6 +228,7 @@ fn to_kafka(me: BrokerId, view: &ClusterView) -> ClusterMetadata {
         .iter()
         .map(|(name, ids)| TopicInfo {
             name: name.clone(),
+            id: view.topic_id(name),
             partitions: ids
                 .iter()
                 .enumerate()
@@ -288,7 +295,10 @@ impl Backend for BrokerBackend {
         Ok(to_kafka(self.net.me, &view))
     }
 
-    async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
+    /// The id is read from the metadata the controller pushed before it answered; a topic
+    /// deleted meanwhile is answered the zero id.
+    async fn create_topic(&self, topic: NewTopic) -> Result<TopicId, BackendError> {
+        let name = topic.name.clone();
         self.change(Request::CreateTopic(TopicSpec {
             name: topic.name,
             partitions: topic.partitions,
@@ -296,7 +306,15 @@ impl Backend for BrokerBackend {
             configs: topic.configs,
             assignment: topic.assignment,
         }))
-        .await
+        .await?;
+        let id = self.look_up(|view| view.topic_ids.get(&name));
+        Ok(id.await?.unwrap_or(TopicId::ZERO))
+    }
+
+    /// Looked up in the metadata the controller pushed: every Fetch by id asks.
+    async fn topic_name(&self, id: TopicId) -> Result<Option<String>, BackendError> {
+        self.look_up(|view| view.topic_named_by(id).map(str::to_owned))
+            .await
     }
 
     async fn delete_topic(&self, name: &str) -> Result<(), BackendError> {

@@ -139,9 +139,9 @@ pub async fn act(
             biased;
             _ = lost.wait_for(|&lost| lost) => Input::Lost,
             _ = stop.wait_for(|&stop| stop) => Input::Stop,
-            Some(event) = inbox.sessions.recv() => Input::Event(event),
+            Some(event) = inbox.sessions.recv() => Input::Event(Box::new(event)),
             _ = ticks.tick() => Input::Tick,
-            Some(event) = next(&mut pending, &mut inbox.others) => Input::Event(event),
+            Some(event) = next(&mut pending, &mut inbox.others) => Input::Event(Box::new(event)),
         };
         let started = std::time::Instant::now();
         let what = input.describe();
@@ -150,7 +150,7 @@ pub async fn act(
             // broker slow to start, or gone): decided together, they are one store write and
             // one delta per broker instead of one each.
             Input::Event(event) if alter_partition(&event).is_some() => {
-                let mut batch = vec![event];
+                let mut batch = vec![*event];
                 while batch.len() < MAX_BATCH {
                     match inbox.others.try_recv() {
                         Ok(event) if alter_partition(&event).is_some() => batch.push(event),
@@ -170,7 +170,7 @@ pub async fn act(
                 return Ended::Stopped;
             }
             Input::Tick => active.on_tick().await,
-            Input::Event(event) => active.on_event(event).await,
+            Input::Event(event) => active.on_event(*event).await,
         };
         // Nothing else is answered meanwhile, heartbeats included: a step this long is what
         // brokers see as a controller that answers no heartbeat.
@@ -208,12 +208,13 @@ fn alter_partition(event: &Event) -> Option<(u64, Node, &Message<Bytes>)> {
     }
 }
 
-/// What wakes the active controller.
+/// What wakes the active controller. An event is boxed: a frame can carry a whole cluster
+/// view, and the other inputs carry nothing.
 enum Input {
     Lost,
     Stop,
     Tick,
-    Event(Event),
+    Event(Box<Event>),
 }
 
 impl Input {
@@ -223,12 +224,14 @@ impl Input {
             Input::Lost => "role lost",
             Input::Stop => "stop",
             Input::Tick => "tick",
-            Input::Event(Event::Connected { .. }) => "connection opened",
-            Input::Event(Event::Closed { .. }) => "connection closed",
-            Input::Event(Event::Frame { frame, .. }) => match frame {
-                Frame::Envelope(e) => e.message.kind(),
-                Frame::Request { .. } => "admin request",
-                _ => "frame",
+            Input::Event(event) => match &**event {
+                Event::Connected { .. } => "connection opened",
+                Event::Closed { .. } => "connection closed",
+                Event::Frame { frame, .. } => match frame {
+                    Frame::Envelope(e) => e.message.kind(),
+                    Frame::Request { .. } => "admin request",
+                    _ => "frame",
+                },
             },
         }
     }

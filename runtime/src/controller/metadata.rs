@@ -1,5 +1,5 @@
 //! The controller's durable state: the core controller plus what only the runtime needs (topic
-//! names, broker addresses, producer ids, configs, users and ACLs): none of it is replication protocol, so none of it is in the core. Every change is made
+//! names and ids, broker addresses, producer ids, configs, users and ACLs): none of it is replication protocol, so none of it is in the core. Every change is made
 //! as records ([`super::records`]), which the controller commits to its store
 //! ([`super::store`]) before the change's messages leave.
 
@@ -9,6 +9,7 @@ use crate::wire::BrokerAddress;
 use isr::{BrokerId, Config, Controller, ControllerEffects as Effects, PartitionId};
 use isr_kafka::auth::SecurityState;
 use isr_kafka::configs::{self, ConfigOp, ConfigResource};
+use isr_kafka::{TopicId, TopicIds};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +38,10 @@ pub struct Metadata {
     /// The change under way, if one is ([`Metadata::begin`]).
     #[serde(skip)]
     pub(super) journal: Option<Journal>,
+    /// Each topic's id (KIP-516). A topic created before isr kept ids has none: clients are
+    /// answered the zero id for it, as Kafka answers for a topic without one. The last field,
+    /// which the snapshot format relies on ([`super::store::format`]).
+    pub topic_ids: TopicIds,
 }
 
 impl Metadata {
@@ -62,6 +67,7 @@ impl Metadata {
             topics: self.topics.clone(),
             partitions: self.controller.partitions().clone(),
             topic_configs: self.topic_configs.clone(),
+            topic_ids: self.topic_ids.clone(),
             broker_configs: self.broker_configs.clone(),
             next_partition: self.next_partition,
             security: Box::new(self.security.clone()),
@@ -71,6 +77,7 @@ impl Metadata {
 
     /// Creates a topic: partition `i` is assigned to `replication_factor` live brokers starting
     /// at the `i`-th (in id order, offset by the topic's first partition id), so leaders spread.
+    /// The topic gets a new random id.
     pub fn create_topic(
         &mut self,
         cfg: &Config,
@@ -90,6 +97,9 @@ impl Metadata {
             Some(v) => parse_min_isr(v)?,
             None => cfg.min_insync_replicas.min(factor),
         };
+        let id = TopicId::random().map_err(|e| {
+            AdminError::Unavailable(format!("no randomness for the topic's id: {e}"))
+        })?;
         let (ids, effects) = if spec.assignment.is_empty() {
             self.add_partitions(spec.partitions, factor, min_isr)?
         } else {
@@ -98,6 +108,10 @@ impl Metadata {
         self.set(Record::Topic {
             name: spec.name.clone(),
             partitions: Some(ids),
+        });
+        self.set(Record::TopicId {
+            name: spec.name.clone(),
+            id: Some(id),
         });
         if !spec.configs.is_empty() {
             self.set(Record::TopicConfigs {
@@ -251,6 +265,10 @@ impl Metadata {
         self.set(Record::TopicConfigs {
             name: topic.to_owned(),
             overrides: None,
+        });
+        self.set(Record::TopicId {
+            name: topic.to_owned(),
+            id: None,
         });
         Ok(())
     }
@@ -470,6 +488,34 @@ pub(super) mod tests {
         // A new topic of the same name gets new partitions.
         meta.create_topic(&cfg, &spec("t", 1, &[])).expect("again");
         assert!(!ids.contains(&meta.topics["t"][0]));
+    }
+
+    #[test]
+    fn each_topic_gets_an_id_of_its_own_which_goes_with_it() {
+        let (cfg, mut meta) = three_brokers();
+        meta.create_topic(&cfg, &spec("a", 1, &[])).expect("a");
+        meta.create_topic(&cfg, &spec("b", 2, &[])).expect("b");
+        let id = |meta: &Metadata, name: &str| meta.topic_ids.get(name).expect("an id");
+        let (a, b) = (id(&meta, "a"), id(&meta, "b"));
+        assert_ne!(a, TopicId::ZERO);
+        assert_ne!(a, b, "two topics, two ids");
+        let view = meta.view(None);
+        assert_eq!((view.topic_id("a"), view.topic_named_by(b)), (a, Some("b")));
+
+        meta.delete_topic("a").expect("delete");
+        assert_eq!(meta.topic_ids.get("a"), None);
+        assert_eq!(meta.view(None).topic_named_by(a), None);
+        meta.create_topic(&cfg, &spec("a", 1, &[])).expect("again");
+        assert_ne!(
+            id(&meta, "a"),
+            a,
+            "a topic of the same name is another topic"
+        );
+
+        // A topic from a store written before ids has none: clients see the zero id.
+        meta.topic_ids.set("b".into(), None);
+        assert_eq!(meta.view(None).topic_id("b"), TopicId::ZERO);
+        assert_eq!(meta.view(None).topic_named_by(TopicId::ZERO), None);
     }
 
     #[test]

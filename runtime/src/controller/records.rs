@@ -3,7 +3,7 @@
 //!
 //! A record is the new value of one entity: a core record ([`isr::MetadataRecord`]: a
 //! partition's state, a broker's registration or fencing, the controller epoch) or one of the
-//! runtime's own (a topic's partitions, configs, a broker's address, users and ACLs). A step's cost — in time, bytes written and bytes sent — is that of what it
+//! runtime's own (a topic's partitions, id and configs, a broker's address, users and ACLs). A step's cost — in time, bytes written and bytes sent — is that of what it
 //! changed, not that of the cluster.
 //!
 //! Every change of the metadata is made in a [`Change`]: [`Metadata::begin`] starts it,
@@ -17,9 +17,13 @@ use crate::wire::BrokerAddress;
 use bytes::Bytes;
 use isr::{BrokerId, ControllerEffects as Effects, MetadataRecord, PartitionId, Ready};
 use isr_kafka::auth::SecurityState;
+use isr_kafka::TopicId;
 use serde::{Deserialize, Serialize};
 
 /// One change to the controller's metadata: the new value of one entity. `None`: removed.
+///
+/// Stores keep records in postcard, which writes a variant as its index: a new kind of record
+/// goes last, so that what older stores wrote still reads as it was written.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Record {
     /// A change of the core controller's state.
@@ -49,6 +53,14 @@ pub enum Record {
     NextProducerId(i64),
     /// Users' SCRAM credentials and the ACLs.
     Security(SecurityState),
+    /// A topic's id (KIP-516), drawn when the topic is created. Its own record rather than a
+    /// field of [`Record::Topic`], so that stores written before ids still read: a topic from
+    /// one has no id, and clients are answered the zero id for it, as Kafka answers for a topic
+    /// without one.
+    TopicId {
+        name: String,
+        id: Option<TopicId>,
+    },
 }
 
 impl Record {
@@ -63,6 +75,7 @@ impl Record {
                 overrides.is_none()
             }
             Record::Address { address, .. } => address.is_none(),
+            Record::TopicId { id, .. } => id.is_none(),
             Record::NextPartition(_) | Record::NextProducerId(_) | Record::Security(_) => false,
         }
     }
@@ -179,6 +192,7 @@ impl Metadata {
             Record::NextPartition(n) => self.next_partition = n,
             Record::NextProducerId(n) => self.next_producer_id = n,
             Record::Security(state) => self.security = state,
+            Record::TopicId { name, id } => self.topic_ids.set(name, id),
         }
     }
 
@@ -205,6 +219,10 @@ impl Metadata {
             Record::NextPartition(_) => Record::NextPartition(self.next_partition),
             Record::NextProducerId(_) => Record::NextProducerId(self.next_producer_id),
             Record::Security(_) => Record::Security(self.security.clone()),
+            Record::TopicId { name, .. } => Record::TopicId {
+                name: name.clone(),
+                id: self.topic_ids.get(name),
+            },
         }
     }
 
@@ -220,6 +238,10 @@ impl Metadata {
         records.extend(self.topics.iter().map(|(name, ids)| Record::Topic {
             name: name.clone(),
             partitions: Some(ids.clone()),
+        }));
+        records.extend(self.topic_ids.iter().map(|(name, &id)| Record::TopicId {
+            name: name.clone(),
+            id: Some(id),
         }));
         records.extend(
             self.topic_configs

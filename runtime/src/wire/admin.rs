@@ -6,6 +6,7 @@ use isr::MetadataRecord;
 use isr::{BrokerId, ControllerEpoch, LeaderEpoch, Offset, PartitionId, PartitionState};
 use isr_kafka::auth::{SecurityAnswer, SecurityChange, SecurityProtocol, SecurityState};
 use isr_kafka::configs::{ConfigOp, ConfigResource};
+use isr_kafka::{TopicId, TopicIds};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -141,6 +142,9 @@ pub struct ClusterView {
     pub partitions: BTreeMap<PartitionId, PartitionState>,
     /// Each topic's config overrides.
     pub topic_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Each topic's id (KIP-516); a topic created before isr kept ids has none (the zero id, to
+    /// clients).
+    pub topic_ids: TopicIds,
     /// Dynamic broker config overrides: `""` cluster-wide, or by broker id.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Every partition id below this was created at some point: one a broker hosts that is
@@ -165,6 +169,16 @@ impl ClusterView {
     /// The core partition behind a topic's partition index.
     pub fn partition_id(&self, topic: &str, index: u32) -> Option<PartitionId> {
         self.topics.get(topic)?.get(index as usize).copied()
+    }
+
+    /// A topic's id: the zero id for a topic without one.
+    pub fn topic_id(&self, topic: &str) -> TopicId {
+        self.topic_ids.get(topic).unwrap_or(TopicId::ZERO)
+    }
+
+    /// The topic whose id is `id`.
+    pub fn topic_named_by(&self, id: TopicId) -> Option<&str> {
+        self.topic_ids.name_of(id)
     }
 
     /// The first partition whose state a delta's `records` set that neither this view has nor
@@ -222,6 +236,7 @@ impl ClusterView {
             }
             Record::NextPartition(n) => self.next_partition = n,
             Record::Security(state) => *self.security = state,
+            Record::TopicId { name, id } => self.topic_ids.set(name, id),
             Record::NextProducerId(_) => {}
         }
     }

@@ -1,14 +1,15 @@
 //! Frames on the wire: a big-endian u32 length, then a version byte, then the postcard encoding
 //! of a [`Frame`]. The version lets a later generation change the encoding while old peers
 //! refuse it cleanly instead of misreading it (4: brokers' listeners, users and ACLs; 5: entries
-//! carry their idempotent producer's stamp; 6: group offsets no longer go to the controller; 7: envelopes travel in batches).
+//! carry their idempotent producer's stamp; 6: group offsets no longer go to the controller; 7: envelopes travel in batches;
+//! 8: metadata views and deltas carry topic ids).
 
 use super::Frame;
 use std::io;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u8 = 7;
+pub const VERSION: u8 = 8;
 /// A frame above this is refused: a Fetch answer holds at most `fetch_max_entries` batches of at
 /// most a few MiB, and a wrong length must not make a process allocate gigabytes.
 pub const MAX_FRAME: usize = 64 << 20;

@@ -14,7 +14,7 @@ use isr_kafka::versions::SUPPORTED;
 use isr_kafka::{
     Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     Coordinator, FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec,
-    PartitionInfo, StoredGroup, TopicInfo,
+    PartitionInfo, StoredGroup, TopicId, TopicInfo,
 };
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -105,6 +105,7 @@ impl Backend for Accepting {
             }],
             topics: vec![TopicInfo {
                 name: "orders".into(),
+                id: TopicId::default(),
                 partitions: vec![PartitionInfo {
                     partition: 0,
                     leader: Some(b),
@@ -120,8 +121,8 @@ impl Backend for Accepting {
         })
     }
 
-    async fn create_topic(&self, _: NewTopic) -> Result<(), BackendError> {
-        Ok(())
+    async fn create_topic(&self, _: NewTopic) -> Result<TopicId, BackendError> {
+        Ok(TopicId::default())
     }
 
     async fn delete_topic(&self, _: &str) -> Result<(), BackendError> {

@@ -4,6 +4,7 @@
 use super::connection::Connection;
 use super::error::ClientError;
 use super::security::{self, ClientSecurity};
+use crate::topic_id::TopicId;
 use kafka_protocol::messages::{
     FindCoordinatorRequest, FindCoordinatorResponse, MetadataRequest, MetadataResponse,
 };
@@ -46,6 +47,9 @@ pub struct PartitionView {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicView {
     pub name: String,
+    /// Its id (Metadata v10+); zero from a broker that answers none, or for a topic created
+    /// before isr kept ids.
+    pub id: TopicId,
     pub partitions: Vec<PartitionView>,
 }
 
@@ -152,7 +156,11 @@ impl Cluster {
                     })
                     .collect();
                 partitions.sort_by_key(|p| p.partition);
-                Some(TopicView { name, partitions })
+                Some(TopicView {
+                    name,
+                    id: t.topic_id.into(),
+                    partitions,
+                })
             })
             .collect();
         self.topics.sort_by(|a, b| a.name.cmp(&b.name));

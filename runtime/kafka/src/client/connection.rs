@@ -27,6 +27,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(45);
 /// Largest response accepted: a bigger length prefix means a broken stream.
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+/// The newest Fetch the client sends: it names the topics it fetches
+/// ([`super::consume::fetch_request`]), as Fetch does up to v12. From v13 a topic is named by its
+/// id, which a topic created before isr kept ids does not have.
+const FETCH_BY_NAME: i16 = 12;
 
 /// A negotiated connection. Requests are sent one at a time; perf runs use several
 /// connections for concurrency.
@@ -93,6 +97,10 @@ impl Connection {
             return Err(e);
         }
         for &(api, lo, hi) in SUPPORTED {
+            let hi = match api {
+                ApiKey::Fetch => hi.min(FETCH_BY_NAME),
+                _ => hi,
+            };
             if let Some(k) = offered.api_keys.iter().find(|k| k.api_key == api as i16) {
                 let best = hi.min(k.max_version);
                 if best >= lo.max(k.min_version) {

@@ -373,6 +373,7 @@ async fn describe(args: NamedArgs, out: &mut impl Write) -> Result<(), ClientErr
         .await?;
     if args.json {
         let mut value = topic_json(&topic);
+        value["topic_id"] = json!(topic.id.to_string());
         value["configs"] = configs
             .iter()
             .map(|c| {
@@ -391,6 +392,7 @@ async fn describe(args: NamedArgs, out: &mut impl Write) -> Result<(), ClientErr
             topic.partitions.len()
         ),
     )?;
+    output(out, &format!("topic-id={}\n", topic.id))?;
     for p in &topic.partitions {
         output(out, &partition_line(p))?;
     }

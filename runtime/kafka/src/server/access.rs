@@ -16,6 +16,7 @@ use crate::backend::{
 };
 use crate::configs::{ConfigOp, ConfigResource};
 use crate::coordinator::{Coordinator, StoredGroup};
+use crate::topic_id::TopicId;
 use bytes::Bytes;
 use isr::{Acks, Offset};
 use std::sync::Arc;
@@ -125,9 +126,16 @@ impl<B: Backend> Backend for Authorized<B> {
         Ok(cluster)
     }
 
-    async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
+    async fn create_topic(&self, topic: NewTopic) -> Result<TopicId, BackendError> {
         self.access.create(&topic.name)?;
         self.inner.create_topic(topic).await
+    }
+
+    /// Resolved whoever asks: what is then done with the topic is checked by its name (Kafka
+    /// too answers TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_ID, for a topic named by id
+    /// that the caller may not read or delete).
+    async fn topic_name(&self, id: TopicId) -> Result<Option<String>, BackendError> {
+        self.inner.topic_name(id).await
     }
 
     async fn delete_topic(&self, name: &str) -> Result<(), BackendError> {

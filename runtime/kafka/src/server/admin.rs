@@ -4,11 +4,12 @@
 //! the backend, so it does not matter which one a client picks (Metadata names the lowest live
 //! broker id as the controller, so that admin clients agree on one).
 
-use super::codes;
+use super::{codes, topic_ids};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError, BrokerSettings, NewTopic};
 use crate::configs::{self, BrokerConfigs};
 use crate::names::check_topic;
+use crate::topic_id::TopicId;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
@@ -27,8 +28,8 @@ use std::time::Duration;
 
 /// CreateTopics v5 is the first to answer with the topic's configs.
 const CONFIGS_IN_ANSWER: i16 = 5;
-/// DeleteTopics v6 may name topics by id; isr has no topic ids.
-const UNKNOWN_TOPIC_ID: i16 = 100;
+/// DeleteTopics v6 names topics in `topics`, each by name or by id, and answers both.
+const TOPICS_BY_ID: i16 = 6;
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -171,6 +172,8 @@ async fn described<B: Backend>(backend: &B, topic: &NewTopic) -> Vec<CreatableTo
         .collect()
 }
 
+/// CreateTopics; from v7 a created topic is answered with its new id (a validate-only request
+/// creates none: the zero id).
 pub async fn create_topics<B: Backend>(
     backend: &B,
     request: CreateTopicsRequest,
@@ -180,7 +183,9 @@ pub async fn create_topics<B: Backend>(
     for t in &request.topics {
         let spec = new_topic(t, backend.settings());
         let outcome = match &spec {
-            Ok(spec) if request.validate_only => super::access::may_create(backend, &spec.name),
+            Ok(spec) if request.validate_only => {
+                super::access::may_create(backend, &spec.name).map(|()| TopicId::ZERO)
+            }
             Ok(spec) => within(request.timeout_ms, backend.create_topic(spec.clone())).await,
             Err(e) => Err(e.clone()),
         };
@@ -189,8 +194,9 @@ pub async fn create_topics<B: Backend>(
             .with_num_partitions(t.num_partitions)
             .with_replication_factor(t.replication_factor);
         match (outcome, spec) {
-            (Ok(()), Ok(spec)) => {
+            (Ok(id), Ok(spec)) => {
                 result = result
+                    .with_topic_id(id.into())
                     .with_num_partitions(i32::try_from(spec.partitions).unwrap_or(i32::MAX))
                     .with_replication_factor(
                         i16::try_from(spec.replication_factor).unwrap_or(i16::MAX),
@@ -199,7 +205,7 @@ pub async fn create_topics<B: Backend>(
                     result = result.with_configs(Some(described(backend, &spec).await));
                 }
             }
-            (Err(e), _) | (Ok(()), Err(e)) => {
+            (Err(e), _) | (Ok(_), Err(e)) => {
                 result = result
                     .with_error_code(e.code())
                     .with_error_message(Some(text(e.detail())));
@@ -210,44 +216,79 @@ pub async fn create_topics<B: Backend>(
     CreateTopicsResponse::default().with_topics(results)
 }
 
-/// DeleteTopics: by name (every version); v6 may name a topic by id, which isr does not have.
+/// DeleteTopics: by name (every version), or from v6 by id (name null), answered with the
+/// topic's name and id. An id no topic the caller may describe has is UNKNOWN_TOPIC_ID, as is
+/// the zero id; both a name and an id is INVALID_REQUEST, as in Kafka. An id is resolved to its
+/// topic's name from this broker's metadata and the topic deleted by name (the controller
+/// deletes by name).
 pub async fn delete_topics<B: Backend>(
     backend: &B,
     request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
-    let names: Vec<Option<TopicName>> = if version >= 6 {
-        request.topics.into_iter().map(|t| t.name).collect()
+    let asked: Vec<(Option<TopicName>, TopicId)> = if version >= TOPICS_BY_ID {
+        let topics = request.topics.into_iter();
+        topics.map(|t| (t.name, t.topic_id.into())).collect()
     } else {
-        request.topic_names.into_iter().map(Some).collect()
+        let names = request.topic_names.into_iter();
+        names.map(|n| (Some(n), TopicId::ZERO)).collect()
     };
-    let mut responses = Vec::with_capacity(names.len());
-    for name in names {
-        let Some(name) = name else {
-            responses.push(
-                DeletableTopicResult::default()
-                    .with_error_code(UNKNOWN_TOPIC_ID)
-                    .with_error_message(Some(StrBytes::from_static_str(
-                        "UNKNOWN_TOPIC_ID: isr names topics, it has no topic ids",
-                    ))),
-            );
-            continue;
+    // Where each topic's id (answered from v6) and the topic an id names are found.
+    let cluster = backend.metadata().await;
+    let mut responses = Vec::with_capacity(asked.len());
+    for (name, id) in asked {
+        let target = match (name, id) {
+            (Some(name), TopicId::ZERO) => {
+                let found = cluster.as_ref().ok().and_then(|c| {
+                    let topic = c.topics.iter().find(|t| t.name == name.0.as_str());
+                    topic.map(|t| t.id)
+                });
+                Ok((name, found.unwrap_or(TopicId::ZERO)))
+            }
+            (Some(name), _) => Err((
+                Some(name),
+                BackendError::InvalidRequest("a topic named by both name and id".into()),
+            )),
+            (None, _) => match &cluster {
+                Ok(c) => topic_ids::find(c, id)
+                    .map(|t| (TopicName(text(t.name.clone())), id))
+                    .ok_or((None, BackendError::UnknownTopicId)),
+                Err(e) => Err((None, e.clone())),
+            },
         };
-        let checked = check_topic(name.0.as_str())
-            .and_then(|()| crate::names::check_not_internal(name.0.as_str(), "delete"));
-        let outcome = match checked {
-            Ok(()) => within(request.timeout_ms, backend.delete_topic(name.0.as_str())).await,
-            Err(e) => Err(e),
-        };
-        let result = DeletableTopicResult::default().with_name(Some(name));
-        responses.push(match outcome {
-            Ok(()) => result,
-            Err(e) => result
-                .with_error_code(e.code())
-                .with_error_message(Some(text(e.detail()))),
+        responses.push(match target {
+            Ok((name, id)) => {
+                let checked = check_topic(name.0.as_str())
+                    .and_then(|()| crate::names::check_not_internal(name.0.as_str(), "delete"));
+                let outcome = match checked {
+                    Ok(()) => {
+                        within(request.timeout_ms, backend.delete_topic(name.0.as_str())).await
+                    }
+                    Err(e) => Err(e),
+                };
+                deleted(Some(name), id, outcome)
+            }
+            Err((name, e)) => deleted(name, id, Err(e)),
         });
     }
     DeleteTopicsResponse::default().with_responses(responses)
+}
+
+/// One topic's DeleteTopics answer (its id is only encoded from v6 on).
+fn deleted(
+    name: Option<TopicName>,
+    id: TopicId,
+    outcome: Result<(), BackendError>,
+) -> DeletableTopicResult {
+    let result = DeletableTopicResult::default()
+        .with_name(name)
+        .with_topic_id(id.into());
+    match outcome {
+        Ok(()) => result,
+        Err(e) => result
+            .with_error_code(e.code())
+            .with_error_message(Some(text(e.detail()))),
+    }
 }
 
 /// CreatePartitions: grows topics to the requested totals (replicas assigned by isr).

@@ -1,6 +1,6 @@
 //! Fetch and ListOffsets: reading committed data; DeleteRecords: moving where it starts.
 
-use super::codes;
+use super::{codes, topic_ids};
 use crate::backend::{Backend, BackendError, FetchedData, ListedOffset, OffsetSpec};
 use bytes::BytesMut;
 use isr::Offset;
@@ -30,34 +30,61 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 /// KIP-1005 (v9): the last offset in tiered storage; without it, none (Kafka answers -1).
 const LATEST_TIERED: i64 = -5;
+/// Fetch v13 (KIP-516) names each topic by its id instead of its name, in requests and answers.
+const TOPICS_BY_ID: i16 = 13;
 
 fn to_i64(o: Offset) -> i64 {
     i64::try_from(o.0).unwrap_or(i64::MAX)
 }
 
-/// One fetch pass over every requested partition, within the response's byte budget.
+/// The name of each requested topic, in request order: as named before v13; from v13 the
+/// topic its id names (UNKNOWN_TOPIC_ID if none), looked up once per request rather than on
+/// every pass of a waiting fetch.
+async fn names<B: Backend>(
+    backend: &B,
+    request: &FetchRequest,
+    version: i16,
+) -> Vec<Result<String, BackendError>> {
+    let mut names = Vec::with_capacity(request.topics.len());
+    for topic in &request.topics {
+        names.push(match version >= TOPICS_BY_ID {
+            true => topic_ids::name_of(backend, topic.topic_id.into()).await,
+            false => Ok(topic.topic.0.as_str().to_owned()),
+        });
+    }
+    names
+}
+
+/// One fetch pass over every requested partition (each topic by its name in `names`), within
+/// the response's byte budget. Each topic is answered as it was asked, by name before v13 and
+/// by id from v13 (the encoder writes only the one its version has).
 async fn read_all<B: Backend>(
     backend: &B,
     request: &FetchRequest,
+    names: &[Result<String, BackendError>],
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut budget = usize::try_from(request.max_bytes).unwrap_or(0);
     let mut total = 0;
     let mut failed = false;
     let mut topics = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
-        let name = topic.topic.0.as_str();
+    for (topic, name) in request.topics.iter().zip(names) {
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let limit = usize::try_from(p.partition_max_bytes)
                 .unwrap_or(0)
                 .min(budget);
-            let read = match (u32::try_from(p.partition), u64::try_from(p.fetch_offset)) {
-                (Ok(partition), Ok(offset)) => {
+            let read = match (
+                name,
+                u32::try_from(p.partition),
+                u64::try_from(p.fetch_offset),
+            ) {
+                (Err(e), ..) => Err(e.clone()),
+                (Ok(name), Ok(partition), Ok(offset)) => {
                     let max = u32::try_from(limit).unwrap_or(u32::MAX);
                     backend.fetch(name, partition, Offset(offset), max).await
                 }
-                (Err(_), _) => Err(BackendError::UnknownTopicOrPartition),
-                (_, Err(_)) => Err(BackendError::OffsetOutOfRange),
+                (_, Err(_), _) => Err(BackendError::UnknownTopicOrPartition),
+                (.., Err(_)) => Err(BackendError::OffsetOutOfRange),
             };
             let answer = PartitionData::default().with_partition_index(p.partition);
             partitions.push(match read {
@@ -76,6 +103,7 @@ async fn read_all<B: Backend>(
         topics.push(
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
+                .with_topic_id(topic.topic_id)
                 .with_partitions(partitions),
         );
     }
@@ -98,15 +126,17 @@ fn filled(answer: PartitionData, data: FetchedData) -> PartitionData {
 /// Answers once `min_bytes` are available, a partition fails, or `max_wait_ms` passes,
 /// reading again whenever the backend signals a commit.
 /// Fetch sessions are not offered: the answer's session id is 0, so clients send full
-/// fetches, which this broker serves statelessly.
-pub async fn fetch<B: Backend>(backend: &B, request: FetchRequest) -> FetchResponse {
+/// fetches, which this broker serves statelessly (and `forgotten_topics_data`, by name or by
+/// id, which only an incremental fetch in a session carries, is never read).
+pub async fn fetch<B: Backend>(backend: &B, request: FetchRequest, version: i16) -> FetchResponse {
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0).max(1);
+    let names = names(backend, &request, version).await;
     loop {
         // Created before reading, so that a commit landing during the read still wakes us.
         let changed = backend.committed_changed();
-        let (topics, total, failed) = read_all(backend, &request).await;
+        let (topics, total, failed) = read_all(backend, &request, &names).await;
         if total >= min_bytes || failed || Instant::now() >= deadline {
             return FetchResponse::default().with_responses(topics);
         }

@@ -2,9 +2,10 @@
 //! and the controller are. Metadata also creates topics on demand, as Kafka does when
 //! `auto.create.topics.enable` is on.
 
-use super::codes;
+use super::{codes, topic_ids};
 use crate::auth::acl::{Operation, ResourceType};
 use crate::backend::{Backend, BackendError, ClusterMetadata, NewTopic, PartitionInfo, TopicInfo};
+use crate::topic_id::TopicId;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
@@ -67,9 +68,17 @@ fn brokers(cluster: &ClusterMetadata) -> Vec<MetadataResponseBroker> {
         .collect()
 }
 
+/// A topic a Metadata request asks for: by name, or (v10+, its name null) by id.
+enum Asked {
+    Name(String),
+    Id(TopicId),
+}
+
+/// A topic's answer; its id is only encoded from v10 on.
 fn topic(t: &TopicInfo) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
+        .with_topic_id(t.id.into())
         .with_is_internal(t.name == crate::offsets_topic::OFFSETS_TOPIC)
         .with_partitions(t.partitions.iter().map(partition).collect())
 }
@@ -78,6 +87,21 @@ fn error_topic(name: &str, error: &BackendError) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(name)))
         .with_error_code(error.code())
+}
+
+/// The answer for a topic asked by id that could not be described: the id, no name.
+fn error_topic_id(id: TopicId, error: &BackendError) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(None)
+        .with_topic_id(id.into())
+        .with_error_code(error.code())
+}
+
+fn asked_error(asked: &Asked, error: &BackendError) -> MetadataResponseTopic {
+    match asked {
+        Asked::Name(name) => error_topic(name, error),
+        Asked::Id(id) => error_topic_id(*id, error),
+    }
 }
 
 /// Creates the `missing` topics the request may create (Kafka's automatic topic creation,
@@ -98,7 +122,7 @@ async fn auto_create<B: Backend>(
             assignment: Vec::new(),
         };
         match backend.create_topic(topic).await {
-            Ok(()) | Err(BackendError::TopicAlreadyExists) => {}
+            Ok(_) | Err(BackendError::TopicAlreadyExists) => {}
             Err(e) => {
                 failed.insert(name.clone(), e);
             }
@@ -110,16 +134,31 @@ async fn auto_create<B: Backend>(
 /// Describes the requested topics (all when the request names none). An unknown topic with a
 /// legal name is created when the request allows it (always before v4) and the broker's
 /// `auto.create.topics.enable` is on; otherwise it is answered UNKNOWN_TOPIC_OR_PARTITION. An
-/// illegal name is answered INVALID_TOPIC_EXCEPTION, which producers do not retry.
+/// illegal name is answered INVALID_TOPIC_EXCEPTION, which producers do not retry. A topic
+/// asked by id (v10+, name null) is described if some topic the caller may describe has that
+/// id, else answered UNKNOWN_TOPIC_ID (revealing nothing of a topic it may not describe); no
+/// topic is created for an id.
 pub async fn metadata<B: Backend>(
     backend: &B,
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
-    let wanted: Option<Vec<String>> = request.topics.map(|topics| {
+    let asked: Option<Vec<Asked>> = request.topics.map(|topics| {
         topics
             .into_iter()
-            .filter_map(|t| t.name.map(|n| n.0.as_str().to_owned()))
+            .map(|t| match t.name {
+                Some(name) => Asked::Name(name.0.as_str().to_owned()),
+                None => Asked::Id(t.topic_id.into()),
+            })
+            .collect()
+    });
+    let wanted: Option<Vec<String>> = asked.as_ref().map(|asked| {
+        asked
+            .iter()
+            .filter_map(|a| match a {
+                Asked::Name(name) => Some(name.clone()),
+                Asked::Id(_) => None,
+            })
             .collect()
     });
     let may_create = (version < ALLOW_AUTO_CREATE_FIELD || request.allow_auto_topic_creation)
@@ -127,9 +166,9 @@ pub async fn metadata<B: Backend>(
     let mut cluster = match backend.metadata().await {
         Ok(cluster) => cluster,
         Err(e) => {
-            let topics = wanted.unwrap_or_default();
+            let topics = asked.unwrap_or_default();
             return MetadataResponse::default()
-                .with_topics(topics.iter().map(|n| error_topic(n, &e)).collect());
+                .with_topics(topics.iter().map(|a| asked_error(a, &e)).collect());
         }
     };
     // A named topic the caller may not describe is refused, whether it exists or not (and so
@@ -161,19 +200,25 @@ pub async fn metadata<B: Backend>(
             }
         }
     }
-    let topics = match wanted {
+    let topics = match asked {
         // Version 0 uses an empty list (newer versions null) for "all topics".
-        Some(names) if !names.is_empty() => names
+        Some(asked) if !asked.is_empty() => asked
             .iter()
-            .map(|n| match cluster.topics.iter().find(|t| &t.name == n) {
-                Some(t) if !failed.contains_key(n) => topic(t),
-                _ => {
-                    let e = failed
-                        .remove(n)
-                        .or_else(|| crate::names::check_topic(n).err())
-                        .unwrap_or(BackendError::UnknownTopicOrPartition);
-                    error_topic(n, &e)
-                }
+            .map(|a| match a {
+                Asked::Name(n) => match cluster.topics.iter().find(|t| &t.name == n) {
+                    Some(t) if !failed.contains_key(n) => topic(t),
+                    _ => {
+                        let e = failed
+                            .remove(n)
+                            .or_else(|| crate::names::check_topic(n).err())
+                            .unwrap_or(BackendError::UnknownTopicOrPartition);
+                        error_topic(n, &e)
+                    }
+                },
+                Asked::Id(id) => match topic_ids::find(&cluster, *id) {
+                    Some(t) => topic(t),
+                    None => error_topic_id(*id, &BackendError::UnknownTopicId),
+                },
             })
             .collect(),
         _ => cluster.topics.iter().map(topic).collect(),

@@ -20,6 +20,7 @@ mod metadata;
 mod produce;
 mod sasl;
 mod security;
+mod topic_ids;
 
 use crate::backend::Backend;
 use crate::error::KafkaError;
@@ -286,7 +287,11 @@ async fn serve<B: Backend>(
         }
         ApiKey::Fetch => {
             let request = decode(body, version)?;
-            encode(cid, version, &fetch::fetch(&**backend, request).await)?
+            encode(
+                cid,
+                version,
+                &fetch::fetch(&**backend, request, version).await,
+            )?
         }
         ApiKey::ListOffsets => {
             let request = decode(body, version)?;

@@ -26,7 +26,7 @@ use isr_kafka::configs::{self, BrokerConfigs, ConfigOp, ConfigResource};
 use isr_kafka::{
     Appended, Backend, BackendError, BrokerInfo, BrokerSettings, ClusterMetadata, CommittedOffset,
     FetchedData, GroupCoordinator, GroupOffset, ListedOffset, NewTopic, OffsetSpec, PartitionInfo,
-    StoredGroup, TopicInfo,
+    StoredGroup, TopicId, TopicInfo,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -48,6 +48,8 @@ struct Partition {
 #[derive(Default)]
 struct State {
     topics: BTreeMap<String, Vec<Partition>>,
+    /// Each topic's id, drawn when it is created, as the controller draws it.
+    ids: BTreeMap<String, TopicId>,
     topic_configs: BTreeMap<String, BTreeMap<String, String>>,
     broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     offsets: HashMap<(String, String, u32), CommittedOffset>,
@@ -99,13 +101,16 @@ impl MemoryBackend {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Creates a topic directly, as a test's setup.
-    pub fn add_topic(&self, name: &str, partitions: u32) {
+    /// Creates a topic directly, as a test's setup; its new id.
+    pub fn add_topic(&self, name: &str, partitions: u32) -> TopicId {
+        let id = TopicId::random().expect("randomness");
         let mut state = self.state();
         state.topics.insert(
             name.to_owned(),
             (0..partitions).map(|_| Partition::default()).collect(),
         );
+        state.ids.insert(name.to_owned(), id);
+        id
     }
 
     /// The next produce calls fail with these errors, in order.
@@ -163,6 +168,7 @@ impl Backend for MemoryBackend {
                 .iter()
                 .map(|(name, parts)| TopicInfo {
                     name: name.clone(),
+                    id: state.ids.get(name).copied().unwrap_or_default(),
                     partitions: (0..parts.len() as u32)
                         .map(|partition| PartitionInfo {
                             partition,
@@ -180,7 +186,7 @@ impl Backend for MemoryBackend {
         })
     }
 
-    async fn create_topic(&self, topic: NewTopic) -> Result<(), BackendError> {
+    async fn create_topic(&self, topic: NewTopic) -> Result<TopicId, BackendError> {
         if topic.replication_factor > 1 {
             return Err(BackendError::InvalidReplicationFactor(format!(
                 "{} replicas asked, 1 broker available",
@@ -190,9 +196,9 @@ impl Backend for MemoryBackend {
         if self.state().topics.contains_key(&topic.name) {
             return Err(BackendError::TopicAlreadyExists);
         }
-        self.add_topic(&topic.name, topic.partitions);
+        let id = self.add_topic(&topic.name, topic.partitions);
         self.state().topic_configs.insert(topic.name, topic.configs);
-        Ok(())
+        Ok(id)
     }
 
     async fn delete_topic(&self, name: &str) -> Result<(), BackendError> {
@@ -202,6 +208,7 @@ impl Backend for MemoryBackend {
             .remove(name)
             .ok_or(BackendError::UnknownTopicOrPartition)?;
         state.topic_configs.remove(name);
+        state.ids.remove(name);
         state.offsets.retain(|(_, t, _), _| t != name);
         Ok(())
     }

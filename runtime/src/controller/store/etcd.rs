@@ -9,7 +9,7 @@
 //! - `epoch`: the controller epoch, bumped by each new leader in a transaction that checks it
 //!   still leads;
 //! - `meta/...`: the controller's metadata, one key per entity ([`entity_key`]): a partition,
-//!   a broker, a topic, a config, an address, the users and ACLs. Each
+//!   a broker, a topic, a topic's id, a config, an address, the users and ACLs. Each
 //!   value is the entity's latest [`Record`] in postcard; a removed entity has no key.
 //!
 //! A change writes only the keys of what it changed, so its cost is that of the change and no
@@ -479,7 +479,8 @@ impl Keys {
 }
 
 /// The key, under the cluster's prefix, of the entity a record sets: one per partition,
-/// broker, topic, config, address; one for the users and ACLs.
+/// broker, topic, topic id, config, address; one for the users and ACLs. A topic's id has a key
+/// of its own, so that a cluster written before ids reads as it was (its topics without ids).
 pub fn entity_key(record: &Record) -> String {
     match record {
         Record::Core(MetadataRecord::ControllerEpoch(_)) => "meta/controller-epoch".into(),
@@ -489,6 +490,7 @@ pub fn entity_key(record: &Record) -> String {
         }
         Record::Topic { name, .. } => format!("meta/topic/{name}"),
         Record::TopicConfigs { name, .. } => format!("meta/topic-configs/{name}"),
+        Record::TopicId { name, .. } => format!("meta/topic-id/{name}"),
         Record::BrokerConfigs { name, .. } => format!("meta/broker-configs/{name}"),
         Record::Address { broker, .. } => format!("meta/address/{}", broker.0),
         Record::NextPartition(_) => "meta/next-partition".into(),
@@ -563,11 +565,9 @@ mod tests {
         }
     }
 
-    /// KAFKA-6082 against a real etcd: once a controller's lease is gone (revoked here, as it
-    /// expires during a pause), a standby wins the next epoch from its state, and every write
-    /// of the deposed controller is refused, a mere confirmation of the role included.
-    #[tokio::test]
-    async fn a_controller_that_lost_the_role_cannot_write() {
+    /// A real etcd in `dir`: its endpoint, and the process to keep while it serves. `None`
+    /// (the test is skipped) where etcd is not installed, which CI does not allow.
+    async fn etcd(dir: &std::path::Path) -> Option<(String, Vec<crate::cluster::Running>)> {
         let installed = std::process::Command::new("etcd")
             .arg("--version")
             .output()
@@ -578,13 +578,24 @@ mod tests {
                 "etcd is not installed: runtime/tests/etcd/install.sh installs it"
             );
             eprintln!("SKIPPED: etcd is not installed");
-            return;
+            return None;
         }
-        let dir = tempfile::tempdir().expect("tempdir");
         let mut running = Vec::new();
-        let endpoint = crate::cluster::etcd::start(dir.path(), None, &mut running)
+        let endpoint = crate::cluster::etcd::start(dir, None, &mut running)
             .await
             .expect("etcd");
+        Some((endpoint, running))
+    }
+
+    /// KAFKA-6082 against a real etcd: once a controller's lease is gone (revoked here, as it
+    /// expires during a pause), a standby wins the next epoch from its state, and every write
+    /// of the deposed controller is refused, a mere confirmation of the role included.
+    #[tokio::test]
+    async fn a_controller_that_lost_the_role_cannot_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some((endpoint, _running)) = etcd(dir.path()).await else {
+            return;
+        };
         let endpoints = [endpoint];
         let mut a = EtcdStore::open(&endpoints, "t", candidate(1))
             .await
@@ -629,5 +640,70 @@ mod tests {
             Record::NextPartition(2),
             "the zombie's write did not land"
         );
+    }
+
+    /// A topic's id has a key of its own: a controller that takes over finds each topic with
+    /// the id it was given, and the key goes with its topic.
+    #[tokio::test]
+    async fn topic_ids_are_kept_in_etcd_and_go_with_their_topics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let Some((endpoint, _running)) = etcd(dir.path()).await else {
+            return;
+        };
+        let endpoints = [endpoint];
+        let mut a = EtcdStore::open(&endpoints, "t", candidate(1))
+            .await
+            .expect("a");
+        a.campaign().await.expect("a wins");
+        let (cfg, mut metadata) = crate::controller::metadata::tests::three_brokers();
+        a.commit(&metadata.records()).await.expect("brokers");
+        let spec = |name: &str| crate::wire::admin::TopicSpec {
+            name: name.into(),
+            partitions: 1,
+            replication_factor: 1,
+            configs: Default::default(),
+            assignment: Vec::new(),
+        };
+        for name in ["kept", "gone"] {
+            metadata.begin();
+            let effects = metadata.create_topic(&cfg, &spec(name)).expect("create");
+            let change = metadata.finish(effects);
+            a.commit(&change.records).await.expect("commit");
+        }
+        metadata.begin();
+        metadata.delete_topic("gone").expect("delete");
+        let change = metadata.finish(Vec::new());
+        a.commit(&change.records).await.expect("commit");
+        a.resign().await;
+
+        let mut b = EtcdStore::open(&endpoints, "t", candidate(2))
+            .await
+            .expect("b");
+        let taken = b
+            .campaign()
+            .await
+            .expect("b wins")
+            .metadata
+            .expect("metadata");
+        assert_eq!(taken.topic_ids, metadata.topic_ids);
+        let names: Vec<&String> = taken.topic_ids.iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["kept"]);
+        let mut raw = Client::connect(&endpoints, None).await.expect("client");
+        let key = |name: &str| format!("t/meta/topic-id/{name}");
+        let stored = raw.get(key("kept"), None).await.expect("get");
+        let stored: Record = postcard::from_bytes(stored.kvs()[0].value()).expect("decode");
+        assert_eq!(
+            stored,
+            Record::TopicId {
+                name: "kept".into(),
+                id: metadata.topic_ids.get("kept"),
+            }
+        );
+        assert!(raw
+            .get(key("gone"), None)
+            .await
+            .expect("get")
+            .kvs()
+            .is_empty());
     }
 }

@@ -271,6 +271,50 @@ mod tests {
         }
     }
 
+    /// A topic's id is made durable with the topic: a restart finds each topic with the id it
+    /// was given, and none for a topic deleted since.
+    #[test]
+    fn topic_ids_survive_a_restart_and_go_with_their_topics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = won(dir.path());
+        let (cfg, mut metadata) = crate::controller::metadata::tests::three_brokers();
+        store
+            .commit(&metadata.records(), &metadata)
+            .expect("brokers");
+        let spec = |name: &str| crate::wire::admin::TopicSpec {
+            name: name.into(),
+            partitions: 1,
+            replication_factor: 1,
+            configs: Default::default(),
+            assignment: Vec::new(),
+        };
+        for name in ["a", "b", "c"] {
+            metadata.begin();
+            let effects = metadata.create_topic(&cfg, &spec(name)).expect("create");
+            let change = metadata.finish(effects);
+            store.commit(&change.records, &metadata).expect("commit");
+        }
+        metadata.begin();
+        metadata.delete_topic("b").expect("delete");
+        let change = metadata.finish(Vec::new());
+        store.commit(&change.records, &metadata).expect("commit");
+        drop(store);
+
+        let mut again = FileStore::open(dir.path(), me(1)).expect("open");
+        let restarted = again.campaign().expect("won").metadata.expect("metadata");
+        assert_eq!(restarted.topic_ids, metadata.topic_ids);
+        assert_eq!(
+            restarted
+                .topic_ids
+                .iter()
+                .map(|(n, _)| n)
+                .collect::<Vec<_>>(),
+            ["a", "c"],
+            "b's id went with it"
+        );
+        assert_ne!(restarted.topic_ids.get("a"), restarted.topic_ids.get("c"));
+    }
+
     /// A snapshot is durable but the log still holds the batches it took (the controller
     /// stopped before dropping them, or while changes went on during the writing): a restart
     /// replays the whole log onto the snapshot and finds the metadata as it was.

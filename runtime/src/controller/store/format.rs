@@ -10,8 +10,13 @@ use crate::controller::metadata::Metadata;
 /// The format this isr writes and reads: 2 added topic and broker configs and commit metadata;
 /// 3 brokers' Kafka listeners, and users' SCRAM credentials and ACLs; 4 moved consumer groups'
 /// committed offsets out of the core controller's state, next to their metadata strings; 5 keeps
-/// no committed offsets (they are records in `__consumer_offsets`, which brokers replicate).
-pub const FORMAT: u16 = 5;
+/// no committed offsets (they are records in `__consumer_offsets`, which brokers replicate); 6
+/// adds topics' ids, after everything else.
+pub const FORMAT: u16 = 6;
+/// The oldest format still read: 5 is 6 without topics' ids, which are the metadata's last
+/// field, a map; so a format-5 body followed by one zero byte (postcard's empty map) is the
+/// format-6 encoding of the same metadata with no topic ids.
+const WITHOUT_TOPIC_IDS: u16 = 5;
 const MAGIC: &[u8; 4] = b"ISRM";
 
 pub fn encode(metadata: &Metadata) -> Vec<u8> {
@@ -47,9 +52,15 @@ pub fn decode(bytes: &[u8], place: &str) -> Result<Metadata, StoreError> {
             supported: FORMAT,
         });
     }
-    if version < FORMAT {
-        return Err(corrupt(format!("format {version} is no longer read")));
-    }
+    let upgraded;
+    let body = match version {
+        FORMAT => body,
+        WITHOUT_TOPIC_IDS => {
+            upgraded = [body, &[0]].concat();
+            &upgraded[..]
+        }
+        _ => return Err(corrupt(format!("format {version} is no longer read"))),
+    };
     match postcard::take_from_bytes(body) {
         Ok((metadata, [])) => Ok(metadata),
         Ok((_, extra)) => Err(corrupt(format!("{} bytes after the metadata", extra.len()))),
@@ -88,5 +99,39 @@ mod tests {
             decode(&trailing, "x"),
             Err(StoreError::Corrupt { .. })
         ));
+        let mut older = bytes.clone();
+        older[4..6].copy_from_slice(&(WITHOUT_TOPIC_IDS - 1).to_be_bytes());
+        assert!(matches!(
+            decode(&older, "x"),
+            Err(StoreError::Corrupt { .. })
+        ));
+    }
+
+    /// A snapshot written before topic ids (format 5: the same layout without the last map)
+    /// reads as the same metadata with no ids; one written with ids keeps them.
+    #[test]
+    fn a_snapshot_from_before_topic_ids_reads_without_ids() {
+        let mut metadata = Metadata::default();
+        metadata
+            .topics
+            .insert("old".into(), vec![isr::PartitionId(0)]);
+        metadata.next_partition = 1;
+        let six = encode(&metadata);
+        assert_eq!(six.last(), Some(&0), "an empty map of ids ends the body");
+        let mut five = six[..six.len() - 1].to_vec();
+        five[4..6].copy_from_slice(&WITHOUT_TOPIC_IDS.to_be_bytes());
+        let read = decode(&five, "x").expect("format 5 reads");
+        assert_eq!(read, metadata);
+        assert!(read.topic_ids.is_empty());
+
+        let id = isr_kafka::TopicId::random().expect("id");
+        metadata.topic_ids.set("old".into(), Some(id));
+        assert_eq!(
+            decode(&encode(&metadata), "x")
+                .expect("6")
+                .topic_ids
+                .get("old"),
+            Some(id)
+        );
     }
 }
