@@ -244,12 +244,18 @@ impl DiskLog {
         })
     }
 
+    /// The partition's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Puts a finished cleaning in place: each cleaned segment replaces its segment, unless
     /// that changed since the job was made (truncated, deleted, its log start moved), in which
     /// case its cleaned copy is dropped. Offsets, epochs and the log's end stay as they were.
-    /// The renames are not made durable here (no directory fsync on the replica thread): a
-    /// crash that loses one leaves the segment as it was before the cleaning, as valid as the
-    /// cleaned one, and the cleaned copy, durable already, is removed at the next open.
+    /// The renames are not made durable here (no directory fsync on the replica thread; the
+    /// cleaner thread syncs the directory next): a crash that loses one leaves the segment as
+    /// it was before the cleaning, as valid as the cleaned one, and the cleaned copy, durable
+    /// already, is removed at the next open.
     pub fn install(&mut self, cleaned: Cleaned) {
         if self.failure.is_some() {
             cleaner::discard(&cleaned.segments);

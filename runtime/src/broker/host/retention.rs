@@ -19,19 +19,40 @@ use tracing::{info, warn};
 /// The cleaner thread: cleans one log at a time, off the replica thread, so that compaction
 /// never blocks produce or fetch; each result comes back as a [`Command::Cleaned`].
 pub struct Cleaner {
-    jobs: std::sync::mpsc::Sender<(PartitionId, Job)>,
+    jobs: std::sync::mpsc::Sender<Task>,
     /// Partitions with a cleaning under way: one at a time each.
     busy: BTreeSet<PartitionId>,
+}
+
+/// What the cleaner thread does.
+enum Task {
+    /// Clean a log.
+    Clean(PartitionId, Job),
+    /// Make a partition directory's entries durable after a cleaning was installed in it: its
+    /// renames dirtied the directory, and on ext4 without a journal the next fsync of a file
+    /// created in it (the replica thread's, at the next segment roll) would otherwise write
+    /// the directory out first, in the replica thread's time.
+    SyncDir(std::path::PathBuf),
 }
 
 impl Cleaner {
     /// Starts the thread; it ends when the cleaner is dropped (the replica thread's end).
     pub fn start(results: mpsc::UnboundedSender<Command>) -> std::io::Result<Cleaner> {
-        let (jobs, queue) = std::sync::mpsc::channel::<(PartitionId, Job)>();
+        let (jobs, queue) = std::sync::mpsc::channel::<Task>();
         std::thread::Builder::new()
             .name("cleaner".into())
             .spawn(move || {
-                for (partition, job) in queue {
+                background_priority();
+                for task in queue {
+                    let (partition, job) = match task {
+                        Task::Clean(partition, job) => (partition, job),
+                        Task::SyncDir(dir) => {
+                            if let Err(e) = crate::storage::sync_dir(&dir) {
+                                warn!(dir = %dir.display(), error = %e, "cannot sync a cleaned log's directory");
+                            }
+                            continue;
+                        }
+                    };
                     let result = cleaner::clean(&job).map_err(|e| e.to_string());
                     if let Err(mpsc::error::SendError(Command::Cleaned {
                         result: Ok(cleaned),
@@ -47,6 +68,19 @@ impl Cleaner {
             jobs,
             busy: BTreeSet::new(),
         })
+    }
+}
+
+/// Lowers the calling thread to the lowest CPU priority (nice 19): the cleaner's parsing and
+/// hashing of whole segments then takes only CPU the replica and network threads leave, so
+/// that it does not add to their latency when the cores are busy. Best effort: a thread that
+/// may not lower itself keeps its priority.
+fn background_priority() {
+    // SAFETY: gettid and setpriority take no pointers; PRIO_PROCESS with a thread id sets the
+    // nice value of that thread alone on Linux.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
     }
 }
 
@@ -89,7 +123,7 @@ impl Host {
             policy.delete_retention_ms,
         );
         if let Some(job) = job {
-            if cleaner.jobs.send((partition, job)).is_ok() {
+            if cleaner.jobs.send(Task::Clean(partition, job)).is_ok() {
                 cleaner.busy.insert(partition);
             }
         }
@@ -114,8 +148,33 @@ impl Host {
         };
         let (records, bytes, end) = (cleaned.removed_records, cleaned.saved_bytes, cleaned.end);
         h.replica.log_mut().install(cleaned);
+        if let Some(cleaner) = self.cleaner.as_ref() {
+            let _ = cleaner
+                .jobs
+                .send(Task::SyncDir(h.replica.log().dir().to_path_buf()));
+        }
         info!(%partition, removed_records = records, saved_bytes = bytes, cleaned_below = %end,
             "log cleaned");
         self.check(partition);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The cleaner's thread runs at the lowest priority, and only that thread.
+    #[test]
+    fn background_priority_lowers_the_calling_thread_alone() {
+        // SAFETY: getpriority takes no pointers; errno is not consulted (19 and 0 are plain).
+        let nice =
+            || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let before = nice();
+        let lowered = std::thread::spawn(move || {
+            super::background_priority();
+            nice()
+        })
+        .join()
+        .expect("thread");
+        assert_eq!(lowered, 19);
+        assert_eq!(nice(), before, "the calling thread alone");
     }
 }
