@@ -149,6 +149,11 @@ pub struct TopicDefaults {
     #[arg(long, default_value_t = 300_000, value_name = "MS",
         value_parser = clap::value_parser!(u64).range(1..))]
     pub log_retention_check_interval_ms: u64,
+    /// log.cleaner.backoff.ms: how often the broker looks for compacted logs with enough to
+    /// clean (Kafka's 15 s), at most as long as the retention check interval.
+    #[arg(long, default_value_t = 15_000, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub log_cleaner_backoff_ms: u64,
 }
 
 impl TopicDefaults {
@@ -174,6 +179,7 @@ impl TopicDefaults {
                 "--log-retention-check-interval-ms={}",
                 self.log_retention_check_interval_ms
             ),
+            format!("--log-cleaner-backoff-ms={}", self.log_cleaner_backoff_ms),
         ]
     }
 
@@ -339,6 +345,7 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         commands.clone(),
         args.topics.settings(&cfg),
         Duration::from_millis(args.topics.log_retention_check_interval_ms),
+        Duration::from_millis(args.topics.log_cleaner_backoff_ms),
     ));
 
     tokio::select! {
@@ -405,20 +412,29 @@ fn take_marker(dir: &Path) -> io::Result<bool> {
     }
 }
 
-/// The retention pass, every `interval`: each topic's policy, from its configs in the metadata
-/// the controller pushed, goes to the replica thread. The offsets topic is compacted and never
-/// deleted by time, as Kafka's is: deleting its oldest records would lose groups' commits.
+/// The retention pass: each topic's policy, from its configs in the metadata the controller
+/// pushed, goes to the replica thread — every `cleaner_backoff` for compaction (and segment
+/// rolling), and with deletion by time and size every `retention_interval`, as Kafka's cleaner
+/// and retention checks run on their own schedules (15 s and 5 min by default). The offsets
+/// topic is compacted and never deleted by time, as Kafka's is: deleting its oldest records
+/// would lose groups' commits.
 async fn retention_checks(
     net: Arc<Net>,
     commands: mpsc::UnboundedSender<Command>,
     settings: isr_kafka::BrokerSettings,
-    interval: Duration,
+    retention_interval: Duration,
+    cleaner_backoff: Duration,
 ) {
-    let mut ticks = tokio::time::interval(interval);
+    let mut ticks = tokio::time::interval(cleaner_backoff.min(retention_interval));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticks.tick().await;
+    let mut last_deletion = tokio::time::Instant::now();
     loop {
         ticks.tick().await;
+        let deleting = last_deletion.elapsed() >= retention_interval;
+        if deleting {
+            last_deletion = tokio::time::Instant::now();
+        }
         let Ok(view) = net.cluster_view().await else {
             continue;
         };
@@ -435,11 +451,12 @@ async fn retention_checks(
                 let overrides = view.topic_configs.get(name).unwrap_or(&empty);
                 // The offsets topic is compacted and never deleted by time, whatever configs
                 // it was created with (a cluster from before compaction created it without).
-                let policy = if name == isr_kafka::offsets_topic::OFFSETS_TOPIC {
+                let mut policy = if name == isr_kafka::offsets_topic::OFFSETS_TOPIC {
                     isr_kafka::configs::offsets_topic_retention(settings.segment_bytes)
                 } else {
                     isr_kafka::configs::log_retention(overrides, &broker)
                 };
+                policy.delete &= deleting;
                 ids.iter().map(move |&id| (id, policy))
             })
             .collect();
