@@ -557,3 +557,52 @@ async fn a_refused_connection_closes_after_its_client_or_a_second_later() {
         started.elapsed()
     );
 }
+
+/// Authorized operations (KIP-430): asked for, Metadata, DescribeCluster and DescribeGroups
+/// answer the caller's operations on each resource as Kafka's bitfield — all of Kafka's for
+/// the super user, what the ACLs allow for another; not asked for, nothing (INT32_MIN).
+#[tokio::test]
+async fn authorized_operations_are_what_the_acls_allow_the_caller() {
+    let server = secured().await;
+    server.backend.add_acls(vec![allow(
+        "User:alice",
+        Operation::Read,
+        ResourceType::Topic,
+        "orders",
+    )]);
+    let addr = server.bootstrap();
+    let mut alice = Connection::open_with(&addr, &login("alice", "alice-secret"))
+        .await
+        .expect("alice");
+    let mut admin = Connection::open_with(&addr, &login("admin", "admin-secret"))
+        .await
+        .expect("admin");
+    let asked = |include: bool| {
+        MetadataRequest::default()
+            .with_topics(Some(vec![
+                MetadataRequestTopic::default().with_name(Some(topic("orders")))
+            ]))
+            .with_include_cluster_authorized_operations(include)
+            .with_include_topic_authorized_operations(include)
+    };
+    let answer = admin.exchange(&asked(true), 10).await.expect("metadata");
+    assert_eq!(answer.topics[0].topic_authorized_operations, 0xDF8);
+    assert_eq!(answer.cluster_authorized_operations, 0x1FA0);
+    let answer = admin.exchange(&asked(false), 10).await.expect("metadata");
+    assert_eq!(answer.topics[0].topic_authorized_operations, i32::MIN);
+    assert_eq!(answer.cluster_authorized_operations, i32::MIN);
+
+    // Read implies Describe; nothing on the cluster.
+    let answer = alice.exchange(&asked(true), 10).await.expect("metadata");
+    let (read, describe) = (1 << Operation::Read.code(), 1 << Operation::Describe.code());
+    assert_eq!(
+        answer.topics[0].topic_authorized_operations,
+        read | describe
+    );
+    assert_eq!(answer.cluster_authorized_operations, 0);
+
+    let cluster =
+        DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    let described = admin.exchange(&cluster, 0).await.expect("describe cluster");
+    assert_eq!(described.cluster_authorized_operations, 0x1FA0);
+}

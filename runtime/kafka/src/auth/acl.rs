@@ -91,6 +91,7 @@ kafka_enum!(
         Delete = 6, "Delete";
         Alter = 7, "Alter";
         Describe = 8, "Describe";
+        ClusterAction = 9, "ClusterAction";
         DescribeConfigs = 10, "DescribeConfigs";
         AlterConfigs = 11, "AlterConfigs";
         IdempotentWrite = 12, "IdempotentWrite";
@@ -256,6 +257,7 @@ fn allowing(op: Operation) -> &'static [Operation] {
         Alter => &[Alter, All],
         AlterConfigs => &[AlterConfigs, All],
         IdempotentWrite => &[IdempotentWrite, All],
+        ClusterAction => &[ClusterAction, All],
         All => &[All],
     }
 }

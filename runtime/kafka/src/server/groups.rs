@@ -6,6 +6,7 @@
 //! broker: in the group's partition of `__consumer_offsets`, which the coordinator leads), and
 //! answers OffsetFetch on the coordinator only.
 
+use super::authorized;
 use super::membership::{coordinating, is_coordinator};
 use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, CommittedOffset, GroupOffset};
@@ -317,7 +318,15 @@ pub async fn describe_groups<B: Backend>(
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for g in &request.groups {
-        groups.push(describe_one(backend, g.0.as_str()).await);
+        let described = describe_one(backend, g.0.as_str()).await;
+        let described = match (request.include_authorized_operations, described.error_code) {
+            (true, 0) => {
+                let ops = authorized::operations(backend, ResourceType::Group, g.0.as_str());
+                described.with_authorized_operations(ops)
+            }
+            _ => described,
+        };
+        groups.push(described);
     }
     DescribeGroupsResponse::default().with_groups(groups)
 }

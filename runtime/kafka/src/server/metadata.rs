@@ -2,8 +2,8 @@
 //! and the controller are. Metadata also creates topics on demand, as Kafka does when
 //! `auto.create.topics.enable` is on.
 
-use super::{codes, topic_ids};
-use crate::auth::acl::{Operation, ResourceType};
+use super::{authorized, codes, topic_ids};
+use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, ClusterMetadata, NewTopic, PartitionInfo, TopicInfo};
 use crate::topic_id::TopicId;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -200,7 +200,7 @@ pub async fn metadata<B: Backend>(
             }
         }
     }
-    let topics = match asked {
+    let topics: Vec<MetadataResponseTopic> = match asked {
         // Version 0 uses an empty list (newer versions null) for "all topics".
         Some(asked) if !asked.is_empty() => asked
             .iter()
@@ -223,11 +223,31 @@ pub async fn metadata<B: Backend>(
             .collect(),
         _ => cluster.topics.iter().map(topic).collect(),
     };
+    let topics = if request.include_topic_authorized_operations {
+        topics
+            .into_iter()
+            .map(|t| match (&t.name, t.error_code) {
+                (Some(name), 0) => {
+                    let ops = authorized::operations(backend, ResourceType::Topic, name.0.as_str());
+                    t.with_topic_authorized_operations(ops)
+                }
+                _ => t,
+            })
+            .collect()
+    } else {
+        topics
+    };
+    let cluster_ops = if request.include_cluster_authorized_operations {
+        authorized::operations(backend, ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        authorized::NOT_ASKED
+    };
     MetadataResponse::default()
         .with_brokers(brokers(&cluster))
         .with_cluster_id(Some(StrBytes::from_static_str(CLUSTER_ID)))
         .with_controller_id(cluster.controller.map_or(BrokerId(-1), broker_id))
         .with_topics(topics)
+        .with_cluster_authorized_operations(cluster_ops)
 }
 
 /// DescribeCluster: the live brokers and the one admin requests should go to (the same
@@ -247,6 +267,12 @@ pub async fn describe_cluster<B: Backend>(
                 "isr brokers describe broker endpoints (1); the controller is not a Kafka endpoint",
             )));
     }
+    let answer = if request.include_cluster_authorized_operations {
+        let ops = authorized::operations(backend, ResourceType::Cluster, CLUSTER_NAME);
+        answer.with_cluster_authorized_operations(ops)
+    } else {
+        answer
+    };
     match backend.metadata().await {
         Ok(cluster) => answer
             .with_controller_id(cluster.controller.map_or(BrokerId(-1), broker_id))

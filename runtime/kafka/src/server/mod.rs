@@ -10,6 +10,7 @@
 
 mod access;
 mod admin;
+mod authorized;
 mod codec;
 mod codes;
 mod configs;
