@@ -56,6 +56,14 @@ fn allow(principal: &str, op: Operation, kind: ResourceType, name: &str) -> Acl 
     }
 }
 
+/// A connection logged in as `user` of [`secured`] (password `<user>-secret`).
+async fn as_user(server: &TestServer, user: &str) -> Connection {
+    let login = login(user, &format!("{user}-secret"));
+    Connection::open_with(&server.bootstrap(), &login)
+        .await
+        .expect(user)
+}
+
 fn topic(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.to_owned()))
 }
@@ -214,13 +222,8 @@ async fn acls_allow_what_they_name_deny_wins_and_metadata_hides_the_rest() {
         allow("User:alice", Operation::Read, ResourceType::Topic, "orders"),
         allow("User:alice", Operation::Read, ResourceType::Group, "g"),
     ]);
-    let addr = server.bootstrap();
-    let mut alice = Connection::open_with(&addr, &login("alice", "alice-secret"))
-        .await
-        .expect("alice");
-    let mut admin = Connection::open_with(&addr, &login("admin", "admin-secret"))
-        .await
-        .expect("admin");
+    let mut alice = as_user(&server, "alice").await;
+    let mut admin = as_user(&server, "admin").await;
 
     assert_eq!(metadata(&mut alice, None).await, [("orders".into(), 0)]);
     assert_eq!(
@@ -570,13 +573,8 @@ async fn authorized_operations_are_what_the_acls_allow_the_caller() {
         ResourceType::Topic,
         "orders",
     )]);
-    let addr = server.bootstrap();
-    let mut alice = Connection::open_with(&addr, &login("alice", "alice-secret"))
-        .await
-        .expect("alice");
-    let mut admin = Connection::open_with(&addr, &login("admin", "admin-secret"))
-        .await
-        .expect("admin");
+    let mut alice = as_user(&server, "alice").await;
+    let mut admin = as_user(&server, "admin").await;
     let asked = |include: bool| {
         MetadataRequest::default()
             .with_topics(Some(vec![

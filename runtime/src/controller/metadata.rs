@@ -365,7 +365,7 @@ pub(super) mod tests {
         (cfg, meta)
     }
 
-    fn spec(name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicSpec {
+    pub(crate) fn spec(name: &str, partitions: u32, configs: &[(&str, &str)]) -> TopicSpec {
         TopicSpec {
             name: name.into(),
             partitions,

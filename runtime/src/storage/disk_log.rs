@@ -811,6 +811,28 @@ mod tests {
             .collect()
     }
 
+    /// What a cleaning below `cleaned_below` leaves of `records` (offset, key, value): each
+    /// key's latest record below that point (tombstones dropped too with `drop_tombstones`),
+    /// and everything above it.
+    fn cleaned_to(
+        records: &[(i64, String, Option<String>)],
+        cleaned_below: i64,
+        drop_tombstones: bool,
+    ) -> Vec<(i64, String, Option<String>)> {
+        let latest = |offset: i64, key: &str| {
+            !records
+                .iter()
+                .any(|(o, k, _)| *o > offset && *o < cleaned_below && k == key)
+        };
+        records
+            .iter()
+            .filter(|(o, k, v)| {
+                *o >= cleaned_below || (latest(*o, k) && (v.is_some() || !drop_tombstones))
+            })
+            .cloned()
+            .collect()
+    }
+
     #[test]
     fn cleaning_keeps_each_keys_latest_record_every_offset_and_every_epochs_start() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -863,16 +885,7 @@ mod tests {
 
         // Below the cleaned point, each key's latest record there stays (the tombstone too old
         // to keep goes); above it, everything stays. No offset moves.
-        let latest = |offset: i64, key: &str| {
-            !before
-                .iter()
-                .any(|(o, k, _)| *o > offset && *o < cleaned_below && k == key)
-        };
-        let expected: Vec<_> = before
-            .iter()
-            .filter(|(o, k, v)| *o >= cleaned_below || (latest(*o, k) && v.is_some()))
-            .cloned()
-            .collect();
+        let expected = cleaned_to(&before, cleaned_below, true);
         assert!(expected.len() < before.len());
         assert_eq!(contents(&log), expected);
         assert_eq!(log.log_end_offset(), end);
@@ -939,16 +952,7 @@ mod tests {
         assert!(cleaned.removed_records >= 3);
         log.install(cleaned);
 
-        let latest = |offset: i64, key: &str| {
-            !before
-                .iter()
-                .any(|(o, k, _)| *o > offset && *o < cleaned_below && k == key)
-        };
-        let expected: Vec<_> = before
-            .iter()
-            .filter(|(o, k, _)| *o >= cleaned_below || latest(*o, k))
-            .cloned()
-            .collect();
+        let expected = cleaned_to(&before, cleaned_below, false);
         assert_eq!(contents(&log), expected);
         assert_eq!(log.log_end_offset(), end, "no offset moved");
         // Each compressed batch is still in its codec, the first three with one record left.

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
     ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use kafka_protocol::records::{Compression, RecordBatchDecoder, RecordSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -158,13 +158,13 @@ pub fn produce_batch(address: &str, topic: &str, partition: i32, batch: Bytes) -
     Ok(p.base_offset)
 }
 
-/// Every committed record from `offset` on, as (offset, value), with the high watermark.
-pub fn fetch(
+/// The committed batches of a partition from `offset` on, decoded, with the high watermark.
+fn fetch_sets(
     address: &str,
     topic: &str,
     partition: i32,
     offset: i64,
-) -> Result<(Vec<(i64, String)>, i64), i16> {
+) -> Result<(Vec<RecordSet>, i64), i16> {
     let request = FetchRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
         .with_max_wait_ms(0)
@@ -184,43 +184,34 @@ pub fn fetch(
     if p.error_code != 0 {
         return Err(p.error_code);
     }
-    let mut records = Vec::new();
-    if let Some(bytes) = &p.records {
-        let mut bytes = bytes.clone();
-        for set in RecordBatchDecoder::decode_all(&mut bytes).map_err(|_| -2i16)? {
-            for r in set.records {
-                let value = r.value.map(|v| String::from_utf8_lossy(&v).to_string());
-                records.push((r.offset, value.unwrap_or_default()));
-            }
-        }
-    }
-    Ok((records, p.high_watermark))
+    let mut bytes = p.records.clone().unwrap_or_default();
+    let sets = RecordBatchDecoder::decode_all(&mut bytes).map_err(|_| -2i16)?;
+    Ok((sets, p.high_watermark))
+}
+
+/// Every committed record from `offset` on, as (offset, value), with the high watermark.
+pub fn fetch(
+    address: &str,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(Vec<(i64, String)>, i64), i16> {
+    let (sets, hw) = fetch_sets(address, topic, partition, offset)?;
+    let records = sets
+        .into_iter()
+        .flat_map(|set| set.records)
+        .map(|r| {
+            let value = r.value.map(|v| String::from_utf8_lossy(&v).to_string());
+            (r.offset, value.unwrap_or_default())
+        })
+        .collect();
+    Ok((records, hw))
 }
 
 /// The codec of each committed batch of a partition from `offset`, as the leader stores it.
 pub fn stored_codecs(address: &str, topic: &str, partition: i32, offset: i64) -> Vec<Compression> {
-    let request = FetchRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_max_wait_ms(0)
-        .with_max_bytes(64 << 20)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(topic_name(topic))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(offset)
-                .with_partition_max_bytes(64 << 20)])]);
-    let response: FetchResponse = call(address, ApiKey::Fetch, 11, &request).expect("Fetch");
-    let mut bytes = response
-        .responses
-        .first()
-        .and_then(|t| t.partitions.first())
-        .and_then(|p| p.records.clone())
-        .unwrap_or_default();
-    RecordBatchDecoder::decode_all(&mut bytes)
-        .expect("batches")
-        .into_iter()
-        .map(|set| set.compression)
-        .collect()
+    let (sets, _) = fetch_sets(address, topic, partition, offset).expect("Fetch");
+    sets.into_iter().map(|set| set.compression).collect()
 }
 
 /// Every committed record of a partition, from `offset` up to the high watermark. One Fetch

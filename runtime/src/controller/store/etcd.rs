@@ -657,13 +657,7 @@ mod tests {
         a.campaign().await.expect("a wins");
         let (cfg, mut metadata) = crate::controller::metadata::tests::three_brokers();
         a.commit(&metadata.records()).await.expect("brokers");
-        let spec = |name: &str| crate::wire::admin::TopicSpec {
-            name: name.into(),
-            partitions: 1,
-            replication_factor: 1,
-            configs: Default::default(),
-            assignment: Vec::new(),
-        };
+        let spec = |name: &str| crate::controller::metadata::tests::spec(name, 1, &[]);
         for name in ["kept", "gone"] {
             metadata.begin();
             let effects = metadata.create_topic(&cfg, &spec(name)).expect("create");

@@ -281,13 +281,7 @@ mod tests {
         store
             .commit(&metadata.records(), &metadata)
             .expect("brokers");
-        let spec = |name: &str| crate::wire::admin::TopicSpec {
-            name: name.into(),
-            partitions: 1,
-            replication_factor: 1,
-            configs: Default::default(),
-            assignment: Vec::new(),
-        };
+        let spec = |name: &str| crate::controller::metadata::tests::spec(name, 1, &[]);
         for name in ["a", "b", "c"] {
             metadata.begin();
             let effects = metadata.create_topic(&cfg, &spec(name)).expect("create");
