@@ -14,6 +14,10 @@
 #   TEST_RUNNER_ARGS    extra test-runner flags (default: -p1; add -Q for quick mode)
 #   TEST_KAFKA_VERSION  the broker version the harness assumes (default 3.7.0)
 #   GROUP_INITIAL_DELAY_MS  the brokers' group.initial.rebalance.delay.ms (default 3000, Kafka's)
+#   AUTO_CREATE=false   brokers that do not create topics on Metadata, and the runner's
+#                       `noautocreate` scenario (0107, and 0045's variants need it)
+# Tests that create topics with Kafka's shell tool (0052, 0077) get bin/kafka-topics.sh here, a
+# stand-in that runs `isr topic create` (KAFKA_PATH and BROKERS are set for it).
 #   KEEP_DIR=1          keep the cluster's directory (broker logs, test logs) even if all pass
 # Builds run under `flock /tmp/isr-build.lock` with make -j2.
 set -euo pipefail
@@ -89,7 +93,7 @@ trap 'exit 130' INT TERM
 # replication factor 3 on 3 brokers, Kafka's default group.initial.rebalance.delay.ms (3 s; the
 # tests count rebalances and expect consumers started together to share the first generation).
 "$ISR" cluster --dir "$dir" --brokers 3 --port "$port" --flush page-cache \
-    --auto-create-topics true --num-partitions 4 --default-replication-factor 3 \
+    --auto-create-topics "${AUTO_CREATE:-true}" --num-partitions 4 --default-replication-factor 3 \
     --group-initial-rebalance-delay-ms "${GROUP_INITIAL_DELAY_MS:-3000}" >"$dir/cluster.out" 2>&1 &
 cluster_pid=$!
 bootstrap="127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2)),127.0.0.1:$((port + 3))"
@@ -106,6 +110,10 @@ echo "isr cluster: bootstrap $bootstrap, dir $dir"
 conf="$dir/test.conf"
 echo "bootstrap.servers=$bootstrap" >"$conf"
 export RDKAFKA_TEST_CONF=$conf
+export KAFKA_PATH=$here BROKERS=$bootstrap ISR
+if [[ "${AUTO_CREATE:-true}" == false ]]; then
+    TEST_RUNNER_ARGS="$TEST_RUNNER_ARGS -s noautocreate"
+fi
 export LD_LIBRARY_PATH=$src/src:$src/src-cpp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 pass=0
