@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::clients::{bootstrap, client_present, confluent_kafka_present, run_script};
+use common::clients::{bootstrap, confluent_kafka_present, kafka_python_present, run_script};
 use common::{isr, isr_topic_create, TestCluster};
 use std::time::Duration;
 
@@ -134,12 +134,7 @@ fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
 
 #[test]
 fn librdkafka_and_kafka_python_read_a_compacted_topic_to_its_end() {
-    let kafka_python = client_present(
-        "python3",
-        &["-c", "import kafka"],
-        "python3 cannot import kafka (kafka-python)",
-    );
-    if !confluent_kafka_present() || !kafka_python {
+    if !confluent_kafka_present() || !kafka_python_present() {
         return;
     }
     let cluster = TestCluster::start_with_quick_retention(3);

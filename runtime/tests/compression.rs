@@ -6,7 +6,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::clients::{bootstrap, confluent_kafka_present, run_script};
+use common::clients::{bootstrap, confluent_kafka_present, kafka_python_present, run_script};
 use common::{kafka, TestCluster};
 use isr_kafka::client::records::{encode, Outgoing};
 use isr_kafka::compression::{recompress, Codec, MAX_DECOMPRESSED};
@@ -72,7 +72,7 @@ fn a_topics_batches_are_stored_in_its_codec_and_a_bomb_is_refused() {
 
 #[test]
 fn real_clients_read_every_codec_back() {
-    if !confluent_kafka_present() {
+    if !confluent_kafka_present() || !kafka_python_present() {
         return;
     }
     let cluster = TestCluster::start(3);

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::clients::{client_present, confluent_kafka_present, script, Client};
+use common::clients::{
+    client_present, confluent_kafka_present, kafka_python_present, script, Client,
+};
 use common::{Proc, ISR};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -50,14 +52,6 @@ fn isr_with(args: &[&str], input: Option<&str>) -> (bool, String, String) {
 
 fn kcat_present() -> bool {
     client_present("kcat", &["-V"], "kcat is not installed")
-}
-
-fn kafka_python_present() -> bool {
-    client_present(
-        "python3",
-        &["-c", "import kafka"],
-        "python3 cannot import kafka (kafka-python)",
-    )
 }
 
 /// kcat with `args` (and, to produce, `input` as lines of a file, `-l`), killed after 30 s:

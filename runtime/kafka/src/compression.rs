@@ -112,21 +112,29 @@ impl From<CompressionError> for crate::backend::BackendError {
 pub fn records(batch: &[u8]) -> Result<Vec<Record>, CompressionError> {
     let mut buf = Bytes::copy_from_slice(batch);
     let set = RecordBatchDecoder::decode_with_custom_compression(&mut buf, Some(decompress))
-        .map_err(|e| match e.downcast_ref::<CompressionError>() {
-            Some(e) => e.clone(),
-            None => CompressionError::Corrupt(format!("{e:#}")),
-        })?;
+        .map_err(refusal)?;
     Ok(set.records)
+}
+
+/// The [`CompressionError`] behind an error of [`decompress`] or of kafka-protocol's decoder.
+fn refusal(e: anyhow::Error) -> CompressionError {
+    match e.downcast_ref::<CompressionError>() {
+        Some(e) => e.clone(),
+        None => CompressionError::Corrupt(format!("{e:#}")),
+    }
 }
 
 /// Whether every record of a valid batch has a key, as a compacted topic requires (Kafka
 /// refuses a keyless one with INVALID_RECORD); a compressed batch is read within the bound.
+/// A control batch holds no producer's records: it passes.
 pub fn every_record_keyed(batch: &[u8]) -> Result<bool, CompressionError> {
-    match crate::batch::records(batch) {
-        Some(records) => Ok(records.iter().all(|r| r.key.is_some())),
-        None if Codec::of(batch) == Some(Codec::None) => Ok(true), // a control batch
-        None => Ok(records(batch)?.iter().all(|r| r.key.is_some())),
-    }
+    let Some(readable) = Readable::of(batch)? else {
+        return Ok(true);
+    };
+    let records = readable
+        .records()
+        .ok_or_else(|| CompressionError::Corrupt("its records do not parse".into()))?;
+    Ok(records.iter().all(|r| r.key.is_some()))
 }
 
 /// A stored batch's records as compaction reads them, compressed or not: its records section,
@@ -137,23 +145,27 @@ pub struct Readable<'a> {
 }
 
 impl<'a> Readable<'a> {
-    /// `batch`'s records section; `None` for a control batch, a malformed one or one whose
-    /// records do not decompress within the bound, which compaction keeps whole.
-    pub fn of(batch: &'a [u8]) -> Option<Readable<'a>> {
-        let attributes = crate::batch::attributes(batch)?;
+    /// `batch`'s records section; `None` for a control batch, which compaction keeps whole (as
+    /// it keeps one that does not read: the error).
+    pub fn of(batch: &'a [u8]) -> Result<Option<Readable<'a>>, CompressionError> {
+        let corrupt = |what: &str| CompressionError::Corrupt(what.into());
+        let attributes = crate::batch::attributes(batch).ok_or_else(|| corrupt("no header"))?;
         if attributes & crate::batch::CONTROL != 0 {
-            return None;
+            return Ok(None);
         }
-        let codec = Codec::of(batch)?;
-        let section = batch.get(crate::batch::HEADER_LEN..)?;
+        let codec = Codec::of(batch).ok_or_else(|| corrupt("an unknown codec"))?;
+        let section = batch
+            .get(crate::batch::HEADER_LEN..)
+            .ok_or_else(|| corrupt("no records section"))?;
         let body = match codec {
             Codec::None => Cow::Borrowed(section),
             _ => {
                 let mut data = Bytes::copy_from_slice(section);
-                Cow::Owned(decompress(&mut data, codec.compression()).ok()?.to_vec())
+                let out = decompress(&mut data, codec.compression()).map_err(refusal)?;
+                Cow::Owned(out.to_vec())
             }
         };
-        Some(Readable { codec, body })
+        Ok(Some(Readable { codec, body }))
     }
 
     /// The batch's records, in order; `None` if they do not parse.
@@ -174,7 +186,7 @@ impl<'a> Readable<'a> {
             Ok(())
         };
         match self.codec {
-            Codec::None => Ok(()),
+            Codec::None => write(&mut compressed),
             Codec::Gzip => cmpr::Gzip::compress(&mut compressed, write),
             Codec::Snappy => cmpr::Snappy::compress(&mut compressed, write),
             Codec::Lz4 => cmpr::Lz4::compress(&mut compressed, write),

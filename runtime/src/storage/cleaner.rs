@@ -131,7 +131,7 @@ fn survey(job: &Job) -> io::Result<Latest> {
         let file = File::open(&segment.path)?;
         for at in &segment.batches {
             let bytes = read(&file, at)?;
-            let readable = Readable::of(&bytes);
+            let readable = Readable::of(&bytes).ok().flatten();
             let records = readable.as_ref().and_then(Readable::records);
             for r in records.into_iter().flatten() {
                 if let Some(key) = r.key {
@@ -249,7 +249,7 @@ fn removable(job: &Job, latest: &Latest, segment: &SegmentJob, source: &File) ->
     for at in &segment.batches {
         let bytes = read(source, at)?;
         let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
-        let readable = Readable::of(&bytes);
+        let readable = Readable::of(&bytes).ok().flatten();
         let records = readable.as_ref().and_then(Readable::records);
         for r in records.into_iter().flatten() {
             if !keeps(latest, job, at.base, max_timestamp, &r) {
@@ -292,7 +292,7 @@ fn clean_segment(
     }
     for at in &segment.batches {
         let bytes = read(&source, at)?;
-        let readable = Readable::of(&bytes);
+        let readable = Readable::of(&bytes).ok().flatten();
         let Some(records) = readable.as_ref().and_then(Readable::records) else {
             out.end_run()?;
             out.put(at.base, &bytes)?;

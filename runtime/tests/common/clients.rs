@@ -85,6 +85,14 @@ pub fn confluent_kafka_present() -> bool {
     )
 }
 
+pub fn kafka_python_present() -> bool {
+    client_present(
+        "python3",
+        &["-c", "import kafka"],
+        "python3 cannot import kafka (kafka-python)",
+    )
+}
+
 /// A client script of runtime/kafka/tests/clients.
 pub fn script(name: &str) -> PathBuf {
     [
