@@ -198,6 +198,10 @@ pub struct GroupCoordinator {
 pub struct CommittedOffset {
     /// The offset of the next record the group will read.
     pub offset: Offset,
+    /// The leader epoch of the last record the group read (KIP-320), as the client committed
+    /// it: a consumer that resumes here asks the leader whether its log still holds that epoch
+    /// up to `offset`, and so notices a truncation below it. `None` when the client sent none.
+    pub leader_epoch: Option<LeaderEpoch>,
     /// Opaque client metadata, returned as stored.
     pub metadata: String,
 }

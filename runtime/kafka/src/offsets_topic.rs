@@ -19,7 +19,7 @@ use crate::client::records::{self, Incoming};
 use crate::coordinator::{StoredGroup, StoredMember};
 use crate::CommittedOffset;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use isr::Offset;
+use isr::{LeaderEpoch, Offset};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The internal topic's name.
@@ -40,6 +40,16 @@ const VALUE_VERSION: i16 = 3;
 const GROUP_KEY: i16 = 2;
 /// Group value version written: v3 has every member's static instance id.
 const GROUP_VALUE_VERSION: i16 = 3;
+
+/// A leader epoch as Kafka's messages carry it: -1 for none.
+pub fn epoch_field(epoch: Option<LeaderEpoch>) -> i32 {
+    epoch.and_then(|e| i32::try_from(e.0).ok()).unwrap_or(-1)
+}
+
+/// A leader epoch from Kafka's field: any negative value is none.
+pub fn epoch_of_field(field: i32) -> Option<LeaderEpoch> {
+    u32::try_from(field).ok().map(LeaderEpoch)
+}
 
 /// The partition of [`OFFSETS_TOPIC`] that holds `group`'s offsets: Java's `String.hashCode`
 /// of the group id, made non-negative as Kafka's `Utils.abs` does, modulo `partitions`.
@@ -155,7 +165,7 @@ impl OffsetRecord {
                 let mut value = BytesMut::new();
                 value.put_i16(VALUE_VERSION);
                 value.put_i64(i64::try_from(c.offset.0).map_err(|_| "offset too large")?);
-                value.put_i32(-1);
+                value.put_i32(epoch_field(c.leader_epoch));
                 put_string(&mut value, &c.metadata)?;
                 value.put_i64(timestamp);
                 Some(value.freeze())
@@ -181,12 +191,15 @@ impl OffsetRecord {
                 }
                 let offset = u64::try_from(get(&mut value, 8, Buf::get_i64)?)
                     .map_err(|_| "a negative offset")?;
-                if version >= 3 {
-                    get(&mut value, 4, Buf::get_i32)?; // leader epoch
-                }
+                let leader_epoch = if version >= 3 {
+                    epoch_of_field(get(&mut value, 4, Buf::get_i32)?)
+                } else {
+                    None
+                };
                 let metadata = get_string(&mut value)?;
                 Some(CommittedOffset {
                     offset: Offset(offset),
+                    leader_epoch,
                     metadata,
                 })
             }
@@ -443,6 +456,7 @@ mod tests {
             },
             committed: offset.map(|o| CommittedOffset {
                 offset: Offset(o),
+                leader_epoch: (o % 2 == 1).then_some(LeaderEpoch(o as u32)),
                 metadata: format!("m{o}"),
             }),
         }

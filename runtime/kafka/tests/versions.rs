@@ -44,6 +44,9 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
+/// The leader epoch the OffsetCommit sweep commits with, and OffsetFetch must give back.
+const COMMITTED_EPOCH: i32 = 7;
+
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_owned()))
 }
@@ -273,7 +276,13 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection, addr: &str) {
                     .with_name(name("t"))
                     .with_partitions(vec![OffsetCommitRequestPartition::default()
                         .with_partition_index(0)
-                        .with_committed_offset(i64::from(v))])]);
+                        .with_committed_offset(i64::from(v))
+                        // From v6 a commit carries the epoch of the last record read (KIP-320).
+                        .with_committed_leader_epoch(if v >= 6 {
+                            COMMITTED_EPOCH
+                        } else {
+                            -1
+                        })])]);
             let a = conn.exchange(&request, v).await.expect("answer");
             assert_eq!(a.topics[0].partitions[0].error_code, 0, "v{v}");
         }
@@ -290,6 +299,11 @@ async fn sweep(api: ApiKey, v: i16, conn: &mut Connection, addr: &str) {
                 p.committed_offset >= 0,
                 "v{v}: committed by the OffsetCommit sweep"
             );
+            // The sweep's last commit (its newest version) carried an epoch; from v5 the answer
+            // gives it back.
+            if v >= 5 {
+                assert_eq!(p.committed_leader_epoch, COMMITTED_EPOCH, "v{v}");
+            }
         }
         ApiKey::JoinGroup => {
             join(conn, &format!("join{v}"), v).await;

@@ -220,6 +220,7 @@ impl Backend for Accepting {
     ) -> Result<Option<CommittedOffset>, BackendError> {
         Ok(Some(CommittedOffset {
             offset: Offset(1),
+            leader_epoch: None,
             metadata: String::new(),
         }))
     }
@@ -230,6 +231,7 @@ impl Backend for Accepting {
             partition: 0,
             committed: CommittedOffset {
                 offset: Offset(1),
+                leader_epoch: None,
                 metadata: String::new(),
             },
         }])

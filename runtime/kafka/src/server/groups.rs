@@ -12,6 +12,7 @@ use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, CommittedOffset, GroupOffset};
 use crate::consumer_protocol::subscribed_topics;
 use crate::coordinator::{Caller, GroupDescription, GroupError};
+use crate::offsets_topic::{epoch_field, epoch_of_field};
 use bytes::Bytes;
 use isr::Offset;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -47,6 +48,7 @@ fn committed_answer(index: i32, c: CommittedOffset) -> OffsetFetchResponsePartit
     OffsetFetchResponsePartition::default()
         .with_partition_index(index)
         .with_committed_offset(i64::try_from(c.offset.0).unwrap_or(i64::MAX))
+        .with_committed_leader_epoch(epoch_field(c.leader_epoch))
         .with_metadata(Some(StrBytes::from_string(c.metadata)))
 }
 
@@ -82,6 +84,7 @@ pub async fn offset_commit<B: Backend>(
                     partition,
                     committed: CommittedOffset {
                         offset: Offset(offset),
+                        leader_epoch: epoch_of_field(p.committed_leader_epoch),
                         metadata: p
                             .committed_metadata
                             .as_ref()
