@@ -144,7 +144,7 @@ pub fn breadth_first(
         levels: Vec::new(),
         found: vec![None; targets],
     };
-    let visited = Visited::default();
+    let visited = Visited::new(limits.memory);
     visited.insert(root);
     let bits = hits(&initial.nodes);
     for (i, found) in bfs.found.iter_mut().enumerate() {
@@ -173,6 +173,11 @@ pub fn breadth_first(
         for batch in frontier.chunks(BATCH * threads) {
             if limits.expired() {
                 bfs.ending = Ending::TimeLimit;
+                done = true;
+                break;
+            }
+            if visited.failed() {
+                bfs.ending = Ending::SpillFailed;
                 done = true;
                 break;
             }
@@ -239,7 +244,10 @@ pub fn breadth_first(
         next.sort_by_key(|(s, fp)| (s.nodes.fp, *fp));
         frontier = next;
     }
-    if frontier.is_empty() && bfs.ending == Ending::Exhausted {
+    if visited.failed() {
+        // A failure in the last batch ends no level: it is reported here.
+        bfs.ending = Ending::SpillFailed;
+    } else if frontier.is_empty() && bfs.ending == Ending::Exhausted {
         bfs.complete_to = bfs.counts.depth;
     }
     bfs

@@ -68,7 +68,7 @@ pub fn depth_first(
         checks,
         symmetry,
         threads,
-        visited: Visited::default(),
+        visited: Visited::new(limits.memory),
         found: AtomicU64::new(0),
         states: AtomicUsize::new(1),
         depth: AtomicUsize::new(0),
@@ -113,7 +113,12 @@ pub fn depth_first(
         }
     });
     let found = shared.found.load(Ordering::Relaxed);
-    let ending = *lock(&shared.ending);
+    // A failure in a thread's last round ends no search: it is reported here.
+    let ending = if shared.visited.failed() {
+        Ending::SpillFailed
+    } else {
+        *lock(&shared.ending)
+    };
     Dfs {
         counts: shared.counts(),
         found: (0..checks.len()).map(|i| found & 1 << i != 0).collect(),
@@ -204,6 +209,10 @@ impl Shared<'_> {
             }
             if limits.expired() {
                 self.finish(Ending::TimeLimit);
+                return;
+            }
+            if self.visited.failed() {
+                self.finish(Ending::SpillFailed);
                 return;
             }
             if stack.is_empty() {

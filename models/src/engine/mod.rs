@@ -6,13 +6,18 @@
 //! model's bounds, one state per class of broker renamings with symmetry reduction), so they
 //! agree with it on every verdict and every unique-state count; what they do differently is
 //! how a state is held and stepped ([`state`]) and how visited states are stored
-//! ([`visited`]): fingerprints only, in a table every thread inserts into without a lock.
+//! ([`visited`]): fingerprints only, in a table every thread inserts into without a lock, which
+//! spills to a sorted file on disk ([`spill`]) past the memory its [`budget`] allows.
 //! stateright remains the Explorer's model ([`crate::IsrModel`] implements its `Model`).
 
 pub mod bfs;
+pub mod budget;
 pub mod dfs;
+pub mod spill;
 pub mod state;
 pub mod visited;
+
+use budget::Budget;
 
 use std::time::{Duration, Instant};
 
@@ -25,13 +30,16 @@ pub struct Counts {
     pub depth: usize,
 }
 
-/// Where a search may stop before it has seen every state.
+/// Where a search may stop before it has seen every state, and the memory its visited set may
+/// take.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Limits {
     /// Explore no state deeper than this many steps (breadth-first only).
     pub max_depth: Option<usize>,
     /// Stop at this instant.
     pub deadline: Option<Instant>,
+    /// Past this, the visited set spills to disk; `None`: it stays in memory, whatever its size.
+    pub memory: Option<&'static Budget>,
 }
 
 impl Limits {
@@ -39,6 +47,15 @@ impl Limits {
         Limits {
             max_depth,
             deadline: seconds.map(|s| Instant::now() + Duration::from_secs_f64(s)),
+            memory: None,
+        }
+    }
+
+    /// These limits, the visited set kept within `budget`.
+    pub fn with_memory(self, budget: &'static Budget) -> Limits {
+        Limits {
+            memory: Some(budget),
+            ..self
         }
     }
 
@@ -58,4 +75,7 @@ pub enum Ending {
     MaxDepth,
     /// The time limit.
     TimeLimit,
+    /// The disk failed the visited set (the error is in [`Limits::memory`]'s budget): what was
+    /// not found is undecided.
+    SpillFailed,
 }
