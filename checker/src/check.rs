@@ -1,10 +1,13 @@
 //! `isr-check check`: one target's verdicts, figures and shortest counterexamples, as text,
 //! Mermaid or JSON.
 
-use crate::run::{execute, limit_line, mib, peak_memory_kib, rate, search_name, show, RunArgs};
+use crate::run::{
+    execute, limit_line, mib, peak_memory_kib, rate, search_name, show, spill_note, RunArgs,
+};
 use crate::target::{bounds_json, describe_bounds, describe_rules, Target};
 use clap::ValueEnum;
 use isr_models::check::{Run, Verdict};
+use isr_models::engine::budget::Spilled;
 use isr_models::engine::Ending;
 use isr_models::render::{self, Section};
 use isr_models::shortest::Trace;
@@ -26,6 +29,7 @@ fn ending_name(r: &Run) -> &'static str {
         Ending::Found => "found",
         Ending::MaxDepth => "max-depth",
         Ending::TimeLimit => "time-limit",
+        Ending::SpillFailed => "spill-failed",
     }
 }
 
@@ -37,7 +41,13 @@ pub fn violation(trace: &Trace, check: Check) -> Option<String> {
 }
 
 pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
-    let r = execute(target, args, false);
+    let (r, spilled) = match execute(target, args, false) {
+        Ok(checked) => (checked.run, checked.spilled),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let peak = peak_memory_kib();
     let ok = r.as_expected();
     if args.json {
@@ -73,6 +83,9 @@ pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
             "total_seconds": r.total.as_secs_f64(),
             "states_per_second": rate(&r),
             "peak_memory_kib": peak,
+            "memory_limit_bytes": args.search.memory_limit_bytes(),
+            "spilled_fingerprints": spilled.fingerprints,
+            "spill_merges": spilled.merges,
             "as_expected": ok,
             "expectations": target.expectations.name(),
             "ending": ending_name(&r),
@@ -82,7 +95,7 @@ pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
         });
         println!("{out:#}");
     } else {
-        let report = report(target, args, &r, peak);
+        let report = report(target, args, &r, &spilled, peak);
         let undecided = r
             .verdicts
             .iter()
@@ -154,7 +167,13 @@ pub fn cmd_check(target: &Target, args: &RunArgs, format: Format) -> ExitCode {
 }
 
 /// The report's head: what was checked, how, the figures, and one line per property.
-fn report(target: &Target, args: &RunArgs, r: &Run, peak: Option<u64>) -> String {
+fn report(
+    target: &Target,
+    args: &RunArgs,
+    r: &Run,
+    spilled: &Spilled,
+    peak: Option<u64>,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -173,14 +192,15 @@ fn report(target: &Target, args: &RunArgs, r: &Run, peak: Option<u64>) -> String
     let _ = writeln!(
         out,
         "states: {} total, {} unique; max depth {}; {:.2} s ({:.2} s with counterexamples); \
-         {:.0} states/s; peak memory {}",
+         {:.0} states/s; peak memory {}{}",
         r.states,
         r.unique,
         r.depth,
         r.elapsed.as_secs_f64(),
         r.total.as_secs_f64(),
         rate(r),
-        mib(peak)
+        mib(peak),
+        spill_note(spilled)
     );
     if let Some(line) = limit_line(r) {
         let _ = writeln!(out, "{line}");

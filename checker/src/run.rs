@@ -4,10 +4,13 @@
 use crate::target::Target;
 use clap::Args;
 use isr_models::check::{run_with, symmetry_pays, Options, Progress, Run, Search};
+use isr_models::engine::budget::{Budget, Spilled};
+use isr_models::engine::spill::SpillError;
 use isr_models::engine::{Ending, Limits};
 use isr_models::presets::{Outcome, Preset};
 use isr_models::Check;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// How to search: the options `check`, `suite` and `explore` share.
@@ -38,6 +41,51 @@ pub struct SearchArgs {
     /// finished).
     #[arg(long, value_name = "SECS", value_parser = positive_seconds)]
     pub time_limit: Option<f64>,
+    /// Memory for the visited set's fingerprints, in GiB (fractions allowed); past it the set
+    /// spills to a sorted file on disk and the search goes on [default: 3/4 of physical
+    /// memory].
+    #[arg(long, value_name = "GiB", value_parser = positive_gib)]
+    pub memory_limit: Option<f64>,
+    /// Where the visited set spills: a directory of its own is made there for each search and
+    /// removed after it [default: $TMPDIR, or /tmp].
+    #[arg(long, value_name = "DIR", value_parser = directory)]
+    pub spill_dir: Option<PathBuf>,
+}
+
+/// A finished run, and what its visited set put on disk.
+pub struct Checked {
+    pub run: Run,
+    pub spilled: Spilled,
+}
+
+/// A memory limit: a positive number of GiB.
+fn positive_gib(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && (x * GIB).is_finite() => Ok(x),
+        _ => Err(format!("`{s}` is not a positive number of GiB")),
+    }
+}
+
+/// A directory that exists (the search makes its own in it when it first spills, so a typo is
+/// refused now rather than after hours).
+fn directory(s: &str) -> Result<PathBuf, String> {
+    let dir = PathBuf::from(s);
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(format!("`{s}` is not a directory"))
+    }
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Three quarters of physical memory (MemTotal), or no bound where /proc does not tell it.
+fn default_memory_limit() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+        line.split_whitespace().nth(1)?.parse::<usize>().ok()
+    });
+    total_kib.map_or(usize::MAX, |k| k / 4 * 3 * 1024)
 }
 
 /// A time limit: a positive number of seconds.
@@ -49,21 +97,41 @@ fn positive_seconds(s: &str) -> Result<f64, String> {
 }
 
 impl SearchArgs {
-    /// Checks `target` as these options say, calling `progress` while the search runs.
-    pub fn run(&self, target: &Target, progress: impl FnMut(Progress)) -> Run {
+    /// Checks `target` as these options say, calling `progress` while the search runs; an
+    /// error when the disk failed the visited set.
+    pub fn run(
+        &self,
+        target: &Target,
+        progress: impl FnMut(Progress),
+    ) -> Result<Checked, SpillError> {
+        let dir = self.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let budget = Budget::leak(self.memory_limit_bytes(), dir);
         let options = Options {
             search: self.search(target.stop_at().is_some()),
             symmetry: self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
             threads: self.threads as usize,
-            limits: Limits::with_time(self.time_limit, self.max_depth),
+            limits: Limits::with_time(self.time_limit, self.max_depth).with_memory(budget),
         };
-        run_with(
+        let run = run_with(
             &target.model(),
             |c| target.expected(c),
             target.stop_at(),
             options,
             progress,
-        )
+        );
+        match budget.take_error() {
+            Some(e) => Err(e),
+            None => Ok(Checked {
+                run,
+                spilled: budget.spilled(),
+            }),
+        }
+    }
+
+    /// The visited set's memory limit, in bytes.
+    pub fn memory_limit_bytes(&self) -> usize {
+        self.memory_limit
+            .map_or_else(default_memory_limit, |gib| (gib * GIB) as usize)
     }
 
     /// Breadth-first when asked, or by default when the search stops at expected failures or
@@ -126,7 +194,7 @@ pub fn mib(kib: Option<u64>) -> String {
 }
 
 /// Runs the checker, with live progress on a terminal unless quiet.
-pub fn execute(target: &Target, args: &RunArgs, quiet: bool) -> Run {
+pub fn execute(target: &Target, args: &RunArgs, quiet: bool) -> Result<Checked, SpillError> {
     let live = !quiet && !args.json && std::io::stdout().is_terminal();
     let mut last = Duration::ZERO;
     let result = args.search.run(target, |p: Progress| {
@@ -151,7 +219,7 @@ pub fn limit_line(r: &Run) -> Option<String> {
     let why = match r.ending {
         Ending::MaxDepth => "the depth limit",
         Ending::TimeLimit => "the time limit",
-        Ending::Exhausted | Ending::Found => return None,
+        Ending::Exhausted | Ending::Found | Ending::SpillFailed => return None,
     };
     let violated = r
         .verdicts
@@ -174,6 +242,18 @@ pub fn limit_line(r: &Run) -> Option<String> {
         (None, true) => format!("stopped at {why} after {} states", r.unique),
     };
     Some(line)
+}
+
+/// `; visited set: N fingerprints spilled to disk in M merges`, or nothing when none was.
+pub fn spill_note(s: &Spilled) -> String {
+    if s.merges == 0 {
+        String::new()
+    } else {
+        format!(
+            "; visited set: {} fingerprints spilled to disk in {} merges",
+            s.fingerprints, s.merges
+        )
+    }
 }
 
 pub fn rate(r: &Run) -> f64 {

@@ -26,7 +26,13 @@ pub fn cmd_suite(args: &RunArgs) -> ExitCode {
         };
         let target = Target::new(preset.name, &audited)
             .unwrap_or_else(|_| unreachable!("presets name themselves"));
-        let r = execute(&target, args, false);
+        let (r, spilled) = match execute(&target, args, false) {
+            Ok(checked) => (checked.run, checked.spilled),
+            Err(e) => {
+                eprintln!("error: {}: {e}", preset.name);
+                return ExitCode::FAILURE;
+            }
+        };
         let ok = r.as_expected();
         all_ok &= ok;
         total += r.total.as_secs_f64();
@@ -49,6 +55,8 @@ pub fn cmd_suite(args: &RunArgs) -> ExitCode {
                 "unique_states": r.unique,
                 "seconds": r.total.as_secs_f64(),
                 "counterexample_lengths": lengths,
+                "spilled_fingerprints": spilled.fingerprints,
+                "spill_merges": spilled.merges,
             }));
         } else {
             println!(

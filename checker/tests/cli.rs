@@ -44,6 +44,65 @@ fn bad_arguments_are_refused_on_one_line() {
     refused(&["explore", "nope"], "unknown preset");
     refused(&["explore", "safe", "--addr", "nonsense"], "invalid --addr");
     refused(&["frobnicate"], "frobnicate");
+    refused(&["check", "safe", "--memory-limit", "0"], "--memory-limit");
+    refused(
+        &["check", "safe", "--memory-limit=-1"],
+        "positive number of GiB",
+    );
+    refused(
+        &["check", "safe", "--memory-limit", "lots"],
+        "positive number of GiB",
+    );
+    refused(
+        &["suite", "--memory-limit", "inf"],
+        "positive number of GiB",
+    );
+    refused(
+        &["check", "safe", "--spill-dir", "/no/such/dir"],
+        "not a directory",
+    );
+}
+
+#[test]
+fn a_check_past_its_memory_limit_spills_and_says_so() {
+    let quick = ["check", "controller-failover", "--json"];
+    let out = isr_check(&quick);
+    let memory: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(memory["spill_merges"], 0);
+    assert_eq!(memory["spilled_fingerprints"], 0);
+    // About 100 KiB: a flush every few thousand states.
+    let out = isr_check(&[&quick[..], &["--memory-limit", "0.0001"]].concat());
+    assert!(out.status.success());
+    let spilled: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        spilled["spill_merges"].as_u64().unwrap() >= 5,
+        "{spilled:#}"
+    );
+    assert!(spilled["spilled_fingerprints"].as_u64().unwrap() > 0);
+    assert_eq!(spilled["memory_limit_bytes"], 107_374);
+    assert_eq!(spilled["unique_states"], memory["unique_states"]);
+    assert_eq!(spilled["verdicts"], memory["verdicts"]);
+    let out = isr_check(&["check", "controller-failover", "--memory-limit", "0.0001"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fingerprints spilled to disk in"), "{text}");
+}
+
+#[test]
+fn a_disk_that_refuses_the_spill_ends_the_check_with_an_error() {
+    let out = isr_check(&[
+        "check",
+        "controller-failover",
+        "--memory-limit",
+        "0.0001",
+        "--spill-dir",
+        "/proc",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error: the visited set could not spill to disk: creating /proc/"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ use crate::run::{search_name, SearchArgs};
 use crate::target::Target;
 use isr::sim::Cluster;
 use isr_models::check::{Progress, Run};
+use isr_models::engine::spill::SpillError;
 use isr_models::presets::Outcome;
 use isr_models::shortest::{shortest_paths, Target as Predicate, Trace};
 use isr_models::{Check, Guard, IsrModel};
@@ -54,10 +55,15 @@ pub fn indices(model: &IsrModel, trace: &Trace) -> String {
 }
 
 /// Checks `target` as `search` says, reporting progress, then finds an example of every guard
-/// reached (the search records paths to violations only).
-pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress)) -> Done {
+/// reached (the search records paths to violations only); an error when the disk failed the
+/// visited set.
+pub fn check(
+    target: &Target,
+    search: &SearchArgs,
+    progress: impl FnMut(Progress),
+) -> Result<Done, SpillError> {
     let model = target.model();
-    let run = search.run(target, progress);
+    let run = search.run(target, progress)?.run;
     let reached: Vec<Guard> = run
         .verdicts
         .iter()
@@ -89,7 +95,7 @@ pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress
             })
         })
         .collect();
-    Done {
+    Ok(Done {
         search: format!(
             "{}, {} threads{}",
             search_name(&run),
@@ -101,5 +107,5 @@ pub fn check(target: &Target, search: &SearchArgs, progress: impl FnMut(Progress
         ),
         run,
         paths,
-    }
+    })
 }

@@ -132,7 +132,14 @@ pub fn cmd_explore(target: &Target, search: &SearchArgs, addr: &str) -> Result<E
                     .lock()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
             };
-            let done = checking::check(target, search, |p| lock().progress = Some(p));
+            let done = match checking::check(target, search, |p| lock().progress = Some(p)) {
+                Ok(done) => done,
+                Err(e) => {
+                    // The page would wait for verdicts that will not come: the Explorer ends.
+                    eprintln!("error: {e}");
+                    std::process::exit(1);
+                }
+            };
             print_done(&base, target, &done);
             // The page has the verdicts before the line that says so: a script that waits for
             // it may ask at once.
