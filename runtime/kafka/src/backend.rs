@@ -278,8 +278,11 @@ pub enum BackendError {
     /// An idempotent producer fenced by a newer epoch of its id.
     #[error("INVALID_PRODUCER_EPOCH: {0}")]
     InvalidProducerEpoch(String),
-    #[error("INVALID_RECORD: {0}")]
-    InvalidRecord(String),
+    /// A batch Kafka refuses whole for what is in it: `records` are the positions in the batch
+    /// of the records at fault (the answer's `record_errors`), empty when the batch as a whole
+    /// is.
+    #[error("INVALID_RECORD: {message}")]
+    InvalidRecord { message: String, records: Vec<i32> },
     #[error("UNKNOWN_SERVER_ERROR: {0}")]
     Internal(String),
 }
@@ -325,7 +328,7 @@ impl BackendError {
             BackendError::Storage(_) => 56,
             BackendError::OutOfOrderSequence(_) => 45,
             BackendError::InvalidProducerEpoch(_) => 47,
-            BackendError::InvalidRecord(_) => 87,
+            BackendError::InvalidRecord { .. } => 87,
             BackendError::TopicAuthorizationFailed(_) => 29,
             BackendError::GroupAuthorizationFailed(_) => 30,
             BackendError::ClusterAuthorizationFailed(_) => 31,

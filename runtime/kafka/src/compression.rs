@@ -124,17 +124,22 @@ fn refusal(e: anyhow::Error) -> CompressionError {
     }
 }
 
-/// Whether every record of a valid batch has a key, as a compacted topic requires (Kafka
-/// refuses a keyless one with INVALID_RECORD); a compressed batch is read within the bound.
-/// A control batch holds no producer's records: it passes.
-pub fn every_record_keyed(batch: &[u8]) -> Result<bool, CompressionError> {
+/// The positions in a valid batch of its records without a key, which a compacted topic
+/// refuses (Kafka: INVALID_RECORD, each such record named in the answer's `record_errors`); a
+/// compressed batch is read within the bound. A control batch holds no producer's records:
+/// none.
+pub fn keyless_records(batch: &[u8]) -> Result<Vec<i32>, CompressionError> {
     let Some(readable) = Readable::of(batch)? else {
-        return Ok(true);
+        return Ok(Vec::new());
     };
     let records = readable
         .records()
         .ok_or_else(|| CompressionError::Corrupt("its records do not parse".into()))?;
-    Ok(records.iter().all(|r| r.key.is_some()))
+    Ok((0..)
+        .zip(&records)
+        .filter(|(_, r)| r.key.is_none())
+        .map(|(i, _)| i)
+        .collect())
 }
 
 /// A stored batch's records as compaction reads them, compressed or not: its records section,
@@ -381,9 +386,9 @@ mod tests {
     fn a_compressed_batch_with_a_keyless_record_is_found_out() {
         for codec in [Codec::None, Codec::Lz4] {
             let keyed = recompress(batch_of(&["a", "b"], true), codec).expect("keyed");
-            assert_eq!(every_record_keyed(&keyed), Ok(true), "{codec:?}");
+            assert_eq!(keyless_records(&keyed), Ok(vec![]), "{codec:?}");
             let keyless = recompress(batch_of(&["a", "b"], false), codec).expect("keyless");
-            assert_eq!(every_record_keyed(&keyless), Ok(false), "{codec:?}");
+            assert_eq!(keyless_records(&keyless), Ok(vec![0, 1]), "{codec:?}");
         }
     }
 

@@ -178,9 +178,10 @@ fn host_error(e: HostError) -> BackendError {
         HostError::Read(ReadError::OffsetOutOfRange) => BackendError::OffsetOutOfRange,
         HostError::Storage(s) => BackendError::Storage(s),
         HostError::Write(e @ WriteError::LogFailed) => BackendError::Storage(e.to_string()),
-        HostError::Write(e @ WriteError::NotOneBatch { .. }) => {
-            BackendError::InvalidRecord(e.to_string())
-        }
+        HostError::Write(e @ WriteError::NotOneBatch { .. }) => BackendError::InvalidRecord {
+            message: e.to_string(),
+            records: Vec::new(),
+        },
         HostError::Write(e @ WriteError::OutOfOrderSequence { .. }) => {
             BackendError::OutOfOrderSequence(e.to_string())
         }
@@ -367,11 +368,17 @@ impl Backend for BrokerBackend {
                 }
                 None => batch,
             };
-            if configs::compacted(&overrides, &broker) && !compression::every_record_keyed(&batch)?
-            {
-                return Err(BackendError::InvalidRecord(format!(
-                    "{topic} is compacted (cleanup.policy=compact): every record needs a key"
-                )));
+            if configs::compacted(&overrides, &broker) {
+                let keyless = compression::keyless_records(&batch)?;
+                if !keyless.is_empty() {
+                    return Err(BackendError::InvalidRecord {
+                        message: format!(
+                            "{topic} is compacted (cleanup.policy=compact): every record needs \
+                             a key"
+                        ),
+                        records: keyless,
+                    });
+                }
             }
             let stamp = configs::log_append_time(&overrides, &broker).then(timing::wall_clock_ms);
             (batch, stamp)

@@ -3,7 +3,7 @@
 
 use crate::auth::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::backend::{Backend, BackendError, ClusterMetadata};
-use crate::configs::{self, BrokerConfigs, ConfigOp, ConfigResource, Described};
+use crate::configs::{self, BrokerConfigs, ConfigOp, ConfigResource, Described, Kind};
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -21,6 +21,8 @@ const BROKER: i8 = 4;
 /// IncrementalAlterConfigs operations.
 const SET: i8 = 0;
 const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
 
 fn text(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -180,6 +182,33 @@ fn config(
 /// and its operations (or why they cannot be carried out).
 type Change = (i8, StrBytes, Result<Vec<ConfigOp>, BackendError>);
 
+/// A list config's value with `values` (comma-separated) appended, each unless already there,
+/// or subtracted: Kafka's APPEND and SUBTRACT. Other configs refuse both (INVALID_CONFIG).
+fn list_change(current: &Described, append: bool, values: &str) -> Result<String, BackendError> {
+    if current.kind != Kind::List {
+        return Err(BackendError::InvalidConfig(format!(
+            "{}: APPEND and SUBTRACT apply to list configs only",
+            current.name
+        )));
+    }
+    let items = |v: &str| -> Vec<String> {
+        v.split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut list = items(&current.value);
+    for value in items(values) {
+        if append && !list.contains(&value) {
+            list.push(value);
+        } else if !append {
+            list.retain(|x| *x != value);
+        }
+    }
+    Ok(list.join(","))
+}
+
 /// Checks and (unless `validate_only`) applies each resource's change, in order: each
 /// resource's type, name, error code and message.
 async fn alter_each<B: Backend>(
@@ -248,16 +277,32 @@ pub async fn alter_configs<B: Backend>(
     )
 }
 
-/// IncrementalAlterConfigs: SET and DELETE each name; APPEND and SUBTRACT (for list configs)
-/// are refused, since the one list config isr has, cleanup.policy, takes one value.
+/// IncrementalAlterConfigs: SET and DELETE each name; APPEND and SUBTRACT add values to or
+/// remove them from a list config's current value (its override, else its default), as
+/// Kafka's controller does, and are refused for other configs.
 pub async fn incremental_alter_configs<B: Backend>(
     backend: &B,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    // The current values, for APPEND and SUBTRACT (read once; the change itself is then a SET).
+    let cluster = backend.metadata().await;
     let changes = request
         .resources
         .into_iter()
         .map(|r| {
+            let current = |name: &str| -> Result<Described, BackendError> {
+                let cluster = cluster.as_ref().map_err(Clone::clone)?;
+                let broker = BrokerConfigs {
+                    id: cluster.this_broker,
+                    settings: backend.settings(),
+                    dynamic: &cluster.broker_configs,
+                };
+                let resource = resource(r.resource_type, r.resource_name.as_str())?;
+                describe(&resource, cluster, &broker)?
+                    .into_iter()
+                    .find(|d| d.name == name)
+                    .ok_or_else(|| BackendError::InvalidConfig(format!("unknown config {name}")))
+            };
             let ops = r
                 .configs
                 .iter()
@@ -265,12 +310,17 @@ pub async fn incremental_alter_configs<B: Backend>(
                     let name = c.name.as_str().to_owned();
                     match (c.config_operation, &c.value) {
                         (SET, Some(v)) => Ok(ConfigOp::Set(name, v.as_str().to_owned())),
-                        (SET, None) => Err(BackendError::InvalidConfig(format!(
-                            "{name}: SET needs a value"
-                        ))),
                         (DELETE, _) => Ok(ConfigOp::Delete(name)),
+                        (op @ (SET | APPEND | SUBTRACT), None) => Err(BackendError::InvalidConfig(
+                            format!("{name}: operation {op} needs a value"),
+                        )),
+                        (op @ (APPEND | SUBTRACT), Some(v)) => {
+                            let value = list_change(&current(&name)?, op == APPEND, v.as_str())?;
+                            Ok(ConfigOp::Set(name, value))
+                        }
                         (op, _) => Err(BackendError::InvalidConfig(format!(
-                            "{name}: operation {op} is not supported (0 SET, 1 DELETE)"
+                            "{name}: operation {op} is not one of 0 SET, 1 DELETE, 2 APPEND, \
+                             3 SUBTRACT"
                         ))),
                     }
                 })

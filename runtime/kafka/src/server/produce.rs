@@ -4,7 +4,9 @@ use super::codes;
 use crate::backend::{Appended, Backend, BackendError};
 use crate::batch;
 use isr::Acks;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use std::sync::Arc;
@@ -15,13 +17,20 @@ use tokio::task::JoinSet;
 struct Refusal {
     code: i16,
     message: String,
+    /// The records at fault, by position in the batch (Produce v8+'s `record_errors`).
+    records: Vec<i32>,
 }
 
 impl From<BackendError> for Refusal {
     fn from(e: BackendError) -> Self {
+        let records = match &e {
+            BackendError::InvalidRecord { records, .. } => records.clone(),
+            _ => Vec::new(),
+        };
         Refusal {
             code: e.code(),
             message: e.detail(),
+            records,
         }
     }
 }
@@ -47,6 +56,7 @@ fn one_batch(records: Option<bytes::Bytes>) -> Result<bytes::Bytes, Refusal> {
                 "a produce must carry exactly one record batch per partition, not {}",
                 v.len()
             ),
+            records: Vec::new(),
         }),
     }
 }
@@ -71,6 +81,7 @@ pub async fn produce<B: Backend>(backend: &Arc<B>, request: ProduceRequest) -> P
                     let acks = acks.ok_or(Refusal {
                         code: codes::INVALID_REQUIRED_ACKS,
                         message: format!("acks={raw_acks}: must be 0, 1 or -1 (all)"),
+                        records: Vec::new(),
                     })?;
                     // An illegal name is refused at once (INVALID_TOPIC_EXCEPTION is not
                     // retriable), where an unknown topic would be retried until a timeout.
@@ -123,10 +134,26 @@ fn topic_response(
                 Some(Ok(appended)) => answer
                     .with_base_offset(i64::try_from(appended.base_offset.0).unwrap_or(i64::MAX))
                     .with_log_append_time_ms(appended.log_append_time.unwrap_or(-1)),
-                Some(Err(refusal)) => answer
-                    .with_base_offset(-1)
-                    .with_error_code(refusal.code)
-                    .with_error_message(Some(StrBytes::from_string(refusal.message))),
+                Some(Err(refusal)) => {
+                    let message = StrBytes::from_string(refusal.message);
+                    // Each record at fault is named with the batch's reason (Kafka's clients
+                    // fail those records with it, and the others of the batch as refused
+                    // alongside them).
+                    let record_errors = refusal
+                        .records
+                        .into_iter()
+                        .map(|i| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(i)
+                                .with_batch_index_error_message(Some(message.clone()))
+                        })
+                        .collect();
+                    answer
+                        .with_base_offset(-1)
+                        .with_error_code(refusal.code)
+                        .with_record_errors(record_errors)
+                        .with_error_message(Some(message))
+                }
                 None => {
                     let e = BackendError::Internal("the append task failed".into());
                     answer

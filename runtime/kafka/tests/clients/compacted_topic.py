@@ -1,8 +1,9 @@
 """Real Kafka clients against an isr cluster's compacted topic: confluent-kafka (librdkafka)
 creates it (cleanup.policy=compact) and writes keys in rounds, a keyless record is refused
-(INVALID_RECORD); once the brokers' cleaners ran, confluent-kafka and kafka-python each read
-the partition from its start to its end across the gaps and the emptied batches the cleaner
-left, and end with every key's latest value.
+(INVALID_RECORD), and so is a batch with keyless records among keyed ones, each named; once the
+brokers' cleaners ran, confluent-kafka and kafka-python each read the partition from its start
+to its end across the gaps and the emptied batches the cleaner left, and end with every key's
+latest value.
 
 Usage: compacted_topic.py BOOTSTRAP. Exits non-zero with a message on failure.
 """
@@ -53,6 +54,23 @@ refusing.produce(TOPIC, value=b"no key", on_delivery=lambda err, msg: keyless.ap
 refusing.flush(20)
 if not keyless or keyless[0] is None or keyless[0].code() != KafkaError.INVALID_RECORD:
     sys.exit("a keyless record to a compacted topic: expected INVALID_RECORD, got %r" % keyless)
+
+# One batch of keyed records with keyless ones among them: the batch is refused, the answer names
+# each keyless record (Produce v8's record_errors), and librdkafka fails those with
+# INVALID_RECORD and the others with _INVALID_DIFFERENT_RECORD, as against Kafka.
+mixed = {}
+batching = Producer({"bootstrap.servers": bootstrap, "acks": "all", "retries": 0,
+                     "linger.ms": 500})
+for i in range(10):
+    key = None if i % 5 == 0 else b"m%d" % i
+    batching.produce(TOPIC, key=key, value=b"mixed %d" % i,
+                     on_delivery=lambda err, msg, i=i: mixed.__setitem__(i, err))
+batching.flush(20)
+codes = {i: err.code() if err else None for i, err in mixed.items()}
+expected = {i: KafkaError.INVALID_RECORD if i % 5 == 0 else KafkaError._INVALID_DIFFERENT_RECORD
+            for i in range(10)}
+if codes != expected:
+    sys.exit("a batch with keyless records: expected %r, got %r" % (expected, codes))
 
 
 def read_with_librdkafka():

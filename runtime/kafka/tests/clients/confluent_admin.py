@@ -140,6 +140,23 @@ check(configs["cleanup.policy"].value == "compact,delete", "altered cleanup.poli
       configs["cleanup.policy"].value)
 check(configs["min.cleanable.dirty.ratio"].value == "0.5", "the cleaner's default ratio",
       configs["min.cleanable.dirty.ratio"].value)
+# APPEND and SUBTRACT on a list config, from its current value; refused on any other config.
+for op, value, expected in [(AlterConfigOpType.SUBTRACT, "compact", "delete"),
+                            (AlterConfigOpType.APPEND, "compact", "delete,compact"),
+                            (AlterConfigOpType.APPEND, "delete", "delete,compact")]:
+    listed = ConfigResource("topic", configured, incremental_configs=[
+        ConfigEntry("cleanup.policy", value, incremental_operation=op)])
+    wait(admin.incremental_alter_configs([listed]))
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    check(configs["cleanup.policy"].value == expected, "cleanup.policy after %s %s" % (op, value),
+          configs["cleanup.policy"].value)
+appended = ConfigResource("topic", configured, incremental_configs=[
+    ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND)])
+try:
+    wait(admin.incremental_alter_configs([appended]))
+    sys.exit("APPEND to retention.ms, not a list, was accepted")
+except KafkaException as e:
+    check(e.args[0].name() == "INVALID_CONFIG", "APPEND to a config not a list", e)
 wait(admin.create_partitions([NewPartitions(configured, 3)]))
 check(len(admin.list_topics(configured, timeout=10).topics[configured].partitions) == 3,
       "partitions after create_partitions")
