@@ -7,11 +7,15 @@
 //! only the inserts that land in that shard, for as long as the copy takes. Eight bytes per
 //! state at most 75 % full: 45 M states fit in 512 MiB.
 //!
-//! When doubling a shard would take the table past its budget, the table is flushed instead:
-//! every shard's write lock is taken (the world stops), the fingerprints, sorted shard by shard
-//! (shards are in fingerprint order, so the shards one after another are sorted), are merged
-//! into the file, and the table is emptied, keeping its size. From then on a fingerprint the
-//! table does not hold is looked up on disk before it is inserted.
+//! Under a [`Budget`], a shard doubles only while the budget would hold every shard at the
+//! doubled size, so the table settles at the largest size that fits (between half the budget
+//! and all of it). A shard that fills up then flushes the table instead: every shard's write
+//! lock is taken (the world stops), the fingerprints, sorted shard by shard (shards are in
+//! fingerprint order, so the shards one after another are sorted), are merged into the file,
+//! and the table is emptied, keeping its size. From then on a fingerprint the table does not
+//! hold is looked up on disk before it is inserted. Beyond the table, a flush holds one
+//! shard's fingerprints to sort them, and a doubling one shard's old slots while it copies:
+//! 1/64 of the table either way.
 //!
 //! Why an insert is new exactly once: the table and the file never share a fingerprint, and an
 //! insert holds its shard's read lock from its first look, through the disk's, to the
@@ -53,8 +57,6 @@ struct Spill {
 /// A concurrent set of fingerprints.
 pub struct Visited {
     shards: Vec<Shard>,
-    /// Bytes of every shard's slots.
-    table: AtomicUsize,
     spill: Option<Spill>,
 }
 
@@ -133,7 +135,6 @@ impl Visited {
                     len: AtomicUsize::new(0),
                 })
                 .collect(),
-            table: AtomicUsize::new(SHARDS * initial * 8),
             spill: budget.map(|budget| Spill {
                 budget,
                 disk: RwLock::new(Disk::new(budget.dir.clone())),
@@ -187,16 +188,14 @@ impl Visited {
         })
     }
 
-    /// Doubles a shard that filled up, or flushes the table to disk when the doubling would
-    /// take it past the budget (the old slots and the new ones are held at once while it
-    /// copies) and the disk has not failed.
+    /// Doubles a shard that filled up, or flushes the table to disk when the budget would not
+    /// hold every shard at the doubled size (and the disk has not failed). Shards then stay
+    /// one size: a flush comes when the first of them fills, so a shard grown alone would hold
+    /// no more than the others, only take more memory.
     fn make_room(&self, shard: &Shard) {
         if let Some(spill) = &self.spill {
             let bytes = read(&shard.slots).len() * 8;
-            let needed = self
-                .table
-                .load(Ordering::Relaxed)
-                .saturating_add(2 * bytes)
+            let needed = (SHARDS * 2 * bytes)
                 .saturating_add(spill.on_disk.load(Ordering::Relaxed) / PAGE * 8);
             if needed > spill.budget.limit
                 && !spill.failed.load(Ordering::Relaxed)
@@ -214,7 +213,6 @@ impl Visited {
                     put(&bigger, x);
                 }
             }
-            self.table.fetch_add(slots.len() * 8, Ordering::Relaxed);
             *slots = bigger;
         }
     }
