@@ -6,6 +6,7 @@ mod common;
 
 use common::clients::{bootstrap, confluent_kafka_present, kafka_python_present, run_script};
 use common::{isr, isr_topic_create, TestCluster};
+use isr_runtime::storage::CLEANER_CHECKPOINT;
 use std::time::Duration;
 
 /// What `isr consume --from-beginning --until-end` prints: (offset, value) per record.
@@ -39,12 +40,33 @@ fn cleanings(cluster: &TestCluster, broker: u32) -> usize {
         .count()
 }
 
+/// Where the cleanings of each of the broker's logs ended, as its cleaner checkpoints say.
+fn cleaner_checkpoints(cluster: &TestCluster, broker: u32) -> Vec<u64> {
+    let partitions = cluster.broker_dir(broker).join("partitions");
+    std::fs::read_dir(partitions)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.ok()?.path().join(CLEANER_CHECKPOINT)).ok())
+        .filter_map(|bytes| serde_json::from_slice(&bytes).ok())
+        .collect()
+}
+
 #[test]
 fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
     // The cleaner looks for work on its own schedule (log.cleaner.backoff.ms), whatever the
-    // retention check's (left at its 5 min default here).
-    let mut cluster =
-        TestCluster::start_with_broker_flags(3, 1, None, &["--log-cleaner-backoff-ms", "200"]);
+    // retention check's (left at its 5 min default here); its map is the smallest allowed (42
+    // keys: these three fit).
+    let mut cluster = TestCluster::start_with_broker_flags(
+        3,
+        1,
+        None,
+        &[
+            "--log-cleaner-backoff-ms",
+            "200",
+            "--log-cleaner-dedupe-buffer-size",
+            "1024",
+        ],
+    );
     let bootstrap = cluster.address(1).expect("broker 1");
     let (ok, text) = isr_topic_create(
         &bootstrap,
@@ -87,6 +109,10 @@ fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
     let written = keys.len() * rounds;
     cluster.wait_for(Duration::from_secs(20), "every replica cleaning", |_| {
         (1..=3).all(|b| cleanings(&cluster, b) > 0)
+    });
+    // Each broker recorded where its cleaning ended, so that a restart does not clean again.
+    cluster.wait_for(Duration::from_secs(10), "cleaner checkpoints", |_| {
+        (1..=3).all(|b| cleaner_checkpoints(&cluster, b).iter().any(|&o| o > 0))
     });
     let read = read_all(&bootstrap, "latest");
     assert!(read.len() < written, "cleaned: {read:?}");

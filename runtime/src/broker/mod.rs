@@ -154,6 +154,12 @@ pub struct TopicDefaults {
     #[arg(long, default_value_t = 15_000, value_name = "MS",
         value_parser = clap::value_parser!(u64).range(1..))]
     pub log_cleaner_backoff_ms: u64,
+    /// log.cleaner.dedupe.buffer.size: the most memory the cleaner's map of keys takes (Kafka's
+    /// 128 MiB; one cleaner thread, so all of it); a log with more dirty keys than it holds is
+    /// cleaned in several passes.
+    #[arg(long, default_value_t = crate::storage::offset_map::DEFAULT_DEDUPE_BUFFER_BYTES,
+        value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub log_cleaner_dedupe_buffer_size: u64,
 }
 
 impl TopicDefaults {
@@ -180,6 +186,10 @@ impl TopicDefaults {
                 self.log_retention_check_interval_ms
             ),
             format!("--log-cleaner-backoff-ms={}", self.log_cleaner_backoff_ms),
+            format!(
+                "--log-cleaner-dedupe-buffer-size={}",
+                self.log_cleaner_dedupe_buffer_size
+            ),
         ]
     }
 
@@ -306,7 +316,10 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
         tracer,
     )
     .map_err(BrokerError::Recovery)?
-    .with_cleaner(host::Cleaner::start(commands.clone()).map_err(dir_error)?);
+    .with_cleaner(
+        host::Cleaner::start(commands.clone(), args.topics.log_cleaner_dedupe_buffer_size)
+            .map_err(dir_error)?,
+    );
     let (finished, mut replicas_done) = oneshot::channel();
     std::thread::Builder::new()
         .name(format!("replicas-{me}"))

@@ -25,10 +25,21 @@
 //!
 //! A segment the cleaning removes nothing from is not written again.
 //!
+//! The latest record of each key comes from the dirty part of the log only, from where the
+//! last cleaning ended ([`Job::start`], kept across restarts: [`super::CleanedTo`]) up: below,
+//! each key has one record at most, which only a later one can supersede. The keys go into an
+//! [`OffsetMap`] of bounded size (Kafka's dedupe buffer); when it is full, the cleaning ends
+//! at the first record whose key did not fit ([`Cleaned::end`]), and the next one goes on from
+//! there. That point may lie inside a segment, as in Kafka's cleaner (whose older versions
+//! stopped with an error on a segment with more records than the map holds): the segment is
+//! cleaned below it and kept as it is from it, so that a log makes progress whatever its
+//! segments hold, at least one map's worth of keys per cleaning.
+//!
 //! A reader that asks from inside such a run (a follower whose log ended at a batch boundary
 //! the run merged away) is given the run from where it asked ([`batch::from_offset`]).
 
 use super::batch::{self, RecordRef};
+use super::offset_map::OffsetMap;
 use super::segment::{BatchPosition, TimeIndex};
 use isr::{LeaderEpoch, Offset};
 use isr_kafka::compression::Readable;
@@ -54,17 +65,21 @@ pub struct SegmentJob {
     pub prefix: u64,
     /// Its batches above the log start, in offset order.
     pub batches: Vec<BatchPosition>,
-    /// Written since the last cleaning: only these say which record of a key is the latest
-    /// (a cleaned segment holds at most one record of each key, one no later one superseded).
-    pub dirty: bool,
 }
 
 /// A cleaning of one log: its closed segments below the point the core allows.
 #[derive(Clone, Debug)]
 pub struct Job {
     pub segments: Vec<SegmentJob>,
-    /// Where the segments cleaned end: everything below was cleaned once this is installed.
+    /// Where the last cleaning ended: records from here on are dirty (written since), and only
+    /// they say which record of a key is the latest.
+    pub start: Offset,
+    /// Where the segments end: the most this cleaning covers, if its map holds their keys.
     pub end: Offset,
+    /// How many times the log had been truncated below its cleaning bound when the job was
+    /// made: a cleaning made before another truncation is dropped whole, since its map may
+    /// hold records that are gone (and would remove the records they superseded).
+    pub truncations: u64,
     /// Wall-clock milliseconds, as record timestamps are.
     pub now_ms: i64,
     /// How long a tombstone stays after its batch was written (`delete.retention.ms`).
@@ -87,7 +102,11 @@ pub struct CleanedSegment {
 #[derive(Debug)]
 pub struct Cleaned {
     pub segments: Vec<CleanedSegment>,
+    /// Where the cleaning ended: the job's end, or the first record whose key did not fit in
+    /// the map. Everything below holds one record of each key at most once this is installed.
     pub end: Offset,
+    /// The job's [`Job::truncations`].
+    pub truncations: u64,
     /// Records removed, and bytes saved, over every segment.
     pub removed_records: u64,
     pub saved_bytes: u64,
@@ -106,43 +125,55 @@ fn read(file: &File, at: &BatchPosition) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// What the segments say of each key and producer: the offset of each key's latest record, and
-/// the base offset of each idempotent producer's last batch.
-#[derive(Default)]
+/// What the segments say of each key and producer: the offset of each key's latest record below
+/// `end`, and the base offset of each idempotent producer's last batch.
 struct Latest {
-    keys: HashMap<Vec<u8>, u64>,
+    keys: OffsetMap,
     producers: HashMap<i64, u64>,
+    /// Where the map's knowledge ends: the job's end, or the first record that did not fit.
+    end: u64,
 }
 
-/// Reads the dirty segments for the latest record of each key (Kafka's offset map: what lies
-/// in the segments cleaned before holds one record per key at most, so only what came since
-/// can supersede one), and every segment's batches for each producer's last.
-fn survey(job: &Job) -> io::Result<Latest> {
-    let mut latest = Latest::default();
-    for segment in &job.segments {
-        for at in &segment.batches {
-            if let Some(p) = at.producer {
-                latest.producers.insert(p.producer_id, at.base);
-            }
+/// Reads the dirty records (from the job's start) for the latest record of each key, in offset
+/// order, into a map of at most `map_bytes`, until the map is full; and every segment's
+/// batches for each producer's last.
+fn survey(job: &Job, map_bytes: usize) -> io::Result<Latest> {
+    let start = job.start.0;
+    let dirty = |at: &&BatchPosition| at.base + at.width > start;
+    // At most one key per dirty offset: the map is no larger than that needs.
+    let expected = job
+        .segments
+        .iter()
+        .flat_map(|s| s.batches.iter().filter(dirty))
+        .map(|at| at.base + at.width - at.base.max(start))
+        .sum::<u64>();
+    let mut latest = Latest {
+        keys: OffsetMap::new(map_bytes, usize::try_from(expected).unwrap_or(usize::MAX)),
+        producers: HashMap::new(),
+        end: job.end.0,
+    };
+    for at in job.segments.iter().flat_map(|s| &s.batches) {
+        if let Some(p) = at.producer {
+            latest.producers.insert(p.producer_id, at.base);
         }
-        if !segment.dirty {
+    }
+    for segment in &job.segments {
+        if !segment.batches.iter().any(|at| dirty(&at)) {
             continue;
         }
         let file = File::open(&segment.path)?;
-        for at in &segment.batches {
+        for at in segment.batches.iter().filter(dirty) {
             let bytes = read(&file, at)?;
             let readable = Readable::of(&bytes).ok().flatten();
             let records = readable.as_ref().and_then(Readable::records);
             for r in records.into_iter().flatten() {
-                if let Some(key) = r.key {
-                    let offset = at.base.saturating_add_signed(r.offset_delta);
-                    // A key seen before is updated in place: no allocation per record.
-                    match latest.keys.get_mut(key) {
-                        Some(at) => *at = offset,
-                        None => {
-                            latest.keys.insert(key.to_vec(), offset);
-                        }
-                    }
+                let offset = at.base.saturating_add_signed(r.offset_delta);
+                let Some(key) = r.key.filter(|_| offset >= start) else {
+                    continue;
+                };
+                if !latest.keys.put(key, offset) {
+                    latest.end = offset;
+                    return Ok(latest);
                 }
             }
         }
@@ -229,13 +260,14 @@ impl Writer {
 }
 
 /// Whether compaction keeps record `r` of the batch at `base`: the latest of its key (or
-/// keyless), and not a tombstone past `delete.retention.ms`.
+/// keyless), and not a tombstone past `delete.retention.ms`; and every record from where the
+/// map's knowledge ends (even an old tombstone: an older record of its key may be kept below).
 fn keeps(latest: &Latest, job: &Job, base: u64, max_timestamp: i64, r: &RecordRef<'_>) -> bool {
-    let Some(key) = r.key else {
+    let offset = base.saturating_add_signed(r.offset_delta);
+    let Some(key) = r.key.filter(|_| offset < latest.end) else {
         return true;
     };
-    let offset = base.saturating_add_signed(r.offset_delta);
-    let newest = latest.keys.get(key).is_none_or(|&o| o == offset);
+    let newest = latest.keys.get(key).is_none_or(|o| o == offset);
     let expired = r.tombstone
         && job.delete_retention_ms >= 0
         && job.now_ms.saturating_sub(max_timestamp) > job.delete_retention_ms;
@@ -334,13 +366,14 @@ fn clean_segment(
     }))
 }
 
-/// Cleans the job's segments into temporary files beside them (see the module documentation).
-/// On an error, the files written so far are removed and nothing else has changed.
-pub fn clean(job: &Job) -> io::Result<Cleaned> {
-    let latest = survey(job)?;
+/// Cleans the job's segments into temporary files beside them, with an offset map of at most
+/// `map_bytes` (see the module documentation). On an error, the files written so far are
+/// removed and nothing else has changed.
+pub fn clean(job: &Job, map_bytes: usize) -> io::Result<Cleaned> {
+    let latest = survey(job, map_bytes)?;
     let mut removed_records = 0;
     let mut segments = Vec::with_capacity(job.segments.len());
-    for segment in &job.segments {
+    for segment in job.segments.iter().take_while(|s| s.base < latest.end) {
         match clean_segment(job, &latest, segment, &mut removed_records) {
             Ok(cleaned) => segments.extend(cleaned),
             Err(e) => {
@@ -356,7 +389,8 @@ pub fn clean(job: &Job) -> io::Result<Cleaned> {
         .sum();
     Ok(Cleaned {
         segments,
-        end: job.end,
+        end: Offset(latest.end),
+        truncations: job.truncations,
         removed_records,
         saved_bytes,
     })
@@ -366,5 +400,84 @@ pub fn clean(job: &Job) -> io::Result<Cleaned> {
 pub fn discard(segments: &[CleanedSegment]) {
     for s in segments {
         let _ = fs::remove_file(&s.temp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::disk_log::tests::{cleaned_to, contents, keyed, MAP_BYTES};
+    use crate::storage::offset_map::SLOT_BYTES;
+    use crate::storage::DiskLog;
+    use isr::Log;
+    use std::collections::BTreeSet;
+
+    /// Three rounds over keys `k0`..`k39`, four records a batch, a tombstone for `k7` long ago
+    /// in the second; segments of 500 bytes, so that a map of a few keys fills inside one.
+    fn written(dir: &Path) -> DiskLog {
+        let mut log = DiskLog::open(dir, 500).expect("open");
+        for round in 0..3 {
+            for first in (0..40).step_by(4) {
+                let records: Vec<(String, Option<String>)> = (first..first + 4)
+                    .map(|k| {
+                        let value = (round != 1 || k != 7).then(|| format!("{round}"));
+                        (format!("k{k}"), value)
+                    })
+                    .collect();
+                let refs: Vec<(&str, Option<&str>)> = records
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_deref()))
+                    .collect();
+                log.append(&[keyed(1, round, &refs)]);
+            }
+        }
+        log.compact(log.log_end_offset());
+        log
+    }
+
+    /// The keys of the records in `[from, to)`.
+    fn keys_between(records: &[(i64, String, Option<String>)], from: u64, to: u64) -> usize {
+        let range = from as i64..to as i64;
+        let keys: BTreeSet<&str> = records
+            .iter()
+            .filter(|(o, _, _)| range.contains(o))
+            .map(|(_, k, _)| k.as_str())
+            .collect();
+        keys.len()
+    }
+
+    #[test]
+    fn a_map_too_small_for_the_dirty_keys_cleans_in_passes_to_what_one_pass_leaves() {
+        let (one, many) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        let mut log = written(one.path());
+        let before = contents(&log);
+        let job = log.cleaning_job(0.0, 1_000, 0).expect("a job");
+        let cleaned = clean(&job, MAP_BYTES).expect("clean");
+        assert_eq!(cleaned.end, job.end, "a large map takes every dirty key");
+        let bound = job.end;
+        log.install(cleaned);
+        let expected = cleaned_to(&before, bound.0 as i64, true);
+        assert_eq!(contents(&log), expected);
+
+        // A map of 5 keys for 40: a pass ends where the map filled, often inside a segment,
+        // and the next goes on from there, until the same point.
+        let small = 6 * SLOT_BYTES;
+        assert_eq!(OffsetMap::new(small, usize::MAX).capacity(), 5);
+        let mut log = written(many.path());
+        let mut passes = 0;
+        while let Some(job) = log.cleaning_job(0.0, 1_000, 0) {
+            assert_eq!(job.end, bound);
+            let cleaned = clean(&job, small).expect("clean");
+            assert!(cleaned.end > job.start, "every pass makes progress");
+            let mapped = keys_between(&before, job.start.0, cleaned.end.0);
+            assert!(mapped <= 5, "{mapped} keys mapped into a map of 5");
+            log.install(cleaned);
+            passes += 1;
+        }
+        assert!(passes >= 8, "{passes} passes for 40 keys, 5 at a time");
+        assert_eq!(contents(&log), expected);
     }
 }

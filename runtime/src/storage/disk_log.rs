@@ -9,6 +9,8 @@
 //! base offset is the log start (a checkpoint that cannot be read is ignored, with a warning:
 //! the segments say where the log starts, and at worst records deleted logically come back).
 //! Segments wholly below it are removed; the one that holds it stays until it is wholly below.
+//! Where compaction's cleanings ended is kept the same way ([`CleanedTo`]), clamped to the log
+//! recovered.
 //!
 //! `Log` methods are infallible by design (a failed disk is not a protocol event): the first I/O
 //! error is kept in [`DiskLog::failure`], every later change is refused, and the broker stops
@@ -16,6 +18,7 @@
 
 use super::batch;
 use super::checkpoint;
+use super::cleaned_to::CleanedTo;
 use super::cleaner::{self, Cleaned, Job, SegmentJob};
 use super::segment::{self, BatchPosition, Segment};
 use bytes::Bytes;
@@ -53,9 +56,10 @@ pub struct DiskLog {
     /// How far compaction may clean: the core's bound (its high watermark, rule 18), lowered
     /// by a truncation below it.
     clean_bound: Offset,
-    /// Where the last cleaning installed ended: what lies below was cleaned once. Not kept
-    /// across restarts (a restarted broker cleans its compacted logs once more).
-    cleaned_to: Offset,
+    /// Where the cleanings installed ended: what lies below was cleaned once.
+    cleaned_to: CleanedTo,
+    /// How many truncations cut the log below `clean_bound`: see [`Job::truncations`].
+    truncations: u64,
 }
 
 impl DiskLog {
@@ -77,7 +81,8 @@ impl DiskLog {
             flushed: Offset(0),
             failure: None,
             clean_bound: Offset(0),
-            cleaned_to: Offset(0),
+            cleaned_to: CleanedTo::read(dir),
+            truncations: 0,
         };
         remove_cleanings(dir)?;
         let mut cut = false;
@@ -129,6 +134,11 @@ impl DiskLog {
         log.start = first;
         log.drop_below(checkpointed)?;
         log.flushed = Offset(log.end());
+        // A cleaner checkpoint past a tail that recovery cut goes, before anything is appended
+        // there.
+        if log.cleaned_to.cut(log.flushed)? {
+            sync_dir(dir)?;
+        }
         Ok(log)
     }
 
@@ -207,7 +217,8 @@ impl DiskLog {
             return None;
         }
         // Segment n is dirty when it ends past what the last cleaning covered.
-        let dirty = |n: usize| self.segments[n + 1].base > self.cleaned_to.0;
+        let cleaned_to = self.cleaned_to.get();
+        let dirty = |n: usize| self.segments[n + 1].base > cleaned_to.0;
         let total: u64 = self.segments[..closed].iter().map(Segment::size).sum();
         let dirty_bytes: u64 = (0..closed)
             .filter(|&n| dirty(n))
@@ -232,32 +243,35 @@ impl DiskLog {
                     size: seg.size(),
                     prefix: batches.first().map_or(seg.size(), |b| b.position),
                     batches,
-                    dirty: dirty(n),
                 })
             })
             .collect();
         Some(Job {
             segments,
+            start: cleaned_to,
             end: Offset(self.segments[closed].base),
+            truncations: self.truncations,
             now_ms,
             delete_retention_ms,
         })
     }
 
-    /// The partition's directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// Where the cleanings installed end, for the cleaner thread to make durable
+    /// ([`CleanedTo::persist`]).
+    pub fn cleaned_to(&self) -> CleanedTo {
+        self.cleaned_to.clone()
     }
 
     /// Puts a finished cleaning in place: each cleaned segment replaces its segment, unless
-    /// that changed since the job was made (truncated, deleted, its log start moved), in which
-    /// case its cleaned copy is dropped. Offsets, epochs and the log's end stay as they were.
-    /// The renames are not made durable here (no directory fsync on the replica thread; the
-    /// cleaner thread syncs the directory next): a crash that loses one leaves the segment as
-    /// it was before the cleaning, as valid as the cleaned one, and the cleaned copy, durable
-    /// already, is removed at the next open.
+    /// that changed since the job was made (deleted, its log start moved), in which case its
+    /// cleaned copy is dropped; after a truncation below the cleaning bound, the whole
+    /// cleaning is dropped ([`Job::truncations`]). Offsets, epochs and the log's end stay as
+    /// they were. The renames are not made durable here (no directory fsync on the replica
+    /// thread; the cleaner thread syncs the directory next, then writes the checkpoint): a
+    /// crash that loses one leaves the segment as it was before the cleaning, as valid as the
+    /// cleaned one, and the cleaned copy, durable already, is removed at the next open.
     pub fn install(&mut self, cleaned: Cleaned) {
-        if self.failure.is_some() {
+        if self.failure.is_some() || cleaned.truncations != self.truncations {
             cleaner::discard(&cleaned.segments);
             return;
         }
@@ -285,7 +299,7 @@ impl DiskLog {
             let entries = c.batches.into_iter().map(|at| Indexed { at, segment: n });
             self.index.splice(lo..hi, entries);
         }
-        self.cleaned_to = self.cleaned_to.max(cleaned.end);
+        self.cleaned_to.installed(cleaned.end);
     }
 
     /// The index positions of segment `n`'s entries.
@@ -523,12 +537,21 @@ impl Log for DiskLog {
         let cut = self
             .find(offset)
             .unwrap_or_else(|| self.index.partition_point(|e| e.at.base < offset.0));
-        let result = self.truncate_index(cut);
+        let Some(new_end) = self.index.get(cut).map(|e| Offset(e.at.base)) else {
+            return;
+        };
+        if new_end < self.clean_bound {
+            self.truncations += 1;
+        }
+        // The cleaner checkpoint goes first: the truncation's directory sync makes it durable.
+        let result = self
+            .cleaned_to
+            .cut(new_end)
+            .and_then(|_| self.truncate_index(cut));
         self.record(result);
         let end = self.log_end_offset();
         self.flushed = self.flushed.min(end);
         self.clean_bound = self.clean_bound.min(end);
-        self.cleaned_to = self.cleaned_to.min(end);
     }
 
     /// Lets the cleaner work up to `below` (the core's high watermark: rule 18); the cleaning
@@ -599,11 +622,15 @@ impl Log for DiskLog {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::storage::batch::tests::{batch_at, batch_of};
     use isr::LeaderEpoch;
     use std::fs::OpenOptions;
+
+    /// Kafka's dedupe buffer: no test log fills it.
+    pub(crate) const MAP_BYTES: usize =
+        crate::storage::offset_map::DEFAULT_DEDUPE_BUFFER_BYTES as usize;
 
     fn entry(epoch: u32, values: &[&str]) -> Entry<Bytes> {
         Entry {
@@ -781,7 +808,11 @@ mod tests {
     }
 
     /// One batch of keyed records `(key, value)` (`None`: a tombstone) in `epoch`, at `timestamp`.
-    fn keyed(epoch: u32, timestamp: i64, records: &[(&str, Option<&str>)]) -> Entry<Bytes> {
+    pub(crate) fn keyed(
+        epoch: u32,
+        timestamp: i64,
+        records: &[(&str, Option<&str>)],
+    ) -> Entry<Bytes> {
         let entries: Vec<(Bytes, Option<Bytes>)> = records
             .iter()
             .map(|(k, v)| {
@@ -800,7 +831,7 @@ mod tests {
     }
 
     /// Every record of the log: (offset, key, value).
-    fn contents(log: &DiskLog) -> Vec<(i64, String, Option<String>)> {
+    pub(crate) fn contents(log: &DiskLog) -> Vec<(i64, String, Option<String>)> {
         log.read(log.log_start_offset(), log.log_end_offset(), usize::MAX)
             .into_iter()
             .flat_map(|e| isr_kafka::client::records::decode(e.record).expect("readable"))
@@ -814,7 +845,7 @@ mod tests {
     /// What a cleaning below `cleaned_below` leaves of `records` (offset, key, value): each
     /// key's latest record below that point (tombstones dropped too with `drop_tombstones`),
     /// and everything above it.
-    fn cleaned_to(
+    pub(crate) fn cleaned_to(
         records: &[(i64, String, Option<String>)],
         cleaned_below: i64,
         drop_tombstones: bool,
@@ -879,7 +910,7 @@ mod tests {
             cleaned_below < end.0 as i64,
             "the active segment is never cleaned"
         );
-        let cleaned = cleaner::clean(&job).expect("clean");
+        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
         assert!(cleaned.removed_records > 0);
         log.install(cleaned);
 
@@ -948,7 +979,7 @@ mod tests {
             cleaned_below >= 8,
             "the compressed batches are below {cleaned_below}"
         );
-        let cleaned = cleaner::clean(&job).expect("clean");
+        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
         assert!(cleaned.removed_records >= 3);
         log.install(cleaned);
 
@@ -981,7 +1012,7 @@ mod tests {
         }
         log.compact(log.log_end_offset());
         let job = log.cleaning_job(0.0, 100, 1000).expect("job");
-        let cleaned = cleaner::clean(&job).expect("clean");
+        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
         let temps: Vec<_> = cleaned.segments.iter().map(|s| s.temp.clone()).collect();
         // An unclean election truncates into the first segment under the cleaner.
         log.truncate_to(Offset(1));

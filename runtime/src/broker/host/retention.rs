@@ -10,6 +10,7 @@
 use super::{Command, Host};
 use crate::storage::cleaner::{self, Cleaned, Job};
 use crate::storage::retention::retention_point;
+use crate::storage::CleanedTo;
 use isr::{Log, PartitionId, ReplicaInput};
 use isr_kafka::configs::LogRetention;
 use std::collections::BTreeSet;
@@ -28,16 +29,23 @@ pub struct Cleaner {
 enum Task {
     /// Clean a log.
     Clean(PartitionId, Job),
-    /// Make a partition directory's entries durable after a cleaning was installed in it: its
-    /// renames dirtied the directory, and on ext4 without a journal the next fsync of a file
-    /// created in it (the replica thread's, at the next segment roll) would otherwise write
-    /// the directory out first, in the replica thread's time.
-    SyncDir(std::path::PathBuf),
+    /// Make a cleaning installed in a partition's directory durable, then record where it
+    /// ended ([`CleanedTo::persist`]): its renames dirtied the directory, and on ext4 without
+    /// a journal the next fsync of a file created in it (the replica thread's, at the next
+    /// segment roll) would otherwise write the directory out first, in the replica thread's
+    /// time.
+    Persist(CleanedTo),
 }
 
 impl Cleaner {
-    /// Starts the thread; it ends when the cleaner is dropped (the replica thread's end).
-    pub fn start(results: mpsc::UnboundedSender<Command>) -> std::io::Result<Cleaner> {
+    /// Starts the thread, whose offset map takes at most `map_bytes` (the broker's one cleaner
+    /// thread has the whole dedupe buffer); it ends when the cleaner is dropped (the replica
+    /// thread's end).
+    pub fn start(
+        results: mpsc::UnboundedSender<Command>,
+        map_bytes: u64,
+    ) -> std::io::Result<Cleaner> {
+        let map_bytes = usize::try_from(map_bytes).unwrap_or(usize::MAX);
         let (jobs, queue) = std::sync::mpsc::channel::<Task>();
         std::thread::Builder::new()
             .name("cleaner".into())
@@ -46,14 +54,14 @@ impl Cleaner {
                 for task in queue {
                     let (partition, job) = match task {
                         Task::Clean(partition, job) => (partition, job),
-                        Task::SyncDir(dir) => {
-                            if let Err(e) = crate::storage::sync_dir(&dir) {
-                                warn!(dir = %dir.display(), error = %e, "cannot sync a cleaned log's directory");
+                        Task::Persist(cleaned_to) => {
+                            if let Err(e) = cleaned_to.persist() {
+                                warn!(error = %e, "cannot record a cleaning durably");
                             }
                             continue;
                         }
                     };
-                    let result = cleaner::clean(&job).map_err(|e| e.to_string());
+                    let result = cleaner::clean(&job, map_bytes).map_err(|e| e.to_string());
                     if let Err(mpsc::error::SendError(Command::Cleaned {
                         result: Ok(cleaned),
                         ..
@@ -151,7 +159,7 @@ impl Host {
         if let Some(cleaner) = self.cleaner.as_ref() {
             let _ = cleaner
                 .jobs
-                .send(Task::SyncDir(h.replica.log().dir().to_path_buf()));
+                .send(Task::Persist(h.replica.log().cleaned_to()));
         }
         info!(%partition, removed_records = records, saved_bytes = bytes, cleaned_below = %end,
             "log cleaned");
