@@ -218,4 +218,36 @@ fn a_topic_created_with_a_replica_assignment_lives_on_the_brokers_named() {
             "{bad}: {text}"
         );
     }
+    // Grown with an assignment (CreatePartitions' assignments), as kafka-topics --alter takes
+    // it: every partition listed, only the new ones placed.
+    let grow = |assignment: &str| {
+        isr(
+            &[
+                "topic",
+                "add-partitions",
+                "placed",
+                "--bootstrap",
+                &b,
+                "--partitions",
+                "3",
+                "--replica-assignment",
+                assignment,
+            ],
+            "",
+        )
+    };
+    for bad in ["3:1,2:3,1:9", "3:1,2:3,1"] {
+        let (ok, text) = grow(bad);
+        assert!(
+            !ok && text.contains("INVALID_REPLICA_ASSIGNMENT"),
+            "{bad}: {text}"
+        );
+    }
+    let (ok, text) = grow("3:1,2:3,1:2");
+    assert!(ok, "{text}");
+    let status = cluster.wait_for(Duration::from_secs(10), "the new leader", |s| {
+        TestCluster::partition(s, "placed", 2)["leader"].is_u64()
+    });
+    let assigned = TestCluster::partition(&status, "placed", 2)["assigned"].clone();
+    assert_eq!(assigned, serde_json::json!([1, 2]), "{status}");
 }

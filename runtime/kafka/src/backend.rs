@@ -387,11 +387,14 @@ pub trait Backend: Send + Sync + 'static {
     /// (DeleteTopics); returns once the controller has.
     fn delete_topic(&self, name: &str) -> impl Future<Output = Result<(), BackendError>> + Send;
 
-    /// Grows a topic to `total` partitions (CreatePartitions); the new ones start empty.
+    /// Grows a topic to `total` partitions (CreatePartitions); the new ones start empty. With
+    /// an `assignment` (one list of brokers per new partition, in preference order) they go on
+    /// exactly those brokers; without one the backend places them.
     fn create_partitions(
         &self,
         topic: &str,
         total: u32,
+        assignment: Vec<Vec<BrokerId>>,
     ) -> impl Future<Output = Result<(), BackendError>> + Send;
 
     /// Changes a topic's or broker's config overrides: `replace` drops every override the

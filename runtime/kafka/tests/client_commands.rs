@@ -512,6 +512,7 @@ async fn topics_are_described_altered_grown_and_deleted() {
         bootstrap: b.clone(),
         name: "orders".into(),
         partitions: 3,
+        replica_assignment: None,
     }))
     .await;
     assert_eq!(

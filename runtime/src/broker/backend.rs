@@ -322,10 +322,16 @@ impl Backend for BrokerBackend {
         self.change(Request::DeleteTopic(name.to_owned())).await
     }
 
-    async fn create_partitions(&self, topic: &str, total: u32) -> Result<(), BackendError> {
+    async fn create_partitions(
+        &self,
+        topic: &str,
+        total: u32,
+        assignment: Vec<Vec<BrokerId>>,
+    ) -> Result<(), BackendError> {
         self.change(Request::CreatePartitions {
             topic: topic.to_owned(),
             total,
+            assignment,
         })
         .await
     }

@@ -653,8 +653,12 @@ impl Active<'_> {
                 info!(%topic, "topic deleted");
                 done(Vec::new())
             }
-            Request::CreatePartitions { topic, total } => {
-                let effects = self.meta.create_partitions(&topic, total)?;
+            Request::CreatePartitions {
+                topic,
+                total,
+                assignment,
+            } => {
+                let effects = self.meta.create_partitions(&topic, total, &assignment)?;
                 info!(%topic, total, "partitions added");
                 done(effects)
             }

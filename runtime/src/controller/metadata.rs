@@ -215,11 +215,15 @@ impl Metadata {
         Ok((ids, effects))
     }
 
-    /// Grows a topic to `total` partitions, with the replication factor and floor of its first.
+    /// Grows a topic to `total` partitions, with the replication factor and floor of its first:
+    /// placed over the live brokers, or, with an `assignment`, one list of brokers per new
+    /// partition, each as many as the topic's replication factor (Kafka's CreatePartitions
+    /// with assignments).
     pub fn create_partitions(
         &mut self,
         topic: &str,
         total: u32,
+        assignment: &[Vec<BrokerId>],
     ) -> Result<Effects<bytes::Bytes>, AdminError> {
         let ids = self
             .topics
@@ -237,7 +241,22 @@ impl Metadata {
             .ok_or(AdminError::UnknownTopicOrPartition)?;
         let (factor, min_isr) = (first.assigned.len(), first.min_insync_replicas);
         let mut ids = ids.clone();
-        let (added, effects) = self.add_partitions(total - have, factor, min_isr)?;
+        let (added, effects) = if assignment.is_empty() {
+            self.add_partitions(total - have, factor, min_isr)?
+        } else if assignment.len() as u32 != total - have {
+            return Err(AdminError::InvalidReplicaAssignment(format!(
+                "{} assignments for {} new partitions",
+                assignment.len(),
+                total - have
+            )));
+        } else if let Some(other) = assignment.iter().find(|a| a.len() != factor) {
+            return Err(AdminError::InvalidReplicaAssignment(format!(
+                "{} replicas where topic {topic} has {factor}",
+                other.len()
+            )));
+        } else {
+            self.add_assigned(assignment, min_isr)?
+        };
         ids.extend(added);
         self.set(Record::Topic {
             name: topic.to_owned(),
@@ -464,16 +483,52 @@ pub(super) mod tests {
         meta.create_topic(&cfg, &spec("t", 1, &[("min.insync.replicas", "3")]))
             .expect("t");
         assert!(matches!(
-            meta.create_partitions("t", 1),
+            meta.create_partitions("t", 1, &[]),
             Err(AdminError::InvalidPartitions(_))
         ));
-        assert!(!meta.create_partitions("t", 3).expect("grow").is_empty());
+        assert!(!meta
+            .create_partitions("t", 3, &[])
+            .expect("grow")
+            .is_empty());
         assert_eq!(meta.topics["t"].len(), 3);
         assert_eq!(
             min_isr(&meta, "t"),
             [3, 3, 3],
             "new partitions keep the floor"
         );
+        // With an assignment: one list per new partition, as many brokers as the topic's
+        // factor, distinct and alive; the replicas go exactly there, in that order.
+        let b = |ids: &[u32]| ids.iter().map(|&i| BrokerId(i)).collect::<Vec<_>>();
+        for bad in [
+            vec![b(&[3, 2, 1])],                // two new partitions, one list
+            vec![b(&[3, 2, 1]), b(&[1, 2])],    // another replication factor
+            vec![b(&[3, 2, 1]), b(&[1, 1, 2])], // a broker twice
+            vec![b(&[3, 2, 1]), b(&[1, 2, 9])], // a broker not alive
+        ] {
+            assert!(
+                matches!(
+                    meta.clone().create_partitions("t", 5, &bad),
+                    Err(AdminError::InvalidReplicaAssignment(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        let manual = [b(&[3, 2, 1]), b(&[2, 1, 3])];
+        assert!(!meta
+            .create_partitions("t", 5, &manual)
+            .expect("grow")
+            .is_empty());
+        let placed: Vec<Vec<BrokerId>> = meta.topics["t"][3..]
+            .iter()
+            .map(|id| {
+                meta.controller
+                    .partition(*id)
+                    .expect("created")
+                    .assigned
+                    .clone()
+            })
+            .collect();
+        assert_eq!(placed, manual);
         let ids = meta.topics["t"].clone();
         meta.delete_topic("t").expect("delete");
         let view = meta.view(None);

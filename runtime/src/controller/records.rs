@@ -311,7 +311,7 @@ mod tests {
         let ops: Vec<Op> = vec![
             Box::new(|cfg, m| m.create_topic(cfg, &spec("a", 4)).expect("a")),
             Box::new(|cfg, m| m.create_topic(cfg, &spec("b", 2)).expect("b")),
-            Box::new(|_, m| m.create_partitions("b", 5).expect("grow")),
+            Box::new(|_, m| m.create_partitions("b", 5, &[]).expect("grow")),
             Box::new(|cfg, m| {
                 let set = vec![ConfigOp::Set("min.insync.replicas".into(), "3".into())];
                 m.alter_configs(cfg, &ConfigResource::Topic("a".into()), &set, false)

@@ -17,10 +17,13 @@ pub enum Request {
     Metadata,
     CreateTopic(TopicSpec),
     DeleteTopic(String),
-    /// Grows a topic to `total` partitions.
+    /// Grows a topic to `total` partitions: on the brokers `assignment` names for each new
+    /// one, or where the controller places them if it is empty.
     CreatePartitions {
         topic: String,
         total: u32,
+        #[serde(default)]
+        assignment: Vec<Vec<BrokerId>>,
     },
     /// Changes a topic's or broker's config overrides (`replace`: AlterConfigs, which drops
     /// every override not set).

@@ -129,7 +129,12 @@ impl Backend for Accepting {
         Ok(())
     }
 
-    async fn create_partitions(&self, _: &str, _: u32) -> Result<(), BackendError> {
+    async fn create_partitions(
+        &self,
+        _: &str,
+        _: u32,
+        _: Vec<Vec<BrokerId>>,
+    ) -> Result<(), BackendError> {
         Ok(())
     }
 

@@ -4,7 +4,9 @@ pub use super::args::{DeleteArgs, ListArgs, NamedArgs};
 use super::cluster::{Cluster, PartitionView, Route, TopicView};
 use super::error::{malformed, ClientError};
 use crate::configs::{self, Source};
-use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsAssignment, CreatePartitionsTopic,
+};
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
@@ -152,6 +154,11 @@ pub struct AddPartitionsArgs {
     /// The topic's partition count afterwards (as kafka-topics --alter --partitions).
     #[arg(long)]
     pub partitions: u32,
+    /// Every partition's replicas, the existing ones first, as kafka-topics --alter takes them
+    /// (`1:2,2:3,3:1`): only the new partitions' lists are sent, and those brokers hold them,
+    /// the preferred leader first. As many lists as --partitions.
+    #[arg(long, value_name = "B:B,B:B...", value_parser = replica_assignment)]
+    pub replica_assignment: Option<ReplicaAssignment>,
 }
 
 /// Parses `KEY=VALUE`.
@@ -526,12 +533,31 @@ async fn add_partitions(args: AddPartitionsArgs, out: &mut impl Write) -> Result
     let have = cluster.existing_topic(&args.name)?.partitions.len();
     let count = i32::try_from(args.partitions)
         .map_err(|_| ClientError::Usage("--partitions is too large".into()))?;
+    let assignments = match &args.replica_assignment {
+        None => None,
+        Some(a) if a.0.len() != args.partitions as usize => {
+            return Err(ClientError::Usage(format!(
+                "--replica-assignment lists {} partitions; --partitions is {}",
+                a.0.len(),
+                args.partitions
+            )))
+        }
+        Some(a) => Some(
+            a.0.iter()
+                .skip(have)
+                .map(|brokers| {
+                    CreatePartitionsAssignment::default()
+                        .with_broker_ids(brokers.iter().map(|&b| BrokerId(b)).collect())
+                })
+                .collect(),
+        ),
+    };
     let request = CreatePartitionsRequest::default()
         .with_timeout_ms(ADMIN_TIMEOUT_MS)
         .with_topics(vec![CreatePartitionsTopic::default()
             .with_name(name(&args.name))
             .with_count(count)
-            .with_assignments(None)]);
+            .with_assignments(assignments)]);
     cluster
         .send(
             Route::Admin,

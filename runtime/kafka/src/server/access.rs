@@ -18,7 +18,7 @@ use crate::configs::{ConfigOp, ConfigResource};
 use crate::coordinator::{Coordinator, StoredGroup};
 use crate::topic_id::TopicId;
 use bytes::Bytes;
-use isr::{Acks, Offset};
+use isr::{Acks, BrokerId, Offset};
 use std::sync::Arc;
 
 /// A principal connected from a host through a listener, and the authorizer that judges it.
@@ -143,9 +143,14 @@ impl<B: Backend> Backend for Authorized<B> {
         self.inner.delete_topic(name).await
     }
 
-    async fn create_partitions(&self, topic: &str, total: u32) -> Result<(), BackendError> {
+    async fn create_partitions(
+        &self,
+        topic: &str,
+        total: u32,
+        assignment: Vec<Vec<BrokerId>>,
+    ) -> Result<(), BackendError> {
         self.access.topic(Operation::Alter, topic)?;
-        self.inner.create_partitions(topic, total).await
+        self.inner.create_partitions(topic, total, assignment).await
     }
 
     async fn alter_configs(

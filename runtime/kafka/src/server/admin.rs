@@ -10,6 +10,7 @@ use crate::backend::{Backend, BackendError, BrokerSettings, NewTopic};
 use crate::configs::{self, BrokerConfigs};
 use crate::names::check_topic;
 use crate::topic_id::TopicId;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
@@ -291,7 +292,8 @@ fn deleted(
     }
 }
 
-/// CreatePartitions: grows topics to the requested totals (replicas assigned by isr).
+/// CreatePartitions: grows topics to the requested totals, the new partitions on the brokers
+/// the request assigns them to, or where the controller places them.
 pub async fn create_partitions<B: Backend>(
     backend: &B,
     request: CreatePartitionsRequest,
@@ -300,31 +302,26 @@ pub async fn create_partitions<B: Backend>(
     let mut results = Vec::with_capacity(request.topics.len());
     for t in &request.topics {
         let name = t.name.0.as_str();
-        let total = u32::try_from(t.count)
-            .map_err(|_| BackendError::InvalidPartitions(format!("{}: negative", t.count)));
-        let manual = t.assignments.as_ref().is_some_and(|a| !a.is_empty());
-        let allowed = backend.authorize(Operation::Alter, ResourceType::Topic, name);
-        let outcome = match (total, manual, &cluster) {
-            _ if allowed.is_err() => allowed,
-            (_, true, _) => Err(BackendError::InvalidReplicaAssignment(
-                "isr assigns replicas itself".into(),
-            )),
-            (Err(e), ..) => Err(e),
-            (_, _, Err(e)) => Err(e.clone()),
-            (Ok(total), false, Ok(cluster)) => {
-                let current = cluster.topics.iter().find(|x| x.name == name);
-                match current.map(|x| x.partitions.len()) {
-                    None => Err(BackendError::UnknownTopicOrPartition),
-                    Some(n) if total as usize <= n => Err(BackendError::InvalidPartitions(
-                        format!("topic {name} has {n} partitions; asked for {total} in all"),
-                    )),
-                    Some(_) if request.validate_only => Ok(()),
-                    Some(_) => {
-                        within(request.timeout_ms, backend.create_partitions(name, total)).await
-                    }
+        let outcome = async {
+            backend.authorize(Operation::Alter, ResourceType::Topic, name)?;
+            let total = u32::try_from(t.count)
+                .map_err(|_| BackendError::InvalidPartitions(format!("{}: negative", t.count)))?;
+            let assignment = new_partitions_assignment(t)?;
+            let cluster = cluster.as_ref().map_err(Clone::clone)?;
+            let current = cluster.topics.iter().find(|x| x.name == name);
+            match current.map(|x| x.partitions.len()) {
+                None => Err(BackendError::UnknownTopicOrPartition),
+                Some(n) if total as usize <= n => Err(BackendError::InvalidPartitions(format!(
+                    "topic {name} has {n} partitions; asked for {total} in all"
+                ))),
+                Some(_) if request.validate_only => Ok(()),
+                Some(_) => {
+                    let grow = backend.create_partitions(name, total, assignment);
+                    within(request.timeout_ms, grow).await
                 }
             }
-        };
+        }
+        .await;
         let result = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         results.push(match outcome {
             Ok(()) => result,
@@ -334,6 +331,26 @@ pub async fn create_partitions<B: Backend>(
         });
     }
     CreatePartitionsResponse::default().with_results(results)
+}
+
+/// A CreatePartitions assignment: each new partition's brokers, in preference order (none:
+/// the controller places them). How many lists, and whether each names as many distinct live
+/// brokers as the topic's replication factor, is the controller's to judge
+/// (INVALID_REPLICA_ASSIGNMENT).
+fn new_partitions_assignment(
+    t: &CreatePartitionsTopic,
+) -> Result<Vec<Vec<isr::BrokerId>>, BackendError> {
+    t.assignments
+        .iter()
+        .flatten()
+        .map(|a| {
+            a.broker_ids
+                .iter()
+                .map(|b| u32::try_from(b.0).map(isr::BrokerId))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| BackendError::InvalidReplicaAssignment("a negative broker id".into()))
+        })
+        .collect()
 }
 
 /// Hands out producer ids so that idempotent producers (kafka-python and librdkafka enable

@@ -213,7 +213,12 @@ impl Backend for MemoryBackend {
         Ok(())
     }
 
-    async fn create_partitions(&self, topic: &str, total: u32) -> Result<(), BackendError> {
+    async fn create_partitions(
+        &self,
+        topic: &str,
+        total: u32,
+        _: Vec<Vec<BrokerId>>,
+    ) -> Result<(), BackendError> {
         let mut state = self.state();
         let parts = state
             .topics
