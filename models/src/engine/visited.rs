@@ -49,8 +49,9 @@ struct Spill {
     on_disk: AtomicUsize,
     /// One flush at a time.
     flushing: Mutex<()>,
-    /// The disk failed (the error is in the budget): the search must end. The set stays
-    /// whole, and its table grows past the budget.
+    /// The disk failed (the error is in the budget): the search must end. After a failed
+    /// flush the set stays whole and its table grows past the budget; a failed read answered
+    /// "visited".
     failed: AtomicBool,
 }
 
