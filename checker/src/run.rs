@@ -11,6 +11,7 @@ use isr_models::presets::{Outcome, Preset};
 use isr_models::Check;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How to search: the options `check`, `suite` and `explore` share.
@@ -105,12 +106,13 @@ impl SearchArgs {
         progress: impl FnMut(Progress),
     ) -> Result<Checked, SpillError> {
         let dir = self.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let budget = Budget::leak(self.memory_limit_bytes(), dir);
+        let budget = Budget::new(self.memory_limit_bytes(), dir);
         let options = Options {
             search: self.search(target.stop_at().is_some()),
             symmetry: self.symmetry || (!self.no_symmetry && symmetry_pays(&target.bounds)),
             threads: self.threads as usize,
-            limits: Limits::with_time(self.time_limit, self.max_depth).with_memory(budget),
+            limits: Limits::with_time(self.time_limit, self.max_depth)
+                .with_memory(Arc::clone(&budget)),
         };
         let run = run_with(
             &target.model(),

@@ -90,7 +90,7 @@ impl Run {
 }
 
 /// How to search.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Options {
     pub search: Search,
     /// Symmetry reduction (up to [`MAX_SYMMETRIC_BROKERS`] brokers).

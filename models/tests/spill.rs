@@ -8,17 +8,18 @@ use isr_models::engine::budget::Budget;
 use isr_models::engine::Limits;
 use isr_models::presets::{Outcome, Preset};
 use isr_models::Check;
+use std::sync::Arc;
 
 /// Checks preset `name` with `search`, within `limit` bytes for the visited set if given; the
 /// budget, to read what was spilled.
-fn check(name: &str, search: Search, limit: Option<usize>) -> (Run, &'static Budget) {
+fn check(name: &str, search: Search, limit: Option<usize>) -> (Run, Arc<Budget>) {
     let p = Preset::find(name).expect("preset exists");
-    let budget = Budget::leak(limit.unwrap_or(usize::MAX), std::env::temp_dir());
+    let budget = Budget::new(limit.unwrap_or(usize::MAX), std::env::temp_dir());
     let options = Options {
         search,
         symmetry: symmetry_pays(&p.bounds),
         threads: 2,
-        limits: Limits::default().with_memory(budget),
+        limits: Limits::default().with_memory(Arc::clone(&budget)),
     };
     let run = run_with(&p.model(), |c| p.expected(c), p.stop_at(), options, |_| {});
     (run, budget)

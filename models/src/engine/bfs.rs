@@ -144,7 +144,7 @@ pub fn breadth_first(
         levels: Vec::new(),
         found: vec![None; targets],
     };
-    let visited = Visited::new(limits.memory);
+    let visited = Visited::new(limits.memory.clone());
     visited.insert(root);
     let bits = hits(&initial.nodes);
     for (i, found) in bfs.found.iter_mut().enumerate() {

@@ -4,7 +4,7 @@
 use super::spill::SpillError;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A bound on the memory of one search's visited set, shared by the caller and the search: the
 /// caller reads [`Budget::spilled`] and [`Budget::take_error`] once the search is over.
@@ -28,17 +28,16 @@ pub struct Spilled {
 }
 
 impl Budget {
-    /// A budget for one search, leaked: [`super::Limits`] carries it and is `Copy` (as is
-    /// `check::Options`, which carries the limits), so it holds a `&'static`. A budget is a few
-    /// dozen bytes, one per search run by the caller.
-    pub fn leak(limit: usize, dir: PathBuf) -> &'static Budget {
-        Box::leak(Box::new(Budget {
+    /// A budget for one search, shared with it ([`super::Limits::with_memory`]): the caller
+    /// keeps a handle to read what the search spilled once it is over.
+    pub fn new(limit: usize, dir: PathBuf) -> Arc<Budget> {
+        Arc::new(Budget {
             limit,
             dir,
             fingerprints: AtomicUsize::new(0),
             merges: AtomicUsize::new(0),
             error: Mutex::new(None),
-        }))
+        })
     }
 
     /// What the set put on disk so far.

@@ -68,7 +68,7 @@ pub fn depth_first(
         checks,
         symmetry,
         threads,
-        visited: Visited::new(limits.memory),
+        visited: Visited::new(limits.memory.clone()),
         found: AtomicU64::new(0),
         states: AtomicUsize::new(1),
         depth: AtomicUsize::new(0),
@@ -98,13 +98,13 @@ pub fn depth_first(
         let mut first = Some(first);
         for _ in 0..threads {
             let worker = first.take().unwrap_or_else(|| Worker::new(model));
-            let (shared, running) = (&shared, &running);
+            let (shared, running, limits) = (&shared, &running, &limits);
             s.spawn(move || {
                 // Counted out however the thread ends: a panic in the core or in an audit
                 // (`--audit-reduction`) must end the search, which the scope then re-raises,
                 // not leave this loop waiting for a thread that is gone.
                 let _done = Finished(running);
-                shared.work(worker, stop, &limits);
+                shared.work(worker, stop, limits);
             });
         }
         while running.load(Ordering::Acquire) > 0 {

@@ -19,6 +19,7 @@ pub mod visited;
 
 use budget::Budget;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Counts while a search runs: states generated within bounds, distinct states, and the depth
@@ -32,14 +33,14 @@ pub struct Counts {
 
 /// Where a search may stop before it has seen every state, and the memory its visited set may
 /// take.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Limits {
     /// Explore no state deeper than this many steps (breadth-first only).
     pub max_depth: Option<usize>,
     /// Stop at this instant.
     pub deadline: Option<Instant>,
     /// Past this, the visited set spills to disk; `None`: it stays in memory, whatever its size.
-    pub memory: Option<&'static Budget>,
+    pub memory: Option<Arc<Budget>>,
 }
 
 impl Limits {
@@ -52,7 +53,7 @@ impl Limits {
     }
 
     /// These limits, the visited set kept within `budget`.
-    pub fn with_memory(self, budget: &'static Budget) -> Limits {
+    pub fn with_memory(self, budget: Arc<Budget>) -> Limits {
         Limits {
             memory: Some(budget),
             ..self

@@ -28,7 +28,7 @@
 use super::budget::Budget;
 use super::spill::{Disk, PAGE};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
@@ -43,7 +43,7 @@ struct Shard {
 
 /// What the set keeps for spilling: the budget, the file, and how a flush went.
 struct Spill {
-    budget: &'static Budget,
+    budget: Arc<Budget>,
     disk: RwLock<Disk>,
     /// The fingerprints on disk: changed only by a flush, so stable under any shard's lock.
     on_disk: AtomicUsize,
@@ -123,10 +123,13 @@ fn sorted(slots: &[AtomicU64]) -> std::vec::IntoIter<u64> {
 
 impl Visited {
     /// An empty set, kept within `budget` if there is one, or in memory whatever its size.
-    pub fn new(budget: Option<&'static Budget>) -> Visited {
+    pub fn new(budget: Option<Arc<Budget>>) -> Visited {
         // A small budget starts with small shards, so that the table fits it.
         let mut initial = INITIAL_SLOTS;
-        while budget.is_some_and(|b| initial > MIN_SLOTS && SHARDS * initial * 8 > b.limit) {
+        while budget
+            .as_ref()
+            .is_some_and(|b| initial > MIN_SLOTS && SHARDS * initial * 8 > b.limit)
+        {
             initial /= 2;
         }
         Visited {
@@ -137,8 +140,8 @@ impl Visited {
                 })
                 .collect(),
             spill: budget.map(|budget| Spill {
-                budget,
                 disk: RwLock::new(Disk::new(budget.dir.clone())),
+                budget,
                 on_disk: AtomicUsize::new(0),
                 flushing: Mutex::new(()),
                 failed: AtomicBool::new(false),
@@ -317,8 +320,8 @@ mod tests {
     #[test]
     fn inserts_are_new_once_across_flushes_to_disk() {
         // 64 KiB: 8,192 slots, flushed every few thousand fingerprints.
-        let budget = Budget::leak(64 << 10, std::env::temp_dir());
-        let set = Visited::new(Some(budget));
+        let budget = Budget::new(64 << 10, std::env::temp_dir());
+        let set = Visited::new(Some(Arc::clone(&budget)));
         inserted_once(&set, 100_000);
         let spilled = budget.spilled();
         assert!(spilled.merges >= 10, "{spilled:?}");
@@ -329,8 +332,8 @@ mod tests {
 
     #[test]
     fn a_disk_that_fails_ends_the_search_and_keeps_the_set_whole() {
-        let budget = Budget::leak(64 << 10, "/proc/no-such-place".into());
-        let set = Visited::new(Some(budget));
+        let budget = Budget::new(64 << 10, "/proc/no-such-place".into());
+        let set = Visited::new(Some(Arc::clone(&budget)));
         inserted_once(&set, 50_000);
         assert!(set.failed());
         let e = budget
