@@ -144,3 +144,82 @@ fn retention_by_time_deletes_old_segments_on_every_replica() {
     assert!(files < 12, "{files} segment files left; {status}");
     assert!(cluster.stop_and_replay() > 0);
 }
+
+/// How many segment files each of broker 1's partitions has, by its directory's name.
+fn segment_counts(cluster: &TestCluster) -> std::collections::BTreeMap<String, usize> {
+    std::fs::read_dir(cluster.broker_dir(1).join("partitions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|p| {
+            let segments = std::fs::read_dir(p.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|f| {
+                    f.file_name()
+                        .to_string_lossy()
+                        .ends_with(isr_runtime::storage::SEGMENT_SUFFIX)
+                })
+                .count();
+            (p.file_name().to_string_lossy().into_owned(), segments)
+        })
+        .collect()
+}
+
+/// A topic's segments roll by its own `segment.bytes` from its first record, and by a changed
+/// one from the change on, not from the next retention pass (a minute away here): records
+/// written at once after a topic's creation would otherwise all land in one active segment,
+/// which is never cleaned or deleted (librdkafka's test 0077 writes so).
+#[test]
+fn a_topics_segment_configs_apply_from_its_first_record_and_from_a_change() {
+    let cluster =
+        TestCluster::start_with_broker_flags(3, 1, None, &["--log-cleaner-backoff-ms", "60000"]);
+    let bootstrap = cluster.address(1).expect("broker 1");
+    let value = "x".repeat(300);
+    // Six batches of over 300 bytes: a 500-byte segment is full at its second.
+    let produce = |topic: &str| {
+        for _ in 0..6 {
+            let (ok, text) = isr(
+                &["produce", topic, "--bootstrap", &bootstrap],
+                &format!("{value}\n"),
+            );
+            assert!(ok, "{text}");
+        }
+    };
+    let (ok, text) = isr_topic_create(&bootstrap, "small", 1, &["--config", "segment.bytes=500"]);
+    assert!(ok, "{text}");
+    produce("small");
+    let first = segment_counts(&cluster);
+    assert_eq!(
+        first.values().copied().collect::<Vec<_>>(),
+        [3],
+        "{first:?}"
+    );
+
+    // A second topic, at the broker's default (1 GiB) when created, then altered.
+    let (ok, text) = isr_topic_create(&bootstrap, "altered", 1, &[]);
+    assert!(ok, "{text}");
+    let (ok, text) = isr(
+        &[
+            "topic",
+            "alter",
+            "altered",
+            "--bootstrap",
+            &bootstrap,
+            "--set",
+            "segment.bytes=500",
+        ],
+        "",
+    );
+    assert!(ok, "{text}");
+    // The change reaches the broker as a metadata delta: a moment, far below the pass.
+    std::thread::sleep(Duration::from_millis(500));
+    produce("altered");
+    let both = segment_counts(&cluster);
+    assert_eq!(
+        both.values().copied().collect::<Vec<_>>(),
+        [3, 3],
+        "{both:?}"
+    );
+}

@@ -5,7 +5,8 @@
 //! What takes effect: `max.message.bytes` (and the broker's `message.max.bytes`) bound every
 //! produced batch; `min.insync.replicas` is the partition's floor in the core; `retention.ms`,
 //! `retention.bytes`, `segment.bytes` and `segment.ms` are each broker's retention policy, and
-//! `cleanup.policy`, `delete.retention.ms` and `min.cleanable.dirty.ratio` its compaction
+//! `cleanup.policy`, `delete.retention.ms`, `min.cleanable.dirty.ratio`,
+//! `min.compaction.lag.ms` and `max.compaction.lag.ms` its compaction
 //! ([`log_retention`]; a compacted topic refuses keyless records, [`compacted`]).
 //! `message.timestamp.type=LogAppendTime` has the leader stamp each batch
 //! ([`log_append_time`]); `compression.type` has it recompress a batch in another codec
@@ -136,6 +137,22 @@ const TOPIC: &[TopicDef] = &[
         check: |v| int_in(v, 0, i64::MAX),
     },
     TopicDef {
+        name: "file.delete.delay.ms",
+        broker: "log.segment.delete.delay.ms",
+        kind: Kind::Long,
+        doc: "Accepted; a segment retention or a cleaning removes is unlinked at once: a read \
+              in flight keeps it through its open handle, which is what Kafka's delay is for.",
+        check: |v| int_in(v, 0, i64::MAX),
+    },
+    TopicDef {
+        name: "max.compaction.lag.ms",
+        broker: "log.cleaner.max.compaction.lag.ms",
+        kind: Kind::Long,
+        doc: "A compacted log whose oldest uncleaned record is older than this is cleaned \
+              whatever its dirty ratio, and its active segment rolls at least this often.",
+        check: |v| int_in(v, 1, i64::MAX),
+    },
+    TopicDef {
         name: "max.message.bytes",
         broker: "message.max.bytes",
         kind: Kind::Int,
@@ -171,6 +188,14 @@ const TOPIC: &[TopicDef] = &[
             Ok(r) if (0.0..=1.0).contains(&r) => Ok(()),
             _ => Err("must be a number from 0 to 1".into()),
         },
+    },
+    TopicDef {
+        name: "min.compaction.lag.ms",
+        broker: "log.cleaner.min.compaction.lag.ms",
+        kind: Kind::Long,
+        doc: "A record stays uncompacted at least this long: segments holding a newer one \
+              are not cleaned.",
+        check: |v| int_in(v, 0, i64::MAX),
     },
     TopicDef {
         name: "min.insync.replicas",
@@ -393,6 +418,9 @@ impl BrokerConfigs<'_> {
             "log.cleanup.policy" => "delete".into(),
             "log.cleaner.delete.retention.ms" => "86400000".into(),
             "log.cleaner.min.cleanable.ratio" => "0.5".into(),
+            "log.cleaner.min.compaction.lag.ms" => "0".into(),
+            "log.cleaner.max.compaction.lag.ms" => i64::MAX.to_string(),
+            "log.segment.delete.delay.ms" => "60000".into(),
             "compression.type" => "producer".into(),
             "log.message.timestamp.type" => "CreateTime".into(),
             "log.message.format.version" => "3.0-IV1".into(),
@@ -551,8 +579,9 @@ pub fn min_insync_replicas(
 }
 
 /// How a topic's log is rolled, deleted and compacted: its `retention.ms`, `retention.bytes`,
-/// `segment.bytes`, `segment.ms`, `cleanup.policy`, `delete.retention.ms` and
-/// `min.cleanable.dirty.ratio`, each its override, else the broker's value.
+/// `segment.bytes`, `segment.ms`, `cleanup.policy`, `delete.retention.ms`,
+/// `min.cleanable.dirty.ratio`, `min.compaction.lag.ms` and `max.compaction.lag.ms`, each its
+/// override, else the broker's value.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LogRetention {
     /// Segments whose newest record is older than this are deleted; -1: never by time.
@@ -562,7 +591,9 @@ pub struct LogRetention {
     pub retention_bytes: i64,
     /// The active segment rolls once it is this large.
     pub segment_bytes: u64,
-    /// The active segment rolls once a record is this much newer than its first.
+    /// The active segment rolls once a record is this much newer than its first (for a
+    /// compacted log, at most `max.compaction.lag.ms`, as in Kafka, so that its records
+    /// become cleanable within it).
     pub segment_ms: i64,
     /// `cleanup.policy` has `delete`: retention deletes segments.
     pub delete: bool,
@@ -572,6 +603,10 @@ pub struct LogRetention {
     pub delete_retention_ms: i64,
     /// The share of not-yet-cleaned bytes that starts a cleaning.
     pub min_cleanable_dirty_ratio: f64,
+    /// Segments holding a record newer than this are not cleaned yet.
+    pub min_compaction_lag_ms: i64,
+    /// A log whose oldest uncleaned record is older than this is cleaned whatever its ratio.
+    pub max_compaction_lag_ms: i64,
 }
 
 /// A topic config's value on this broker: the topic's override, else the broker config that
@@ -608,6 +643,9 @@ pub fn log_retention(
     broker: &BrokerConfigs<'_>,
 ) -> LogRetention {
     let never = -1;
+    let compact = has_policy(overrides, broker, "compact");
+    let max_compaction_lag_ms = effective_or(overrides, broker, "max.compaction.lag.ms", i64::MAX);
+    let segment_ms = effective_or(overrides, broker, "segment.ms", never);
     LogRetention {
         retention_ms: effective_or(overrides, broker, "retention.ms", never),
         retention_bytes: effective_or(overrides, broker, "retention.bytes", never),
@@ -617,9 +655,13 @@ pub fn log_retention(
             "segment.bytes",
             broker.settings.segment_bytes,
         ),
-        segment_ms: effective_or(overrides, broker, "segment.ms", never),
+        segment_ms: if compact && (segment_ms < 0 || segment_ms > max_compaction_lag_ms) {
+            max_compaction_lag_ms
+        } else {
+            segment_ms
+        },
         delete: has_policy(overrides, broker, "delete"),
-        compact: has_policy(overrides, broker, "compact"),
+        compact,
         delete_retention_ms: effective_or(overrides, broker, "delete.retention.ms", DAY_MS),
         min_cleanable_dirty_ratio: effective_or(
             overrides,
@@ -627,6 +669,8 @@ pub fn log_retention(
             "min.cleanable.dirty.ratio",
             0.5,
         ),
+        min_compaction_lag_ms: effective_or(overrides, broker, "min.compaction.lag.ms", 0),
+        max_compaction_lag_ms,
     }
 }
 
@@ -661,6 +705,8 @@ pub fn offsets_topic_retention(segment_bytes: u64) -> LogRetention {
         compact: true,
         delete_retention_ms: DAY_MS,
         min_cleanable_dirty_ratio: 0.5,
+        min_compaction_lag_ms: 0,
+        max_compaction_lag_ms: i64::MAX,
     }
 }
 
@@ -786,6 +832,8 @@ mod tests {
                 compact: false,
                 delete_retention_ms: 86_400_000,
                 min_cleanable_dirty_ratio: 0.5,
+                min_compaction_lag_ms: 0,
+                max_compaction_lag_ms: i64::MAX,
             }
         );
         let compacted = overrides(&[
@@ -795,12 +843,44 @@ mod tests {
         ]);
         let policy = log_retention(&compacted, &broker);
         assert!(policy.delete && policy.compact);
+        assert_eq!(
+            policy.segment_ms, week,
+            "no max.compaction.lag.ms: segment.ms"
+        );
         assert_eq!(policy.delete_retention_ms, 100);
         assert_eq!(policy.min_cleanable_dirty_ratio, 0.1);
         assert!(self::compacted(&compacted, &broker));
         assert!(!self::compacted(&BTreeMap::new(), &broker));
         let only = log_retention(&overrides(&[("cleanup.policy", "compact")]), &broker);
         assert!(only.compact && !only.delete);
+        // librdkafka's test 0077 asks these: a compacted log rolls and is cleaned within
+        // max.compaction.lag.ms; min.compaction.lag.ms holds young records back.
+        let lagged = [
+            ("cleanup.policy", "compact"),
+            ("segment.ms", "500"),
+            ("max.compaction.lag.ms", "100"),
+            ("min.compaction.lag.ms", "20"),
+            ("file.delete.delay.ms", "10000"),
+        ];
+        for (name, value) in lagged {
+            assert!(check_topic_config(name, value).is_ok(), "{name}={value}");
+        }
+        let policy = log_retention(&overrides(&lagged), &broker);
+        assert_eq!(
+            (
+                policy.segment_ms,
+                policy.min_compaction_lag_ms,
+                policy.max_compaction_lag_ms
+            ),
+            (100, 20, 100)
+        );
+        let deleted = log_retention(&overrides(&[("max.compaction.lag.ms", "100")]), &broker);
+        assert_eq!(
+            deleted.segment_ms, week,
+            "a log not compacted rolls by segment.ms"
+        );
+        assert!(check_topic_config("max.compaction.lag.ms", "0").is_err());
+        assert!(check_topic_config("min.compaction.lag.ms", "-1").is_err());
         let topic = overrides(&[
             ("retention.ms", "5000"),
             ("segment.ms", "1000"),

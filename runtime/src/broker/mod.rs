@@ -9,6 +9,7 @@ mod host;
 pub(crate) mod hosted;
 mod network;
 mod outbox;
+mod policy_changes;
 
 use crate::security::listeners::{Listener, ListenerSpec};
 use crate::security::{Role, SecurityError, TlsArgs};
@@ -428,7 +429,9 @@ fn take_marker(dir: &Path) -> io::Result<bool> {
 /// The retention pass: each topic's policy, from its configs in the metadata the controller
 /// pushed, goes to the replica thread — every `cleaner_backoff` for compaction (and segment
 /// rolling), and with deletion by time and size every `retention_interval`, as Kafka's cleaner
-/// and retention checks run on their own schedules (15 s and 5 min by default). The offsets
+/// and retention checks run on their own schedules (15 s and 5 min by default). A topic
+/// created or whose configs changed gets a pass of its own at once, without deletion, so that
+/// its segments roll by its own configs from its first record ([`policy_changes`]). The offsets
 /// topic is compacted and never deleted by time, as Kafka's is: deleting its oldest records
 /// would lose groups' commits.
 async fn retention_checks(
@@ -443,11 +446,17 @@ async fn retention_checks(
     ticks.tick().await;
     let mut last_deletion = tokio::time::Instant::now();
     loop {
-        ticks.tick().await;
-        let deleting = last_deletion.elapsed() >= retention_interval;
-        if deleting {
-            last_deletion = tokio::time::Instant::now();
-        }
+        // `only`: the topics a change names; `None`, every topic.
+        let (deleting, only) = tokio::select! {
+            _ = ticks.tick() => {
+                let deleting = last_deletion.elapsed() >= retention_interval;
+                if deleting {
+                    last_deletion = tokio::time::Instant::now();
+                }
+                (deleting, None)
+            }
+            changed = net.policy_changes.next() => (false, changed),
+        };
         let Ok(view) = net.cluster_view().await else {
             continue;
         };
@@ -460,6 +469,7 @@ async fn retention_checks(
         let policies = view
             .topics
             .iter()
+            .filter(|(name, _)| only.as_ref().is_none_or(|topics| topics.contains(*name)))
             .flat_map(|(name, ids)| {
                 let overrides = view.topic_configs.get(name).unwrap_or(&empty);
                 // The offsets topic is compacted and never deleted by time, whatever configs

@@ -18,6 +18,7 @@
 use super::backend::BrokerBackend;
 use super::host::Command;
 use super::outbox::Outbox;
+use super::policy_changes::PolicyChanges;
 use crate::controller::records::Record;
 use crate::security::listeners::{self, Accepted, Listener};
 use crate::security::{self, certificate_refusal, ClusterTls, Role};
@@ -57,6 +58,8 @@ pub struct Net {
     /// The metadata the active controller last pushed. Shared, not copied: a request reads it
     /// at no cost, and a delta changes it in place unless a request still holds it.
     metadata: Mutex<Option<Arc<ClusterView>>>,
+    /// The topics whose log policies changed since the retention pass last looked.
+    pub policy_changes: PolicyChanges,
     /// Deltas ignored: older than the view, or after a gap, or about a partition the view does
     /// not have (the last two ask for a whole view).
     pub stale_deltas: std::sync::atomic::AtomicU64,
@@ -101,6 +104,7 @@ impl Net {
             rpc: Rpc::default(),
             book: Mutex::default(),
             metadata: Mutex::default(),
+            policy_changes: PolicyChanges::default(),
             stale_deltas: Default::default(),
             catching_up: Arc::default(),
             dialing: Mutex::default(),
@@ -375,7 +379,12 @@ impl Net {
         self.retire(&view);
         self.keep_security(&view);
         let view = Arc::new(view);
-        *self.metadata.lock().unwrap_or_else(|p| p.into_inner()) = Some(view.clone());
+        let old = self
+            .metadata
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(view.clone());
+        self.policy_changes.note_view(old.as_deref(), &view);
         view
     }
 
@@ -423,6 +432,7 @@ impl Net {
             view.apply(record);
         }
         view.offset = offset;
+        self.policy_changes.note(records);
         let deleted = records.iter().any(|r| {
             matches!(
                 r,

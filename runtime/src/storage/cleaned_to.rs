@@ -103,7 +103,7 @@ impl CleanedTo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::cleaner;
+    use crate::storage::cleaner::{self, CleaningPolicy};
     use crate::storage::disk_log::tests::{keyed, MAP_BYTES};
     use crate::storage::DiskLog;
     use isr::Log;
@@ -123,7 +123,9 @@ mod tests {
     /// it ended.
     fn clean_and_persist(log: &mut DiskLog) -> Offset {
         log.compact(log.log_end_offset());
-        let job = log.cleaning_job(0.0, 1_000, -1).expect("a job");
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
+            .expect("a job");
         let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
         let end = cleaned.end;
         log.install(cleaned);
@@ -146,10 +148,14 @@ mod tests {
         // forgot would clean every closed segment again.
         let mut log = DiskLog::open(dir.path(), 200).expect("reopen");
         log.compact(log.log_end_offset());
-        assert!(log.cleaning_job(0.0, 1_000, -1).is_none());
+        assert!(log
+            .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
+            .is_none());
         write_rounds(&mut log, 4..6);
         log.compact(log.log_end_offset());
-        let job = log.cleaning_job(0.0, 1_000, -1).expect("new records");
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
+            .expect("new records");
         assert_eq!(job.start, end, "only what came since is dirty");
 
         // A truncation below the checkpoint removes it; the log cleans from the cut on.
@@ -176,7 +182,8 @@ mod tests {
         assert_eq!(log.cleaned_to().get(), Offset(0));
         log.compact(end);
         assert_eq!(
-            log.cleaning_job(0.0, 1_000, -1).map(|j| j.start),
+            log.cleaning_job(&CleaningPolicy::eager(-1), 1_000)
+                .map(|j| j.start),
             Some(Offset(0))
         );
         drop(log);

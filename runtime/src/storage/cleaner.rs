@@ -67,6 +67,35 @@ pub struct SegmentJob {
     pub batches: Vec<BatchPosition>,
 }
 
+/// When a compacted log is cleaned, and how much of it: its topic's configs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CleaningPolicy {
+    /// The share of the cleanable segments' bytes that must be dirty before a cleaning starts
+    /// (`min.cleanable.dirty.ratio`).
+    pub min_dirty_ratio: f64,
+    /// A segment holding a record newer than this is not cleaned yet
+    /// (`min.compaction.lag.ms`; 0: no lag).
+    pub min_lag_ms: i64,
+    /// A log whose oldest dirty record is older than this is cleaned whatever its dirty ratio
+    /// (`max.compaction.lag.ms`, KIP-354).
+    pub max_lag_ms: i64,
+    /// How long a tombstone stays after its batch was written (`delete.retention.ms`).
+    pub delete_retention_ms: i64,
+}
+
+impl CleaningPolicy {
+    /// Cleans whatever is dirty at once, keeping tombstones `delete_retention_ms`: for tests.
+    #[cfg(test)]
+    pub fn eager(delete_retention_ms: i64) -> CleaningPolicy {
+        CleaningPolicy {
+            min_dirty_ratio: 0.0,
+            min_lag_ms: 0,
+            max_lag_ms: i64::MAX,
+            delete_retention_ms,
+        }
+    }
+}
+
 /// A cleaning of one log: its closed segments below the point the core allows.
 #[derive(Clone, Debug)]
 pub struct Job {
@@ -454,7 +483,9 @@ mod tests {
         );
         let mut log = written(one.path());
         let before = contents(&log);
-        let job = log.cleaning_job(0.0, 1_000, 0).expect("a job");
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(0), 1_000)
+            .expect("a job");
         let cleaned = clean(&job, MAP_BYTES).expect("clean");
         assert_eq!(cleaned.end, job.end, "a large map takes every dirty key");
         let bound = job.end;
@@ -468,7 +499,7 @@ mod tests {
         assert_eq!(OffsetMap::new(small, usize::MAX).capacity(), 5);
         let mut log = written(many.path());
         let mut passes = 0;
-        while let Some(job) = log.cleaning_job(0.0, 1_000, 0) {
+        while let Some(job) = log.cleaning_job(&CleaningPolicy::eager(0), 1_000) {
             assert_eq!(job.end, bound);
             let cleaned = clean(&job, small).expect("clean");
             assert!(cleaned.end > job.start, "every pass makes progress");

@@ -19,7 +19,7 @@
 use super::batch;
 use super::checkpoint;
 use super::cleaned_to::CleanedTo;
-use super::cleaner::{self, Cleaned, Job, SegmentJob};
+use super::cleaner::{self, Cleaned, CleaningPolicy, Job, SegmentJob};
 use super::segment::{self, BatchPosition, Segment};
 use bytes::Bytes;
 use isr::{Entry, EntryShape, Log, Offset};
@@ -197,21 +197,24 @@ impl DiskLog {
         self.failure.as_ref()
     }
 
-    /// The cleaning compaction may do now, if the closed segments below the core's bound
-    /// (rule 18) hold at least `min_dirty_ratio` of their bytes not cleaned yet (Kafka's
-    /// `min.cleanable.dirty.ratio`): see [`cleaner`]. The active segment is never cleaned.
-    pub fn cleaning_job(
-        &self,
-        min_dirty_ratio: f64,
-        now_ms: i64,
-        delete_retention_ms: i64,
-    ) -> Option<Job> {
+    /// The cleaning compaction may do now (see [`cleaner`]): of the closed segments below the
+    /// core's bound (rule 18) and older than `min.compaction.lag.ms`, if they hold at least
+    /// `min.cleanable.dirty.ratio` of their bytes not cleaned yet, or if their oldest dirty
+    /// record is older than `max.compaction.lag.ms`. The active segment is never cleaned.
+    pub fn cleaning_job(&self, policy: &CleaningPolicy, now_ms: i64) -> Option<Job> {
         let bound = self.clean_bound.0;
+        let old_enough = |seg: &Segment| {
+            policy.min_lag_ms <= 0
+                || seg
+                    .times
+                    .largest()
+                    .is_none_or(|t| now_ms.saturating_sub(t) >= policy.min_lag_ms)
+        };
         // Segment i is closed and below the bound when the next one starts at or below it.
         let closed = self
             .segments
             .windows(2)
-            .take_while(|pair| pair[1].base <= bound)
+            .take_while(|pair| pair[1].base <= bound && old_enough(&pair[0]))
             .count();
         if closed == 0 || self.failure.is_some() {
             return None;
@@ -224,7 +227,14 @@ impl DiskLog {
             .filter(|&n| dirty(n))
             .map(|n| self.segments[n].size())
             .sum();
-        if dirty_bytes == 0 || (dirty_bytes as f64) < min_dirty_ratio * total as f64 {
+        // Kafka counts the lag from the first dirty segment's first batch.
+        let overdue = (0..closed)
+            .find(|&n| dirty(n))
+            .and_then(|n| self.segments[n].times.first())
+            .is_some_and(|t| now_ms.saturating_sub(t) > policy.max_lag_ms);
+        if dirty_bytes == 0
+            || ((dirty_bytes as f64) < policy.min_dirty_ratio * total as f64 && !overdue)
+        {
             return None;
         }
         // A segment of empty batches only (runs an earlier cleaning left) has no key to learn
@@ -252,7 +262,7 @@ impl DiskLog {
             end: Offset(self.segments[closed].base),
             truncations: self.truncations,
             now_ms,
-            delete_retention_ms,
+            delete_retention_ms: policy.delete_retention_ms,
         })
     }
 
@@ -897,13 +907,14 @@ pub(super) mod tests {
         let before = contents(&log);
         let epochs = isr::EpochCache::from_log(&log);
         assert!(
-            log.cleaning_job(0.0, now, 1000).is_none(),
+            log.cleaning_job(&CleaningPolicy::eager(1000), now)
+                .is_none(),
             "nothing is cleaned above the core's bound"
         );
 
         log.compact(end);
         let job = log
-            .cleaning_job(0.0, now, 1000)
+            .cleaning_job(&CleaningPolicy::eager(1000), now)
             .expect("closed segments below the bound");
         let cleaned_below = job.end.0 as i64;
         assert!(
@@ -944,12 +955,79 @@ pub(super) mod tests {
         );
 
         // Nothing more to clean until more is written; the cleaned log recovers as it is.
-        assert!(log.cleaning_job(0.0, now, 1000).is_none());
+        assert!(log
+            .cleaning_job(&CleaningPolicy::eager(1000), now)
+            .is_none());
         let after = contents(&log);
         drop(log);
         let log = DiskLog::open(dir.path(), 250).expect("reopen");
         assert_eq!(contents(&log), after);
         assert_eq!(log.log_end_offset(), end);
+    }
+
+    /// `min.compaction.lag.ms` keeps segments with young records out of a cleaning;
+    /// `max.compaction.lag.ms` cleans a log whose dirty ratio is below the threshold once its
+    /// oldest dirty record is old enough (KIP-354).
+    #[test]
+    fn compaction_lags_hold_young_segments_back_and_push_old_dirt_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 250).expect("open");
+        let now = 1_000_000;
+        for n in 0..10 {
+            log.append(&[keyed(1, now - 10_000 + n, &[("a", Some("old"))])]);
+        }
+        for n in 0..5 {
+            log.append(&[keyed(1, now - 10 + n, &[("a", Some("new"))])]);
+        }
+        log.compact(log.log_end_offset());
+        let eager = CleaningPolicy::eager(1000);
+        let all = log.cleaning_job(&eager, now).expect("a job");
+        let held_back = CleaningPolicy {
+            min_lag_ms: 1000,
+            ..eager
+        };
+        let old = log.cleaning_job(&held_back, now).expect("the old segments");
+        assert!(old.end < all.end, "segments with young records wait");
+        let young = log
+            .segments
+            .iter()
+            .find(|s| s.base == old.end.0)
+            .and_then(|s| s.times.largest())
+            .expect("the first segment held back has a timestamp");
+        assert!(now - young < 1000, "it holds a record younger than the lag");
+        assert!(old
+            .segments
+            .iter()
+            .filter_map(|j| log.segments.iter().find(|s| s.base == j.base))
+            .all(|s| s.times.largest().is_some_and(|t| now - t >= 1000)));
+
+        // Clean everything, then write a little more: little of the log is dirty.
+        let cleaned = cleaner::clean(&all, MAP_BYTES).expect("clean");
+        log.install(cleaned);
+        for n in 0..6 {
+            log.append(&[keyed(1, now - 5 + n, &[("b", Some("more"))])]);
+        }
+        log.compact(log.log_end_offset());
+        let lazy = CleaningPolicy {
+            min_dirty_ratio: 1.0,
+            max_lag_ms: 20_000,
+            ..eager
+        };
+        assert!(
+            log.cleaning_job(&lazy, now).is_none(),
+            "below the dirty ratio, within the lag"
+        );
+        let overdue = CleaningPolicy {
+            max_lag_ms: 5,
+            ..lazy
+        };
+        let job = log
+            .cleaning_job(&overdue, now)
+            .expect("past max.compaction.lag.ms, whatever the ratio");
+        assert_eq!(
+            job.start, all.end,
+            "it starts where the last cleaning ended"
+        );
     }
 
     /// Compressed batches are cleaned too: each loses its superseded records and is written
@@ -973,7 +1051,9 @@ pub(super) mod tests {
         let before = contents(&log);
         let end = log.log_end_offset();
         log.compact(end);
-        let job = log.cleaning_job(0.0, 100, -1).expect("a job");
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(-1), 100)
+            .expect("a job");
         let cleaned_below = job.end.0 as i64;
         assert!(
             cleaned_below >= 8,
@@ -1011,7 +1091,9 @@ pub(super) mod tests {
             log.append(&[keyed(1, i, &[("k", Some("v"))])]);
         }
         log.compact(log.log_end_offset());
-        let job = log.cleaning_job(0.0, 100, 1000).expect("job");
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(1000), 100)
+            .expect("job");
         let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
         let temps: Vec<_> = cleaned.segments.iter().map(|s| s.temp.clone()).collect();
         // An unclean election truncates into the first segment under the cleaner.

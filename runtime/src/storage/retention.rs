@@ -58,6 +58,8 @@ mod tests {
             compact: false,
             delete_retention_ms: 0,
             min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 

@@ -14,6 +14,7 @@ mod replication;
 mod retention;
 
 pub use retention::Cleaner;
+use retention::Rolling;
 
 use super::hosted::Hosted;
 use super::outbox::{Outbox, Outgoing};
@@ -156,6 +157,10 @@ pub struct Host {
     early: replication::Early,
     /// The cleaner thread for compacted topics; none in tests that do not compact.
     cleaner: Option<Cleaner>,
+    /// How the segments of partitions a retention pass named before this broker hosted them
+    /// roll (`segment.bytes`, `segment.ms`): set when the controller's order to host one comes,
+    /// so that a topic's first records roll by its configs, not the broker's defaults.
+    rolling_ahead: BTreeMap<PartitionId, Rolling>,
 }
 
 /// Debug builds assert the core's per-replica invariants after every step; so does a release
@@ -202,6 +207,7 @@ impl Host {
             wakes: BTreeMap::new(),
             early: replication::Early::default(),
             cleaner: None,
+            rolling_ahead: BTreeMap::new(),
         };
         let recovered: Vec<PartitionId> = host.partitions.keys().copied().collect();
         for partition in recovered {
@@ -313,6 +319,7 @@ impl Host {
     fn retire(&mut self, next_partition: u32, live: &BTreeSet<PartitionId>) {
         let gone = |p: PartitionId| p.0 < next_partition && !live.contains(&p);
         self.early.forget(gone);
+        self.rolling_ahead.retain(|&p, _| !gone(p));
         let deleted: Vec<PartitionId> = self
             .partitions
             .keys()

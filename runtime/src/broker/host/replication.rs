@@ -73,7 +73,10 @@ impl Host {
             // followers asked meanwhile comes after it.
             Message::LeaderAndIsr(_) if !self.partitions.contains_key(&partition) => {
                 match Hosted::open(&self.dir, self.me, partition, self.tracer.as_mut()) {
-                    Ok(hosted) => {
+                    Ok(mut hosted) => {
+                        if let Some((bytes, ms)) = self.rolling_ahead.remove(&partition) {
+                            hosted.replica.log_mut().set_rolling(bytes, ms);
+                        }
                         self.partitions.insert(partition, hosted);
                     }
                     Err(e) => {

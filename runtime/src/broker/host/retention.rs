@@ -8,7 +8,7 @@
 //! log start.
 
 use super::{Command, Host};
-use crate::storage::cleaner::{self, Cleaned, Job};
+use crate::storage::cleaner::{self, Cleaned, CleaningPolicy, Job};
 use crate::storage::retention::retention_point;
 use crate::storage::CleanedTo;
 use isr::{Log, PartitionId, ReplicaInput};
@@ -92,14 +92,21 @@ fn background_priority() {
     }
 }
 
+/// How a log's active segment rolls: at this many bytes, and (if any) once a record is this
+/// many milliseconds newer than its first.
+pub(super) type Rolling = (u64, Option<i64>);
+
 impl Host {
     pub(super) fn on_retention(&mut self, policies: &[(PartitionId, LogRetention)], now_ms: i64) {
         for &(partition, policy) in policies {
-            let Ok(h) = self.hosted(partition) else {
+            let segment_ms = (policy.segment_ms >= 0).then_some(policy.segment_ms);
+            let Some(h) = self.partitions.get_mut(&partition) else {
+                self.rolling_ahead
+                    .insert(partition, (policy.segment_bytes, segment_ms));
                 continue;
             };
+            self.rolling_ahead.remove(&partition);
             let log = h.replica.log_mut();
-            let segment_ms = (policy.segment_ms >= 0).then_some(policy.segment_ms);
             log.set_rolling(policy.segment_bytes, segment_ms);
             if policy.delete {
                 let segments: Vec<_> = log.segments().collect();
@@ -125,11 +132,13 @@ impl Host {
         if cleaner.busy.contains(&partition) {
             return;
         }
-        let job = h.replica.log().cleaning_job(
-            policy.min_cleanable_dirty_ratio,
-            now_ms,
-            policy.delete_retention_ms,
-        );
+        let schedule = CleaningPolicy {
+            min_dirty_ratio: policy.min_cleanable_dirty_ratio,
+            min_lag_ms: policy.min_compaction_lag_ms,
+            max_lag_ms: policy.max_compaction_lag_ms,
+            delete_retention_ms: policy.delete_retention_ms,
+        };
+        let job = h.replica.log().cleaning_job(&schedule, now_ms);
         if let Some(job) = job {
             if cleaner.jobs.send(Task::Clean(partition, job)).is_ok() {
                 cleaner.busy.insert(partition);
