@@ -61,6 +61,8 @@ struct ReplicaRow {
     high_watermark: Option<u64>,
     /// The first offset the replica still holds (DeleteRecords and retention move it).
     log_start_offset: Option<u64>,
+    /// How far the replica's log is durable (JSON only).
+    flushed_offset: Option<u64>,
     /// How far the replica's LEO is behind the leader's.
     lag: Option<u64>,
     /// For a follower: its LEO as the leader last saw it in a fetch of the current epoch (what
@@ -352,6 +354,7 @@ fn rows(
                         log_end_offset: leo,
                         high_watermark: r.map(|r| r.high_watermark.0),
                         log_start_offset: r.map(|r| r.log_start_offset.0),
+                        flushed_offset: r.map(|r| r.flushed_offset.0),
                         lag: leader_leo.zip(leo).map(|(l, f)| l.saturating_sub(f)),
                         leader_view: leader
                             .and_then(|l| l.followers.get(&b).copied().flatten())

@@ -223,3 +223,44 @@ fn a_topics_segment_configs_apply_from_its_first_record_and_from_a_change() {
         "{both:?}"
     );
 }
+
+/// Every replica's flushed offset of `topic`/0 (how far its log is fsynced), by broker.
+fn flushed(cluster: &TestCluster, topic: &str) -> Vec<u64> {
+    let status = cluster.status();
+    TestCluster::partition(&status, topic, 0)["replicas"]
+        .as_array()
+        .map(|rs| {
+            rs.iter()
+                .filter_map(|r: &Value| r["flushed_offset"].as_u64())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Under `--flush page-cache` (Kafka's default) a log is fsynced only at a clean shutdown,
+/// unless its topic's `flush.ms` asks for more: then each replica fsyncs what it holds once its
+/// last flush is that old (checked at each pass, every `--log-cleaner-backoff-ms` here).
+#[test]
+fn a_topics_flush_ms_fsyncs_its_replicas_under_page_cache() {
+    let cluster = TestCluster::start_with_broker_flags(
+        3,
+        1,
+        None,
+        &["--flush", "page-cache", "--log-cleaner-backoff-ms", "200"],
+    );
+    let bootstrap = cluster.address(1).expect("broker 1");
+    let (ok, text) = isr_topic_create(&bootstrap, "flushed", 1, &["--config", "flush.ms=100"]);
+    assert!(ok, "{text}");
+    let (ok, text) = isr_topic_create(&bootstrap, "cached", 1, &[]);
+    assert!(ok, "{text}");
+    for topic in ["flushed", "cached"] {
+        let (ok, text) = isr(&["produce", topic, "--bootstrap", &bootstrap], "a\nb\nc\n");
+        assert!(ok, "{text}");
+    }
+    cluster.wait_for(Duration::from_secs(15), "flush.ms on every replica", |_| {
+        flushed(&cluster, "flushed") == [3, 3, 3]
+    });
+    // Two more passes: the topic without flush.ms is still in the page cache only.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(flushed(&cluster, "cached"), [0, 0, 0]);
+}

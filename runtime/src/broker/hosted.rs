@@ -34,6 +34,9 @@ pub struct Hosted {
     pub deleting: HashMap<DeleteId, DeleteReply>,
     /// Set when storage failed: the replica is stopped for good.
     pub failed: Option<String>,
+    /// When the driver last flushed the log (wall-clock milliseconds; the time it was opened
+    /// before the first): a topic's `flush.ms` counts from it.
+    pub flushed_at_ms: i64,
 }
 
 impl Hosted {
@@ -70,6 +73,7 @@ impl Hosted {
             reading: HashMap::new(),
             deleting: HashMap::new(),
             failed: None,
+            flushed_at_ms: crate::timing::wall_clock_ms(),
         })
     }
 
@@ -129,6 +133,7 @@ impl Hosted {
             log_end_offset: r.log_end_offset(),
             high_watermark: r.high_watermark(),
             log_start_offset: r.log().log_start_offset(),
+            flushed_offset: r.log().flushed_offset(),
             followers: r
                 .leader_state()
                 .map(|l| l.follower_log_end_offsets().collect())

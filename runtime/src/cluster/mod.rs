@@ -51,6 +51,10 @@ pub struct ClusterArgs {
     /// admin user and password. Printed at start.
     #[arg(long, value_enum, default_value = "plaintext")]
     pub security: secure::Security,
+    /// Passed to every broker (`--acls`, `--super-user`); with --security, added to its own
+    /// (ACLs on, super user admin).
+    #[command(flatten)]
+    pub access: crate::broker::AccessArgs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,9 +195,13 @@ async fn start_all(
         .into();
         flags.extend(args.topics.to_args());
         flags.extend(tls_flags(format!("broker-{i}"))?);
+        let mut access = args.access.clone();
         if pki.is_some() {
-            flags.extend(secure::access().to_args());
+            let secured = secure::access();
+            access.acls |= secured.acls;
+            access.super_users.extend(secured.super_users);
         }
+        flags.extend(access.to_args());
         let address = start(&format!("broker {i}"), &dir, &flags, running).await?;
         bootstrap.push(address);
     }

@@ -51,6 +51,7 @@ pub(super) async fn view(bootstrap: &str, only: Option<&str>) -> Result<KafkaVie
                         log_end_offset: None,
                         high_watermark: if Some(broker(b)) == leader { hw } else { None },
                         log_start_offset: None,
+                        flushed_offset: None,
                         lag: None,
                         leader_view: None,
                         role: match (Some(broker(b)) == leader, p.isr.contains(&b)) {

@@ -60,6 +60,7 @@ mod tests {
             min_cleanable_dirty_ratio: 0.5,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            flush_ms: i64::MAX,
         }
     }
 

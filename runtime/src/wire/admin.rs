@@ -256,6 +256,10 @@ pub struct ReplicaView {
     /// The first offset the replica still holds (KIP-107: DeleteRecords, retention).
     #[serde(default)]
     pub log_start_offset: Offset,
+    /// How far the replica's log is durable (fsynced): under `--flush page-cache` what lies
+    /// above is in the page cache only, until a clean shutdown or the topic's `flush.ms`.
+    #[serde(default)]
+    pub flushed_offset: Offset,
     /// Leader only: each follower's LEO as proven by its last fetch in this epoch.
     pub followers: BTreeMap<BrokerId, Option<Offset>>,
     /// Set when the replica's storage failed and it stopped.

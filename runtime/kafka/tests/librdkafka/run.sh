@@ -14,6 +14,9 @@
 #   TEST_RUNNER_ARGS    extra test-runner flags (default: -p1; add -Q for quick mode)
 #   TEST_KAFKA_VERSION  the broker version the harness assumes (default 3.7.0)
 #   GROUP_INITIAL_DELAY_MS  the brokers' group.initial.rebalance.delay.ms (default 3000, Kafka's)
+#   ACLS=true           brokers with ACLs on and User:ANONYMOUS (every plaintext client) a super
+#                       user: the ACL sub-tests of 0081 create, list and delete ACLs, which a
+#                       broker without ACLs refuses
 #   AUTO_CREATE=false   brokers that do not create topics on Metadata, and the runner's
 #                       `noautocreate` scenario (0107, and 0045's variants need it)
 # Tests that create topics with Kafka's shell tool (0052, 0077) get bin/kafka-topics.sh here, a
@@ -94,7 +97,9 @@ trap 'exit 130' INT TERM
 # tests count rebalances and expect consumers started together to share the first generation).
 "$ISR" cluster --dir "$dir" --brokers 3 --port "$port" --flush page-cache \
     --auto-create-topics "${AUTO_CREATE:-true}" --num-partitions 4 --default-replication-factor 3 \
-    --group-initial-rebalance-delay-ms "${GROUP_INITIAL_DELAY_MS:-3000}" >"$dir/cluster.out" 2>&1 &
+    --group-initial-rebalance-delay-ms "${GROUP_INITIAL_DELAY_MS:-3000}" \
+    ${ACLS:+$([[ "$ACLS" == true ]] && echo --acls --super-user User:ANONYMOUS)} \
+    >"$dir/cluster.out" 2>&1 &
 cluster_pid=$!
 bootstrap="127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2)),127.0.0.1:$((port + 3))"
 for _ in $(seq 1 100); do

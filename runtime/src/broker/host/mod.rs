@@ -453,6 +453,7 @@ impl Host {
                 continue;
             };
             h.replica.log_mut().flush();
+            h.flushed_at_ms = crate::timing::wall_clock_ms();
             h.check_storage();
             if let Some(why) = h.failed.clone() {
                 self.storage_failure = Some(why);

@@ -106,6 +106,11 @@ impl Host {
                 continue;
             };
             self.rolling_ahead.remove(&partition);
+            // flush.ms: a log with unflushed records whose last flush is that old joins the
+            // next group commit (Kafka's log flusher, which runs every
+            // log.flush.scheduler.interval.ms; here every pass).
+            let flush_overdue = h.replica.log().flushed_offset() < h.replica.log_end_offset()
+                && now_ms.saturating_sub(h.flushed_at_ms) >= policy.flush_ms;
             let log = h.replica.log_mut();
             log.set_rolling(policy.segment_bytes, segment_ms);
             if policy.delete {
@@ -118,6 +123,9 @@ impl Host {
             if policy.compact {
                 self.step(partition, ReplicaInput::Compact);
                 self.start_cleaning(partition, &policy, now_ms);
+            }
+            if flush_overdue {
+                self.flush_due.insert(partition);
             }
         }
     }
