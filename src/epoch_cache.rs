@@ -18,8 +18,11 @@ impl EpochCache {
     /// Rebuilds the cache by scanning a log.
     pub fn from_log<L: Log>(log: &L) -> EpochCache {
         let mut cache = EpochCache::default();
+        // An entry that holds the log start starts its epoch there, as the cache's
+        // `truncate_from_start` keeps it.
+        let start = log.log_start_offset();
         for (offset, shape) in crate::log::shapes(log) {
-            cache.record(shape.epoch, offset);
+            cache.record(shape.epoch, offset.max(start));
         }
         cache
     }

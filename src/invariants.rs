@@ -523,7 +523,10 @@ fn cleaned<L: Log>(entry: &Entry<L::Record>) -> Entry<L::Record> {
 /// runtime's logs).
 fn first_difference<L: Log>(a: &Replica<L>, b: &Replica<L>, hw: Offset) -> Option<Offset> {
     // Below either log start there is nothing to compare: deleted records were committed.
-    let mut o = a.log().log_start_offset().max(b.log().log_start_offset());
+    // From the first offset of the entry holding it, so that the walk keeps to entry
+    // boundaries when DeleteRecords put the log start inside an entry.
+    let start = a.log().log_start_offset().max(b.log().log_start_offset());
+    let mut o = a.log().entry_start(start);
     while o < hw {
         let here = a.entry(o);
         if here.as_ref().map(cleaned::<L>) != b.entry(o).as_ref().map(cleaned::<L>) {

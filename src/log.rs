@@ -78,10 +78,13 @@ pub trait Log {
     /// Makes `offset` the log start (DeleteRecords, retention, a follower starting at its
     /// leader's log start): every offset below it is gone from every read, durably, before
     /// this returns. Past the log end the log becomes empty and its end moves to `offset` (a
-    /// follower whose whole log lies below its leader's log start starts afresh there). A
-    /// no-op at or below the current log start. The core calls it only at an entry boundary
-    /// (an offset its replicas' logs share), so that a reader finds whole entries; a disk log
-    /// may keep the files that hold what lies below until a whole segment is below it.
+    /// follower whose whole log lies below its leader's log start starts afresh there; the
+    /// core then passes an entry boundary). A no-op at or below the current log start.
+    /// `offset` may lie inside an entry (DeleteRecords at an offset inside a record batch
+    /// moves the log start there, as Kafka's does, and followers take it): that entry stays
+    /// whole, and a read from the log start gives it from its first offset, as Kafka gives a
+    /// batch (its clients skip the records below the offset they asked for). A disk log may
+    /// keep the files that hold what lies below until a whole segment is below it.
     fn advance_log_start(&mut self, offset: Offset);
     /// Compaction (Kafka's log cleaner): every record below `below` that a later record below
     /// `below` with the same key supersedes may be removed, now or later (a disk log cleans in
@@ -223,9 +226,11 @@ impl Compactable for String {}
 /// Every entry's offset and shape, from the log start to its end: the walk over entry
 /// boundaries that what is derived from a log ([`crate::EpochCache::from_log`],
 /// [`crate::Producers::from_log`]) is built by.
+/// The first is the entry holding the log start, from its own first offset (below the log
+/// start when DeleteRecords put that inside it).
 pub fn shapes<L: Log>(log: &L) -> impl Iterator<Item = (Offset, EntryShape)> + '_ {
     let end = log.log_end_offset();
-    let mut next = Some(log.log_start_offset()).filter(|&o| o < end);
+    let mut next = Some(log.entry_start(log.log_start_offset())).filter(|&o| o < end);
     std::iter::from_fn(move || {
         let offset = next?;
         let shape = log.entry_shape(offset)?;
@@ -233,6 +238,22 @@ pub fn shapes<L: Log>(log: &L) -> impl Iterator<Item = (Offset, EntryShape)> + '
         next = Some(after).filter(|&o| o < end && shape.width > 0);
         Some((offset, shape))
     })
+}
+
+/// The first entry boundary at or above the log start: the log start itself, unless
+/// DeleteRecords put it inside an entry ([`Log::advance_log_start`]), then that entry's end.
+/// That entry is committed whole (the log start is at or below the high watermark, rule 17,
+/// which lies on an entry boundary), so a truncation stops here and a high watermark is never
+/// below it; and a follower whose log lies wholly below its leader's log start starts afresh
+/// here, where the leader's entries begin.
+pub fn first_boundary<L: Log>(log: &L) -> Offset {
+    let start = log.log_start_offset();
+    let base = log.entry_start(start);
+    if base == start {
+        return start;
+    }
+    log.entry_shape(base)
+        .map_or(start, |shape| Offset(base.0 + shape.width))
 }
 
 /// An in-memory log backed by a persistent vector: cloning shares structure.

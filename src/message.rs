@@ -84,6 +84,19 @@ pub struct FetchResponse<R> {
     /// fetch offset lies below it, refused with OffsetOutOfRange, starts afresh there.
     #[serde(default)]
     pub log_start_offset: Offset,
+    /// The answering replica's first entry boundary at or above its log start
+    /// ([`crate::log::first_boundary`]): where a follower whose log lies wholly below the log
+    /// start starts afresh. The log start itself unless DeleteRecords put it inside a record
+    /// batch (zero in traces written before).
+    #[serde(default)]
+    pub first_boundary: Offset,
+}
+
+impl<R> FetchResponse<R> {
+    /// Where a follower refused for fetching below this answer's log start starts afresh.
+    pub fn fresh_start(&self) -> Offset {
+        self.first_boundary.max(self.log_start_offset)
+    }
 }
 
 /// What a Fetch the leader served carries.
@@ -280,6 +293,7 @@ impl<R> Envelope<R> {
                 fetch_offset: req.fetch_offset,
                 result: Err(EpochError::NotLeader),
                 log_start_offset: Offset(0),
+                first_boundary: Offset(0),
             }),
             Message::OffsetForLeaderEpoch(req) => {
                 Message::OffsetForLeaderEpochResponse(OffsetForLeaderEpochResponse {

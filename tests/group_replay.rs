@@ -201,6 +201,7 @@ fn a_load_point_the_core_did_not_give_diverges() {
             hw_checkpoint: Offset(0),
             entries: Vec::new(),
             log_start: Offset(0),
+            first_offset: None,
         });
         c.events.push(Event::LoadPoint {
             partition,

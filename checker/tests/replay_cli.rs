@@ -116,6 +116,7 @@ fn broker(b: BrokerId) -> (Led, Vec<Event>) {
         hw_checkpoint: isr::Offset(0),
         entries: Vec::new(),
         log_start: isr::Offset(0),
+        first_offset: None,
     };
     (replica, vec![process(Node::Broker(b)), open])
 }
@@ -292,6 +293,7 @@ fn restarted(first: &[Event], entries: Vec<Entry<Digest>>) -> Vec<Event> {
             hw_checkpoint: isr::Offset(0),
             entries,
             log_start: isr::Offset(0),
+            first_offset: None,
         },
     ]
 }

@@ -227,6 +227,7 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
                     high_watermark: Offset(0),
                 }),
                 log_start_offset: Offset(0),
+                first_boundary: Offset(0),
             }),
         ),
         envelope(

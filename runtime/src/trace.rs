@@ -136,6 +136,8 @@ impl Tracer {
             hw_checkpoint: hw,
             entries,
             log_start: log.log_start_offset(),
+            first_offset: Some(log.entry_start(log.log_start_offset()))
+                .filter(|&first| first < log.log_start_offset()),
         });
     }
 
@@ -328,7 +330,7 @@ mod tests {
             .collect();
         assert_eq!(
             answers(&reopened, digest),
-            answers(&DigestLog::recovered(Offset(0), &recovered), |d| *d)
+            answers(&DigestLog::recovered(Offset(0), None, &recovered), |d| *d)
         );
     }
 }

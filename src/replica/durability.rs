@@ -12,7 +12,7 @@
 use super::{FollowerPhase, FollowerState, Replica, Role};
 use crate::config::{Config, FlushPolicy};
 use crate::epoch_cache::EpochCache;
-use crate::log::{Entry, Log};
+use crate::log::{first_boundary, Entry, Log};
 use crate::message::{Effect, Effects, Message};
 use crate::producers::Producers;
 use crate::types::{BrokerEpoch, ControllerEpoch, Offset, PartitionEpoch};
@@ -69,8 +69,9 @@ impl<L: Log> Replica<L> {
         effects: &mut Effects<L::Record>,
     ) {
         let from = self.log.log_end_offset();
-        // What lies below the log start is gone already, and was committed (rule 17).
-        let offset = offset.max(self.log.log_start_offset());
+        // What lies below the log start is gone already, and was committed (rule 17), as is
+        // the whole entry holding it.
+        let offset = offset.max(first_boundary(&self.log));
         if offset >= from {
             return;
         }
@@ -237,7 +238,7 @@ impl<L: Log> Replica<L> {
     fn recovered_high_watermark(&self) -> Offset {
         self.hw_checkpoint
             .min(self.log.log_end_offset())
-            .max(self.log.log_start_offset())
+            .max(first_boundary(&self.log))
     }
 }
 

@@ -3,7 +3,7 @@
 use super::{FollowerState, Replica, Role};
 use crate::config::{Config, TruncationRule};
 use crate::error::EpochError;
-use crate::log::Log;
+use crate::log::{first_boundary, Log};
 use crate::message::{
     Effect, Effects, Envelope, FetchRequest, FetchResponse, Message, OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
@@ -253,15 +253,16 @@ impl<L: Log> Replica<L> {
                 let hw = fetched
                     .high_watermark
                     .min(self.log.log_end_offset())
-                    .max(self.log.log_start_offset());
+                    .max(first_boundary(&self.log));
                 self.set_high_watermark(hw, effects);
                 self.follow_log_start(cfg, resp.log_start_offset, effects);
                 self.send_request(cfg, effects);
             }
             // KIP-107: the leader deleted every record this follower lacks. What lies below
-            // its log start is committed (rule 17), so the follower starts afresh there.
-            Err(_) if resp.log_start_offset > self.log.log_end_offset() => {
-                self.advance_log_start(cfg, resp.log_start_offset, effects);
+            // its log start is committed (rule 17), so the follower starts afresh there, or at
+            // the end of the entry holding it, where the leader's entries begin.
+            Err(_) if resp.fresh_start() > self.log.log_end_offset() => {
+                self.advance_log_start(cfg, resp.fresh_start(), effects);
                 self.send_request(cfg, effects);
             }
             Err(_) => {

@@ -4,7 +4,7 @@
 use super::{ParkedFetch, PendingWrite, Replica, Role};
 use crate::config::Config;
 use crate::error::{AlterPartitionError, EpochError, ReadError, WriteError};
-use crate::log::{Entry, Log};
+use crate::log::{first_boundary, Entry, Log};
 use crate::message::{
     AlterPartitionRequest, AlterPartitionResponse, Effect, Effects, Envelope, FetchRequest,
     FetchResponse, FetchedRecords, Message, OffsetForLeaderEpochRequest,
@@ -206,6 +206,7 @@ impl<L: Log> Replica<L> {
             fetch_offset: req.fetch_offset,
             result,
             log_start_offset: self.log.log_start_offset(),
+            first_boundary: first_boundary(&self.log),
         };
         self.reply(req.replica, Message::FetchResponse(response))
     }

@@ -12,9 +12,10 @@ use crate::producers::Producers;
 use crate::types::Offset;
 
 impl<L: Log> Replica<L> {
-    /// DeleteRecords at the leader: the log start moves to the entry holding `before`, if that
-    /// is not beyond the high watermark (rule 17; off, up to the LEO). The answer is the log
-    /// start after it, which a request at or below the current one leaves as it is.
+    /// DeleteRecords at the leader: the log start moves to `before`, even inside an entry (a
+    /// record batch), as Kafka's does, if that is not beyond the high watermark (rule 17; off,
+    /// up to the LEO). The answer is the log start after it, which a request at or below the
+    /// current one leaves as it is.
     pub(super) fn delete_records(
         &mut self,
         cfg: &Config,
@@ -32,7 +33,7 @@ impl<L: Log> Replica<L> {
         } else if before > limit {
             Err(ReadError::OffsetOutOfRange)
         } else {
-            self.advance_log_start(cfg, self.log.entry_start(before), effects);
+            self.advance_log_start(cfg, before, effects);
             Ok(self.log.log_start_offset())
         };
         effects.push(Effect::RecordsDeleted {
@@ -57,8 +58,8 @@ impl<L: Log> Replica<L> {
     }
 
     /// A follower takes its leader's log start from a Fetch answer, up to its own high
-    /// watermark (rule 17): below that its log matches the leader's, so the offset is an entry
-    /// boundary of both.
+    /// watermark (rule 17): below that its log matches the leader's, so an offset inside an
+    /// entry of one is inside the same entry of the other.
     pub(super) fn follow_log_start(
         &mut self,
         cfg: &Config,
@@ -66,7 +67,7 @@ impl<L: Log> Replica<L> {
         effects: &mut Effects<L::Record>,
     ) {
         let target = self.within_high_watermark(cfg, leader_start);
-        self.advance_log_start(cfg, self.log.entry_start(target), effects);
+        self.advance_log_start(cfg, target, effects);
     }
 
     /// Compaction on a running replica, up to its high watermark (rule 18; off, up to its

@@ -126,6 +126,7 @@ fn answer(
             fetch_offset: Offset(fetch_offset),
             result,
             log_start_offset: Offset(log_start),
+            first_boundary: Offset(log_start),
         }),
     }
 }

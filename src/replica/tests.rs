@@ -165,6 +165,7 @@ fn records_from_b1(epoch: u32, fetch_offset: u64, entries: Vec<Entry<u64>>) -> I
                 high_watermark: Offset(0),
             }),
             log_start_offset: Offset(0),
+            first_boundary: Offset(0),
         }),
     }
 }
@@ -527,6 +528,7 @@ fn a_follower_asks_again_when_its_request_times_out_and_soon_after_an_error() {
             fetch_offset: Offset(0),
             result: Err(EpochError::UnknownLeaderEpoch),
             log_start_offset: Offset(0),
+            first_boundary: Offset(0),
         }),
     };
     follower.step(&cfg, Tick(12), error);
@@ -1167,6 +1169,7 @@ fn an_epoch_error_answer_is_dead_and_an_out_of_range_one_is_not() {
             fetch_offset: Offset(0),
             result: Err(error),
             log_start_offset: Offset(0),
+            first_boundary: Offset(0),
         }),
     };
     assert!(dead(&r, &cfg, &answer(EpochError::FencedLeaderEpoch)));

@@ -32,14 +32,21 @@ pub struct DigestLog {
 }
 
 impl DigestLog {
-    /// A log holding `entries` from `log_start`, all durable: what a replica recovered.
-    pub fn recovered(log_start: Offset, entries: &[Entry<Digest>]) -> DigestLog {
+    /// A log holding `entries` from `log_start`, all durable: what a replica recovered. The
+    /// first entry starts at `first_offset` when that lies below the log start (DeleteRecords
+    /// inside a record batch).
+    pub fn recovered(
+        log_start: Offset,
+        first_offset: Option<Offset>,
+        entries: &[Entry<Digest>],
+    ) -> DigestLog {
         let mut log = DigestLog {
-            start: log_start,
+            start: first_offset.map_or(log_start, |first| first.min(log_start)),
             ..DigestLog::default()
         };
         log.append(entries);
         log.flush();
+        log.advance_log_start(log_start);
         log
     }
 
@@ -89,6 +96,10 @@ impl Log for DigestLog {
 
     fn entry(&self, offset: Offset) -> Option<Entry<Digest>> {
         self.find(offset).map(|i| self.entries[i].1.clone())
+    }
+
+    fn entry_start(&self, offset: Offset) -> Offset {
+        self.base_of(offset).unwrap_or(offset)
     }
 
     fn read(&self, from: Offset, until: Offset, max: usize) -> Vec<Entry<Digest>> {

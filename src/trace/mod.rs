@@ -54,6 +54,10 @@ pub enum Event {
         /// Its recovered log start offset (zero in traces written before logs had one).
         #[serde(default)]
         log_start: Offset,
+        /// The first offset of its first entry, when that lies below the log start
+        /// (DeleteRecords inside a record batch); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_offset: Option<Offset>,
     },
     /// A replica stepped at `now` with `input`, and the effects it returned, in order.
     /// `log_end` is recorded when the log's storage failed during the step (a full disk): the

@@ -33,6 +33,7 @@ pub fn message<R, S>(message: &Message<R>, f: &impl Fn(&R) -> S) -> Message<S> {
                     high_watermark: fetched.high_watermark,
                 }),
             log_start_offset: r.log_start_offset,
+            first_boundary: r.first_boundary,
         }),
         Message::Fetch(r) => Message::Fetch(r.clone()),
         Message::OffsetForLeaderEpoch(r) => Message::OffsetForLeaderEpoch(r.clone()),

@@ -430,8 +430,15 @@ impl<'t> Replayer<'t> {
                 hw_checkpoint,
                 entries,
                 log_start,
+                first_offset,
             } => {
-                self.open(p, event, *partition, *hw_checkpoint, (*log_start, entries))?;
+                self.open(
+                    p,
+                    event,
+                    *partition,
+                    *hw_checkpoint,
+                    (*log_start, *first_offset, entries),
+                )?;
                 Ok(Some(*partition))
             }
             Event::Replica {
@@ -574,7 +581,7 @@ impl<'t> Replayer<'t> {
         event: usize,
         partition: PartitionId,
         hw_checkpoint: Offset,
-        (log_start, entries): (Offset, &[Entry<Digest>]),
+        (log_start, first_offset, entries): (Offset, Option<Offset>, &[Entry<Digest>]),
     ) -> Result<(), Divergence> {
         let Node::Broker(me) = self.processes[p].node else {
             return Err(self.diverged(p, event, "a controller opened a replica".into()));
@@ -583,7 +590,7 @@ impl<'t> Replayer<'t> {
             return Err(self.diverged(p, event, format!("{partition} opened twice")));
         }
         self.check_recovery(p, event, partition, (log_start, entries))?;
-        let log = DigestLog::recovered(log_start, entries);
+        let log = DigestLog::recovered(log_start, first_offset, entries);
         self.processes[p].replicas.insert(
             partition,
             Replica::recover(me, partition, log, hw_checkpoint),

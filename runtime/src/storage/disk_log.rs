@@ -651,7 +651,7 @@ pub(super) mod tests {
     }
 
     fn values(log: &DiskLog) -> Vec<(u32, i64)> {
-        log.read(Offset(0), log.log_end_offset(), usize::MAX)
+        log.read(log.log_start_offset(), log.log_end_offset(), usize::MAX)
             .iter()
             .map(|e| (e.epoch.0, batch::base_offset(&e.record).unwrap_or(-1)))
             .collect()
@@ -701,6 +701,36 @@ pub(super) mod tests {
         assert_eq!(values(&log), vec![(1, 0), (1, 2), (4, 3)]);
         assert_eq!(log.log_end_offset(), Offset(4));
         assert!(log.failure().is_none());
+    }
+
+    /// DeleteRecords inside a batch (KIP-107): the log start is the offset, the batch holding
+    /// it stays whole and is read from its first offset, and all of it survives a reopen.
+    #[test]
+    fn a_log_start_inside_a_batch_keeps_the_batch_and_survives_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = DiskLog::open(dir.path(), 200).expect("open");
+        log.append(&[entry(1, &["a", "b", "c"]), entry(1, &["d", "e", "f"])]);
+        log.append(&[entry(2, &["g", "h"])]);
+        log.flush();
+        log.advance_log_start(Offset(4));
+        let check = |log: &DiskLog| {
+            assert_eq!(log.log_start_offset(), Offset(4));
+            assert_eq!(log.entry_start(Offset(4)), Offset(3));
+            assert_eq!(isr::log::first_boundary(log), Offset(6));
+            assert_eq!(values(log), vec![(1, 3), (2, 6)]);
+            let read = log.read(Offset(4), Offset(8), 10);
+            assert_eq!(read.len(), 2);
+            assert_eq!(batch::base_offset(&read[0].record), Some(3));
+            assert_eq!(
+                isr::EpochCache::from_log(log).entries(),
+                &[(LeaderEpoch(1), Offset(4)), (LeaderEpoch(2), Offset(6))]
+            );
+        };
+        check(&log);
+        drop(log);
+        let log = DiskLog::open(dir.path(), 200).expect("reopen");
+        check(&log);
+        assert_eq!(log.log_end_offset(), Offset(8));
     }
 
     fn timed(epoch: u32, timestamp: i64, values: &[&str]) -> Entry<Bytes> {

@@ -184,6 +184,7 @@ mod tests {
                     high_watermark: Offset(1),
                 }),
                 log_start_offset: Offset(0),
+                first_boundary: Offset(0),
             }),
         }
     }

@@ -14,6 +14,8 @@
 #   TEST_RUNNER_ARGS    extra test-runner flags (default: -p1; add -Q for quick mode)
 #   TEST_KAFKA_VERSION  the broker version the harness assumes (default 3.7.0)
 #   GROUP_INITIAL_DELAY_MS  the brokers' group.initial.rebalance.delay.ms (default 3000, Kafka's)
+#   TIMEOUT_MULTIPLIER  the runner's test.timeout.multiplier (librdkafka's knob for slow machines:
+#                       it scales each test's own time limit, e.g. 0081's 180 s, and its waits)
 #   ACLS=true           brokers with ACLs on and User:ANONYMOUS (every plaintext client) a super
 #                       user: the ACL sub-tests of 0081 create, list and delete ACLs, which a
 #                       broker without ACLs refuses
@@ -114,6 +116,9 @@ echo "isr cluster: bootstrap $bootstrap, dir $dir"
 
 conf="$dir/test.conf"
 echo "bootstrap.servers=$bootstrap" >"$conf"
+if [[ -n "${TIMEOUT_MULTIPLIER:-}" ]]; then
+    echo "test.timeout.multiplier=$TIMEOUT_MULTIPLIER" >>"$conf"
+fi
 export RDKAFKA_TEST_CONF=$conf
 export KAFKA_PATH=$here BROKERS=$bootstrap ISR
 if [[ "${AUTO_CREATE:-true}" == false ]]; then
