@@ -7,17 +7,22 @@ use common::{isr, isr_topic_create, TestCluster};
 use serde_json::Value;
 use std::time::Duration;
 
-/// Every replica's log start offset of `topic`/0, by broker, as `isr status` shows them.
-fn log_starts(cluster: &TestCluster, topic: &str) -> Vec<u64> {
+/// Every replica's `field` of `topic`/0, by broker, as `isr status --json` shows them.
+fn replicas(cluster: &TestCluster, topic: &str, field: &str) -> Vec<u64> {
     let status = cluster.status();
     TestCluster::partition(&status, topic, 0)["replicas"]
         .as_array()
         .map(|rs| {
             rs.iter()
-                .filter_map(|r: &Value| r["log_start_offset"].as_u64())
+                .filter_map(|r: &Value| r[field].as_u64())
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Every replica's log start offset of `topic`/0, by broker.
+fn log_starts(cluster: &TestCluster, topic: &str) -> Vec<u64> {
+    replicas(cluster, topic, "log_start_offset")
 }
 
 #[test]
@@ -228,15 +233,7 @@ fn a_topics_segment_configs_apply_from_its_first_record_and_from_a_change() {
 
 /// Every replica's flushed offset of `topic`/0 (how far its log is fsynced), by broker.
 fn flushed(cluster: &TestCluster, topic: &str) -> Vec<u64> {
-    let status = cluster.status();
-    TestCluster::partition(&status, topic, 0)["replicas"]
-        .as_array()
-        .map(|rs| {
-            rs.iter()
-                .filter_map(|r: &Value| r["flushed_offset"].as_u64())
-                .collect()
-        })
-        .unwrap_or_default()
+    replicas(cluster, topic, "flushed_offset")
 }
 
 /// Under `--flush page-cache` (Kafka's default) a log is fsynced only at a clean shutdown,
