@@ -292,7 +292,9 @@ retention() {
 compaction() {
   local policy
   for policy in "delete --config retention.ms=-1" compact; do
-    start always --log-retention-check-interval-ms 200
+    # shellcheck disable=SC2086 # CLEANER_IO_MAX (bytes a second) paces the cleaner
+    start always --log-retention-check-interval-ms 200 \
+      ${CLEANER_IO_MAX:+--log-cleaner-io-max-bytes-per-second $CLEANER_IO_MAX}
     # shellcheck disable=SC2086 # the policy's words are separate arguments
     "$ISR" topic create lat --bootstrap "$BOOT" --partitions 3 --replication-factor 3 \
       --min-insync-replicas 2 --config cleanup.policy=$policy --config segment.ms=200 \

@@ -161,6 +161,21 @@ pub struct TopicDefaults {
     #[arg(long, default_value_t = crate::storage::offset_map::DEFAULT_DEDUPE_BUFFER_BYTES,
         value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
     pub log_cleaner_dedupe_buffer_size: u64,
+    /// log.cleaner.io.max.bytes.per.second: the most bytes a second the cleaner reads and
+    /// writes, sleeping when it is ahead, so that its I/O trickles beside produce and fetch
+    /// rather than bursting; unlimited if absent (Kafka's default).
+    #[arg(long, value_name = "BYTES", value_parser = positive_rate)]
+    pub log_cleaner_io_max_bytes_per_second: Option<f64>,
+}
+
+/// A rate in bytes a second: a positive, finite number.
+fn positive_rate(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "{value:?}: must be a positive number of bytes a second"
+        )),
+    }
 }
 
 impl TopicDefaults {
@@ -192,6 +207,12 @@ impl TopicDefaults {
                 self.log_cleaner_dedupe_buffer_size
             ),
         ]
+        .into_iter()
+        .chain(
+            self.log_cleaner_io_max_bytes_per_second
+                .map(|r| format!("--log-cleaner-io-max-bytes-per-second={r}")),
+        )
+        .collect()
     }
 
     fn settings(&self, cfg: &isr::Config) -> isr_kafka::BrokerSettings {
@@ -318,8 +339,12 @@ pub async fn run(args: BrokerArgs) -> Result<(), BrokerError> {
     )
     .map_err(BrokerError::Recovery)?
     .with_cleaner(
-        host::Cleaner::start(commands.clone(), args.topics.log_cleaner_dedupe_buffer_size)
-            .map_err(dir_error)?,
+        host::Cleaner::start(
+            commands.clone(),
+            args.topics.log_cleaner_dedupe_buffer_size,
+            args.topics.log_cleaner_io_max_bytes_per_second,
+        )
+        .map_err(dir_error)?,
     );
     let (finished, mut replicas_done) = oneshot::channel();
     std::thread::Builder::new()

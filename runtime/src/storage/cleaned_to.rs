@@ -126,7 +126,12 @@ mod tests {
         let job = log
             .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
             .expect("a job");
-        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
+        let cleaned = cleaner::clean(
+            &job,
+            MAP_BYTES,
+            &mut crate::storage::throttle::Throttle::unlimited(),
+        )
+        .expect("clean");
         let end = cleaned.end;
         log.install(cleaned);
         log.cleaned_to().persist().expect("persist");

@@ -41,6 +41,7 @@
 use super::batch::{self, RecordRef};
 use super::offset_map::OffsetMap;
 use super::segment::{BatchPosition, TimeIndex};
+use super::throttle::Throttle;
 use isr::{LeaderEpoch, Offset};
 use isr_kafka::compression::Readable;
 use std::collections::HashMap;
@@ -148,9 +149,11 @@ pub fn temp_path(segment: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn read(file: &File, at: &BatchPosition) -> io::Result<Vec<u8>> {
+/// Reads one batch, paced by `throttle`.
+fn read(file: &File, at: &BatchPosition, throttle: &mut Throttle) -> io::Result<Vec<u8>> {
     let mut buf = vec![0; at.len as usize];
     file.read_exact_at(&mut buf, at.position)?;
+    throttle.pace(buf.len());
     Ok(buf)
 }
 
@@ -166,7 +169,7 @@ struct Latest {
 /// Reads the dirty records (from the job's start) for the latest record of each key, in offset
 /// order, into a map of at most `map_bytes`, until the map is full; and every segment's
 /// batches for each producer's last.
-fn survey(job: &Job, map_bytes: usize) -> io::Result<Latest> {
+fn survey(job: &Job, map_bytes: usize, throttle: &mut Throttle) -> io::Result<Latest> {
     let start = job.start.0;
     let dirty = |at: &&BatchPosition| at.base + at.width > start;
     // At most one key per dirty offset: the map is no larger than that needs.
@@ -192,7 +195,7 @@ fn survey(job: &Job, map_bytes: usize) -> io::Result<Latest> {
         }
         let file = File::open(&segment.path)?;
         for at in segment.batches.iter().filter(dirty) {
-            let bytes = read(&file, at)?;
+            let bytes = read(&file, at, throttle)?;
             let readable = Readable::of(&bytes).ok().flatten();
             let records = readable.as_ref().and_then(Readable::records);
             for r in records.into_iter().flatten() {
@@ -305,10 +308,16 @@ fn keeps(latest: &Latest, job: &Job, base: u64, max_timestamp: i64, r: &RecordRe
 
 /// How many records of `segment` a cleaning removes: a segment it removes none from is left
 /// as it is, unwritten (most of a compacted log, once cleaned, holds nothing more to remove).
-fn removable(job: &Job, latest: &Latest, segment: &SegmentJob, source: &File) -> io::Result<u64> {
+fn removable(
+    job: &Job,
+    latest: &Latest,
+    segment: &SegmentJob,
+    source: &File,
+    throttle: &mut Throttle,
+) -> io::Result<u64> {
     let mut removed = 0;
     for at in &segment.batches {
-        let bytes = read(source, at)?;
+        let bytes = read(source, at, throttle)?;
         let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
         let readable = Readable::of(&bytes).ok().flatten();
         let records = readable.as_ref().and_then(Readable::records);
@@ -327,9 +336,10 @@ fn clean_segment(
     latest: &Latest,
     segment: &SegmentJob,
     removed: &mut u64,
+    throttle: &mut Throttle,
 ) -> io::Result<Option<CleanedSegment>> {
     let source = File::open(&segment.path)?;
-    if removable(job, latest, segment, &source)? == 0 {
+    if removable(job, latest, segment, &source, throttle)? == 0 {
         return Ok(None);
     }
     let temp = temp_path(&segment.path);
@@ -351,8 +361,16 @@ fn clean_segment(
         out.file.write_all(&prefix)?;
         out.size = segment.prefix;
     }
+    // What was written since the last pacing.
+    let mut written = 0;
     for at in &segment.batches {
-        let bytes = read(&source, at)?;
+        throttle.pace(
+            usize::try_from(out.size)
+                .unwrap_or(0)
+                .saturating_sub(written),
+        );
+        written = usize::try_from(out.size).unwrap_or(0);
+        let bytes = read(&source, at, throttle)?;
         let readable = Readable::of(&bytes).ok().flatten();
         let Some(records) = readable.as_ref().and_then(Readable::records) else {
             out.end_run()?;
@@ -398,12 +416,13 @@ fn clean_segment(
 /// Cleans the job's segments into temporary files beside them, with an offset map of at most
 /// `map_bytes` (see the module documentation). On an error, the files written so far are
 /// removed and nothing else has changed.
-pub fn clean(job: &Job, map_bytes: usize) -> io::Result<Cleaned> {
-    let latest = survey(job, map_bytes)?;
+/// Its reads and writes are paced by `throttle`.
+pub fn clean(job: &Job, map_bytes: usize, throttle: &mut Throttle) -> io::Result<Cleaned> {
+    let latest = survey(job, map_bytes, throttle)?;
     let mut removed_records = 0;
     let mut segments = Vec::with_capacity(job.segments.len());
     for segment in job.segments.iter().take_while(|s| s.base < latest.end) {
-        match clean_segment(job, &latest, segment, &mut removed_records) {
+        match clean_segment(job, &latest, segment, &mut removed_records, throttle) {
             Ok(cleaned) => segments.extend(cleaned),
             Err(e) => {
                 let _ = fs::remove_file(temp_path(&segment.path));
@@ -486,7 +505,7 @@ mod tests {
         let job = log
             .cleaning_job(&CleaningPolicy::eager(0), 1_000)
             .expect("a job");
-        let cleaned = clean(&job, MAP_BYTES).expect("clean");
+        let cleaned = clean(&job, MAP_BYTES, &mut Throttle::unlimited()).expect("clean");
         assert_eq!(cleaned.end, job.end, "a large map takes every dirty key");
         let bound = job.end;
         log.install(cleaned);
@@ -501,7 +520,7 @@ mod tests {
         let mut passes = 0;
         while let Some(job) = log.cleaning_job(&CleaningPolicy::eager(0), 1_000) {
             assert_eq!(job.end, bound);
-            let cleaned = clean(&job, small).expect("clean");
+            let cleaned = clean(&job, small, &mut Throttle::unlimited()).expect("clean");
             assert!(cleaned.end > job.start, "every pass makes progress");
             let mapped = keys_between(&before, job.start.0, cleaned.end.0);
             assert!(mapped <= 5, "{mapped} keys mapped into a map of 5");

@@ -951,7 +951,12 @@ pub(super) mod tests {
             cleaned_below < end.0 as i64,
             "the active segment is never cleaned"
         );
-        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
+        let cleaned = cleaner::clean(
+            &job,
+            MAP_BYTES,
+            &mut crate::storage::throttle::Throttle::unlimited(),
+        )
+        .expect("clean");
         assert!(cleaned.removed_records > 0);
         log.install(cleaned);
 
@@ -1032,7 +1037,12 @@ pub(super) mod tests {
             .all(|s| s.times.largest().is_some_and(|t| now - t >= 1000)));
 
         // Clean everything, then write a little more: little of the log is dirty.
-        let cleaned = cleaner::clean(&all, MAP_BYTES).expect("clean");
+        let cleaned = cleaner::clean(
+            &all,
+            MAP_BYTES,
+            &mut crate::storage::throttle::Throttle::unlimited(),
+        )
+        .expect("clean");
         log.install(cleaned);
         for n in 0..6 {
             log.append(&[keyed(1, now - 5 + n, &[("b", Some("more"))])]);
@@ -1089,7 +1099,12 @@ pub(super) mod tests {
             cleaned_below >= 8,
             "the compressed batches are below {cleaned_below}"
         );
-        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
+        let cleaned = cleaner::clean(
+            &job,
+            MAP_BYTES,
+            &mut crate::storage::throttle::Throttle::unlimited(),
+        )
+        .expect("clean");
         assert!(cleaned.removed_records >= 3);
         log.install(cleaned);
 
@@ -1124,7 +1139,12 @@ pub(super) mod tests {
         let job = log
             .cleaning_job(&CleaningPolicy::eager(1000), 100)
             .expect("job");
-        let cleaned = cleaner::clean(&job, MAP_BYTES).expect("clean");
+        let cleaned = cleaner::clean(
+            &job,
+            MAP_BYTES,
+            &mut crate::storage::throttle::Throttle::unlimited(),
+        )
+        .expect("clean");
         let temps: Vec<_> = cleaned.segments.iter().map(|s| s.temp.clone()).collect();
         // An unclean election truncates into the first segment under the cleaner.
         log.truncate_to(Offset(1));

@@ -12,6 +12,7 @@ pub mod offset_map;
 mod partition_dir;
 pub mod retention;
 pub(crate) mod segment;
+pub mod throttle;
 
 pub use cleaned_to::{CleanedTo, CLEANER_CHECKPOINT};
 pub use disk_log::{sync_dir, DiskLog, DEFAULT_SEGMENT_BYTES, LOG_START};

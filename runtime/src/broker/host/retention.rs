@@ -10,6 +10,7 @@
 use super::{Command, Host};
 use crate::storage::cleaner::{self, Cleaned, CleaningPolicy, Job};
 use crate::storage::retention::retention_point;
+use crate::storage::throttle::Throttle;
 use crate::storage::CleanedTo;
 use isr::{Log, PartitionId, ReplicaInput};
 use isr_kafka::configs::LogRetention;
@@ -44,6 +45,7 @@ impl Cleaner {
     pub fn start(
         results: mpsc::UnboundedSender<Command>,
         map_bytes: u64,
+        io_max_bytes_per_second: Option<f64>,
     ) -> std::io::Result<Cleaner> {
         let map_bytes = usize::try_from(map_bytes).unwrap_or(usize::MAX);
         let (jobs, queue) = std::sync::mpsc::channel::<Task>();
@@ -51,6 +53,7 @@ impl Cleaner {
             .name("cleaner".into())
             .spawn(move || {
                 background_priority();
+                let mut throttle = Throttle::new(io_max_bytes_per_second);
                 for task in queue {
                     let (partition, job) = match task {
                         Task::Clean(partition, job) => (partition, job),
@@ -61,7 +64,8 @@ impl Cleaner {
                             continue;
                         }
                     };
-                    let result = cleaner::clean(&job, map_bytes).map_err(|e| e.to_string());
+                    let result =
+                        cleaner::clean(&job, map_bytes, &mut throttle).map_err(|e| e.to_string());
                     if let Err(mpsc::error::SendError(Command::Cleaned {
                         result: Ok(cleaned),
                         ..
