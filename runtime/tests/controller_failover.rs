@@ -325,14 +325,18 @@ fn losing_etcd_members_stops_metadata_changes_but_not_writes() {
     assert_eq!(produce(&boot, TOPIC, &["d"]), vec![3]);
 }
 
-/// Creates topic `name` with `create`, retrying until it succeeds or `timeout` passes.
+/// Creates topic `name` with `create`, retrying until it succeeds or `timeout` passes. A retry
+/// answered TOPIC_ALREADY_EXISTS succeeded too: an earlier attempt's answer was lost (its
+/// controller stepped down after storing the topic), not its creation.
 fn create_within(create: &dyn Fn(&str) -> (bool, String), name: &str, timeout: Duration) {
     let deadline = Instant::now() + timeout;
+    let mut retry = false;
     loop {
         let (ok, out) = create(name);
-        if ok {
+        if ok || (retry && out.contains("TOPIC_ALREADY_EXISTS")) {
             return;
         }
+        retry = true;
         assert!(
             Instant::now() < deadline,
             "topic {name} not created within {timeout:?}: {out}"
