@@ -29,38 +29,28 @@ struct Pending {
 impl PolicyChanges {
     /// Notes the topics a metadata delta's records change the policy of.
     pub fn note(&self, records: &[Record]) {
-        let mut changed = false;
-        let mut pending = self.lock();
-        for record in records {
-            match record {
-                Record::Topic {
-                    name,
-                    partitions: Some(_),
+        self.add(|pending| {
+            for record in records {
+                match record {
+                    Record::Topic {
+                        name,
+                        partitions: Some(_),
+                    }
+                    | Record::TopicConfigs { name, .. } => {
+                        pending.topics.insert(name.clone());
+                    }
+                    Record::BrokerConfigs { .. } => pending.every_topic = true,
+                    _ => {}
                 }
-                | Record::TopicConfigs { name, .. } => {
-                    pending.topics.insert(name.clone());
-                    changed = true;
-                }
-                Record::BrokerConfigs { .. } => {
-                    pending.every_topic = true;
-                    changed = true;
-                }
-                _ => {}
             }
-        }
-        drop(pending);
-        if changed {
-            self.wake.notify_one();
-        }
+        });
     }
 
     /// Notes the topics whose partitions or configs differ between the view kept so far (none
     /// before the first) and a whole new one that replaces it: every topic if the brokers'
     /// configs differ.
     pub fn note_view(&self, old: Option<&ClusterView>, new: &ClusterView) {
-        let mut pending = self.lock();
-        let before = len(&pending);
-        match old {
+        self.add(|pending| match old {
             Some(old) if old.broker_configs == new.broker_configs => {
                 let differs = |name: &String| {
                     old.topics.get(name) != new.topics.get(name)
@@ -71,10 +61,17 @@ impl PolicyChanges {
                     .extend(new.topics.keys().filter(|n| differs(n)).cloned());
             }
             _ => pending.every_topic = true,
-        }
-        let changed = len(&pending) != before;
+        });
+    }
+
+    /// Adds to what is pending, and wakes the pass if that added anything.
+    fn add(&self, note: impl FnOnce(&mut Pending)) {
+        let mut pending = self.lock();
+        let before = (pending.every_topic, pending.topics.len());
+        note(&mut pending);
+        let added = (pending.every_topic, pending.topics.len()) != before;
         drop(pending);
-        if changed {
+        if added {
             self.wake.notify_one();
         }
     }
@@ -89,11 +86,6 @@ impl PolicyChanges {
     fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
-
-/// How much is pending, to tell whether a note added anything.
-fn len(pending: &Pending) -> (bool, usize) {
-    (pending.every_topic, pending.topics.len())
 }
 
 #[cfg(test)]

@@ -103,8 +103,8 @@ impl CleanedTo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::cleaner::{self, CleaningPolicy};
-    use crate::storage::disk_log::tests::{keyed, MAP_BYTES};
+    use crate::storage::cleaner::CleaningPolicy;
+    use crate::storage::disk_log::tests::{clean_all, keyed};
     use crate::storage::DiskLog;
     use isr::Log;
 
@@ -126,12 +126,7 @@ mod tests {
         let job = log
             .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
             .expect("a job");
-        let cleaned = cleaner::clean(
-            &job,
-            MAP_BYTES,
-            &mut crate::storage::throttle::Throttle::unlimited(),
-        )
-        .expect("clean");
+        let cleaned = clean_all(&job);
         let end = cleaned.end;
         log.install(cleaned);
         log.cleaned_to().persist().expect("persist");

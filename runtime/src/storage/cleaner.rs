@@ -153,7 +153,7 @@ pub fn temp_path(segment: &Path) -> PathBuf {
 fn read(file: &File, at: &BatchPosition, throttle: &mut Throttle) -> io::Result<Vec<u8>> {
     let mut buf = vec![0; at.len as usize];
     file.read_exact_at(&mut buf, at.position)?;
-    throttle.pace(buf.len());
+    throttle.pace(u64::from(at.len));
     Ok(buf)
 }
 
@@ -361,15 +361,11 @@ fn clean_segment(
         out.file.write_all(&prefix)?;
         out.size = segment.prefix;
     }
-    // What was written since the last pacing.
-    let mut written = 0;
+    // How much of what was written is paced already.
+    let mut paced = 0;
     for at in &segment.batches {
-        throttle.pace(
-            usize::try_from(out.size)
-                .unwrap_or(0)
-                .saturating_sub(written),
-        );
-        written = usize::try_from(out.size).unwrap_or(0);
+        throttle.pace(out.size - paced);
+        paced = out.size;
         let bytes = read(&source, at, throttle)?;
         let readable = Readable::of(&bytes).ok().flatten();
         let Some(records) = readable.as_ref().and_then(Readable::records) else {
@@ -403,6 +399,7 @@ fn clean_segment(
         }
     }
     out.end_run()?;
+    throttle.pace(out.size - paced);
     out.file.sync_all()?;
     Ok(Some(CleanedSegment {
         job: segment.clone(),
@@ -454,7 +451,7 @@ pub fn discard(segments: &[CleanedSegment]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::disk_log::tests::{cleaned_to, contents, keyed, MAP_BYTES};
+    use crate::storage::disk_log::tests::{clean_all, cleaned_to, contents, keyed};
     use crate::storage::offset_map::SLOT_BYTES;
     use crate::storage::DiskLog;
     use isr::Log;
@@ -505,7 +502,7 @@ mod tests {
         let job = log
             .cleaning_job(&CleaningPolicy::eager(0), 1_000)
             .expect("a job");
-        let cleaned = clean(&job, MAP_BYTES, &mut Throttle::unlimited()).expect("clean");
+        let cleaned = clean_all(&job);
         assert_eq!(cleaned.end, job.end, "a large map takes every dirty key");
         let bound = job.end;
         log.install(cleaned);

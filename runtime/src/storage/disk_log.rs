@@ -642,6 +642,16 @@ pub(super) mod tests {
     pub(crate) const MAP_BYTES: usize =
         crate::storage::offset_map::DEFAULT_DEDUPE_BUFFER_BYTES as usize;
 
+    /// Cleans `job` as the cleaner thread does, with Kafka's map size and no I/O limit.
+    pub(crate) fn clean_all(job: &Job) -> Cleaned {
+        cleaner::clean(
+            job,
+            MAP_BYTES,
+            &mut crate::storage::throttle::Throttle::unlimited(),
+        )
+        .expect("clean")
+    }
+
     fn entry(epoch: u32, values: &[&str]) -> Entry<Bytes> {
         Entry {
             epoch: LeaderEpoch(epoch),
@@ -951,12 +961,7 @@ pub(super) mod tests {
             cleaned_below < end.0 as i64,
             "the active segment is never cleaned"
         );
-        let cleaned = cleaner::clean(
-            &job,
-            MAP_BYTES,
-            &mut crate::storage::throttle::Throttle::unlimited(),
-        )
-        .expect("clean");
+        let cleaned = clean_all(&job);
         assert!(cleaned.removed_records > 0);
         log.install(cleaned);
 
@@ -1037,12 +1042,7 @@ pub(super) mod tests {
             .all(|s| s.times.largest().is_some_and(|t| now - t >= 1000)));
 
         // Clean everything, then write a little more: little of the log is dirty.
-        let cleaned = cleaner::clean(
-            &all,
-            MAP_BYTES,
-            &mut crate::storage::throttle::Throttle::unlimited(),
-        )
-        .expect("clean");
+        let cleaned = clean_all(&all);
         log.install(cleaned);
         for n in 0..6 {
             log.append(&[keyed(1, now - 5 + n, &[("b", Some("more"))])]);
@@ -1099,12 +1099,7 @@ pub(super) mod tests {
             cleaned_below >= 8,
             "the compressed batches are below {cleaned_below}"
         );
-        let cleaned = cleaner::clean(
-            &job,
-            MAP_BYTES,
-            &mut crate::storage::throttle::Throttle::unlimited(),
-        )
-        .expect("clean");
+        let cleaned = clean_all(&job);
         assert!(cleaned.removed_records >= 3);
         log.install(cleaned);
 
@@ -1139,12 +1134,7 @@ pub(super) mod tests {
         let job = log
             .cleaning_job(&CleaningPolicy::eager(1000), 100)
             .expect("job");
-        let cleaned = cleaner::clean(
-            &job,
-            MAP_BYTES,
-            &mut crate::storage::throttle::Throttle::unlimited(),
-        )
-        .expect("clean");
+        let cleaned = clean_all(&job);
         let temps: Vec<_> = cleaned.segments.iter().map(|s| s.temp.clone()).collect();
         // An unclean election truncates into the first segment under the cleaner.
         log.truncate_to(Offset(1));

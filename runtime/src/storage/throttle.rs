@@ -36,7 +36,7 @@ impl Throttle {
     }
 
     /// Counts `bytes` read or written, and sleeps while the cleaner is ahead of its rate.
-    pub fn pace(&mut self, bytes: usize) {
+    pub fn pace(&mut self, bytes: u64) {
         let Some(rate) = self.rate else {
             return;
         };
