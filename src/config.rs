@@ -399,6 +399,12 @@ pub struct Config {
     /// How long a leader holds a Fetch that found nothing new before answering it empty
     /// (Kafka's replica.fetch.wait.max.ms), so that idle followers do not spin. Zero: never held.
     pub fetch_max_wait: Tick,
+    /// How long, at most, a leader holds a Fetch that found nothing new while its follower has
+    /// not heard the leader's high watermark or log start: how stale a follower's high
+    /// watermark gets on a partition no record comes to (Kafka bounds it by
+    /// replica.fetch.wait.max.ms). Capped at `fetch_max_wait`; zero: such a Fetch is answered
+    /// at once.
+    pub high_watermark_wait: Tick,
     /// The high watermark checkpoint is written at most this often (each costs an fsync); a
     /// lower one is always safe, and a truncation lowers it at once.
     pub hw_checkpoint_interval: Tick,
@@ -408,7 +414,8 @@ impl Config {
     /// Checks that every setting can be run: each is at least the least value that keeps the
     /// protocol live. A driver checks its configuration once, before the first step; the core
     /// does not check it on every step. Zero is allowed where it means "off": `fetch_max_wait`
-    /// (never hold a Fetch) and `hw_checkpoint_interval` (checkpoint with every change).
+    /// (never hold a Fetch), `high_watermark_wait` (never hold one whose follower lags the
+    /// leader's high watermark) and `hw_checkpoint_interval` (checkpoint with every change).
     ///
     /// ```
     /// use isr::{Config, ConfigError};
@@ -512,6 +519,7 @@ impl Default for Config {
             alter_partition_timeout: default_alter_partition_timeout(),
             retry_backoff: Tick(1),
             fetch_max_wait: Tick(0),
+            high_watermark_wait: Tick(0),
             hw_checkpoint_interval: Tick(0),
         }
     }

@@ -64,6 +64,14 @@ pub struct FetchRequest {
     /// The follower's log end offset: where the records it asks for start, and the progress
     /// the leader counts towards the high watermark and ISR membership.
     pub fetch_offset: Offset,
+    /// The follower's high watermark and log start: what it has heard of the leader's. A
+    /// leader holds a Fetch that finds nothing new only briefly (`high_watermark_wait`) while
+    /// they lag its own, so that a follower hears a high watermark or log start that moved
+    /// after its last answer soon, even on a partition no record comes to (a follower that
+    /// restarted with an old checkpoint, or whose Fetch proved the last record replicated).
+    pub high_watermark: Offset,
+    /// The follower's log start (see `high_watermark`).
+    pub log_start_offset: Offset,
 }
 
 /// The leader's answer to a Fetch.

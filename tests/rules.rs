@@ -1083,6 +1083,8 @@ fn the_reduction_audit_tells_a_live_fetch_from_a_dead_one() {
             broker_epoch: follower.broker_epoch(),
             current_leader_epoch: epoch,
             fetch_offset: Offset(0),
+            high_watermark: Offset(0),
+            log_start_offset: Offset(0),
         }),
     };
     let current = cluster.replicas[0].leader_epoch();

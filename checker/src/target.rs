@@ -258,6 +258,7 @@ impl Target {
         }
         if let Some(w) = &o.fetch_wait {
             cfg.fetch_max_wait = fetch_max_wait(on_off("fetch wait", w)?);
+            cfg.high_watermark_wait = cfg.fetch_max_wait;
         }
         if cfg.min_insync_replicas > b.replicas as usize {
             return Err(Usage(format!(

@@ -101,9 +101,10 @@ const TWO_RECORDS: Bounds = Bounds {
 
 use Property::*;
 
-/// The models' [`Config::fetch_max_wait`], with fetch waits or without. The models' clock
-/// stands still, so a held Fetch is answered by new data or by `FetchWaitExpired`, which any
-/// wait may reach: only whether leaders wait matters, not for how long.
+/// The models' [`Config::fetch_max_wait`] (and [`Config::high_watermark_wait`]), with fetch
+/// waits or without. The models' clock stands still, so a held Fetch is answered by new data
+/// or by `FetchWaitExpired`, which any wait may reach: only whether leaders wait matters, not
+/// for how long.
 pub fn fetch_max_wait(on: bool) -> Tick {
     Tick(u64::from(on))
 }
@@ -750,6 +751,7 @@ impl Preset {
             min_insync_replicas: self.min_insync_replicas,
             fetch_max_entries: self.fetch_max_entries,
             fetch_max_wait: fetch_max_wait(self.fetch_wait),
+            high_watermark_wait: fetch_max_wait(self.fetch_wait),
             ..Config::default()
         }
     }

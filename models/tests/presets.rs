@@ -247,8 +247,10 @@ fn safe_holds_exhaustively_at_a_small_bound() {
 /// of an epoch to a replica that does not lead it, and answers of an epoch from a broker the
 /// receiver does not follow in it, are discarded; 8,823 since a leader remembers each
 /// follower's previous fetch (Kafka's caught-up rule); 8,835 since a leader proposes the
-/// followers whose Fetch it holds as soon as the controller answers its previous proposal.
-const SAFE_SMALL_UNIQUE: usize = 8_835;
+/// followers whose Fetch it holds as soon as the controller answers its previous proposal;
+/// 9,282 since a Fetch carries the follower's high watermark and log start (a leader holds one
+/// it has news for only briefly, so two fetches that differ in them are two messages).
+const SAFE_SMALL_UNIQUE: usize = 9_282;
 
 /// The safe protocol through a controller failover: the old controller runs on as a zombie
 /// beside its successor, and the store refuses its steps (rule 11).
@@ -271,8 +273,9 @@ fn safe_holds_through_a_controller_failover_at_a_small_bound() {
 /// a stale AlterPartition answer from a controller newer than the leader heard of was kept
 /// (it teaches the leader that controller's epoch: found by `proptest_dead_messages_are_inert`),
 /// 167,170 before a leader proposed the followers whose Fetch it holds as soon as the
-/// controller answers its previous proposal.
-const SAFE_FAILOVER_SMALL_UNIQUE: usize = 167_511;
+/// controller answers its previous proposal, 167,511 before a Fetch carried the follower's
+/// high watermark and log start.
+const SAFE_FAILOVER_SMALL_UNIQUE: usize = 177_004;
 
 #[test]
 fn kip966_fails_only_weak_isr_at_a_small_bound() {
@@ -290,8 +293,9 @@ fn kip966_fails_only_weak_isr_at_a_small_bound() {
 /// 6,558 since a leader keeps its pending proposal's broker epochs (AlterPartition answers are
 /// matched on them); 8,927 since the core's timers and flushes are actions; 8,283 since requests
 /// refused forever are discarded; 7,584 since outlived answers are; 6,790 since fetches of
-/// older incarnations are; 6,844 since a leader remembers each follower's previous fetch.
-const KIP966_SMALL_UNIQUE: usize = 6844;
+/// older incarnations are; 6,844 since a leader remembers each follower's previous fetch;
+/// 7,009 since a Fetch carries the follower's high watermark and log start.
+const KIP966_SMALL_UNIQUE: usize = 7009;
 
 #[test]
 fn renaming_brokers_twice_by_inverse_permutations_is_the_identity() {

@@ -213,6 +213,8 @@ pub fn examples(batch_bytes: Bytes) -> Examples {
                 broker_epoch: BrokerEpoch(1),
                 current_leader_epoch: LeaderEpoch(1),
                 fetch_offset: Offset(0),
+                high_watermark: Offset(0),
+                log_start_offset: Offset(0),
             }),
         ),
         envelope(

@@ -25,6 +25,24 @@ fn log_starts(cluster: &TestCluster, topic: &str) -> Vec<u64> {
     replicas(cluster, topic, "log_start_offset")
 }
 
+/// `isr topic delete-records TOPIC --partition 0 --before BEFORE`.
+fn delete_records(bootstrap: &str, topic: &str, before: &str) -> (bool, String) {
+    isr(
+        &[
+            "topic",
+            "delete-records",
+            topic,
+            "--bootstrap",
+            bootstrap,
+            "--partition",
+            "0",
+            "--before",
+            before,
+        ],
+        "",
+    )
+}
+
 #[test]
 fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_watermark() {
     let mut cluster = TestCluster::start(3);
@@ -36,22 +54,7 @@ fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_w
         assert!(ok, "{text}");
     }
     // Beyond the high watermark: refused, nothing deleted.
-    let delete = |before: &str| {
-        isr(
-            &[
-                "topic",
-                "delete-records",
-                "deleted",
-                "--bootstrap",
-                &bootstrap,
-                "--partition",
-                "0",
-                "--before",
-                before,
-            ],
-            "",
-        )
-    };
+    let delete = |before: &str| delete_records(&bootstrap, "deleted", before);
     let (ok, text) = delete("1000");
     assert!(!ok, "{text}");
     assert!(text.contains("OFFSET_OUT_OF_RANGE"), "{text}");
@@ -99,6 +102,44 @@ fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_w
         "every log start at the end",
         |_| log_starts(&cluster, "deleted") == vec![6; 3],
     ); // The run is a behaviour of the protocol: the model's own core accepts every step.
+    assert!(cluster.stop_and_replay() > 0);
+}
+
+/// On a partition no record comes to, followers hear the leader's high watermark and log start
+/// within a second (the core's `high_watermark_wait`), not when their held Fetch's long wait
+/// (`fetch_max_wait`, minutes) runs out: the high watermark the last record's replication
+/// moved, and the log start a DeleteRecords moved while a follower was down, which it learns
+/// when it comes back with its old checkpoint.
+#[test]
+fn followers_of_an_idle_partition_hear_its_high_watermark_and_log_start_soon() {
+    let mut cluster = TestCluster::start(3);
+    let bootstrap = cluster.address(1).expect("broker 1");
+    let (ok, text) = isr_topic_create(&bootstrap, "idle", 1, &["--min-insync-replicas", "2"]);
+    assert!(ok, "{text}");
+    for batch in ["a\nb\n", "c\nd\n", "e\nf\n"] {
+        let (ok, text) = isr(&["produce", "idle", "--bootstrap", &bootstrap], batch);
+        assert!(ok, "{text}");
+    }
+    let high_watermarks = |cluster: &TestCluster| replicas(cluster, "idle", "high_watermark");
+    cluster.wait_for(
+        Duration::from_secs(5),
+        "every replica's high watermark",
+        |_| high_watermarks(&cluster) == vec![6; 3],
+    );
+    let (leader, address) = cluster.leader("idle", 0).expect("a leader");
+    let follower = (1..=3).find(|&b| b != leader).expect("a follower");
+    cluster.kill(follower);
+    let (ok, text) = delete_records(&address, "idle", "-1");
+    assert!(ok, "{text}");
+    cluster.wait_for(Duration::from_secs(5), "the log start moved", |_| {
+        log_starts(&cluster, "idle") == vec![6; 2]
+    });
+    cluster.restart(follower);
+    cluster.wait_for(
+        Duration::from_secs(10),
+        "the restarted follower's log start and high watermark",
+        |_| log_starts(&cluster, "idle") == vec![6; 3] && high_watermarks(&cluster) == vec![6; 3],
+    );
     assert!(cluster.stop_and_replay() > 0);
 }
 

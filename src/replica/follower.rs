@@ -53,6 +53,8 @@ impl<L: Log> Replica<L> {
                 broker_epoch: self.broker_epoch,
                 current_leader_epoch: self.leader_epoch,
                 fetch_offset: self.log.log_end_offset(),
+                high_watermark: self.high_watermark,
+                log_start_offset: self.log.log_start_offset(),
             }),
         };
         Some(Envelope {

@@ -156,7 +156,10 @@ impl<L: Log> Replica<L> {
     /// Answers a follower's Fetch: records its progress, may expand the ISR (rule 6) and advance
     /// the high watermark (rule 5), then replies with records and the high watermark. A Fetch
     /// that finds nothing new is held for `fetch_max_wait` (until data comes), so that idle
-    /// followers do not spin; its progress counts at once.
+    /// followers do not spin; its progress counts at once. One whose follower has yet to hear
+    /// the high watermark or log start is held only `high_watermark_wait`: a fetch that proves
+    /// the last record replicated moves the high watermark, and with nothing else to come its
+    /// follower would hear it only when the long wait ran out.
     pub(super) fn on_fetch(
         &mut self,
         cfg: &Config,
@@ -170,13 +173,13 @@ impl<L: Log> Replica<L> {
         }
         let result = counted.map(|()| self.fetched(cfg, &req));
         let nothing_new = result.as_ref().is_ok_and(|f| f.entries.is_empty());
-        let until = Tick(self.now.0.saturating_add(self.held_wait(cfg)));
-        if let (true, Role::Leader(l)) = (nothing_new && cfg.fetch_max_wait.0 > 0, &mut self.role) {
+        let wait = self.held_wait(cfg, self.has_news_for(&req));
+        if let (true, Role::Leader(l)) = (nothing_new && wait > 0, &mut self.role) {
             l.parked.insert(
                 req.replica,
                 ParkedFetch {
                     request: req,
-                    until,
+                    until: Tick(self.now.0.saturating_add(wait)),
                 },
             );
             return;
@@ -184,15 +187,45 @@ impl<L: Log> Replica<L> {
         effects.push(self.fetch_response(&req, result));
     }
 
-    /// How long this partition's leader holds a Fetch that found nothing: `fetch_max_wait`,
-    /// less up to half of it by partition id. The fetches of many partitions are parked
-    /// together (they were created together, or data answered them together); held equally
-    /// long, they would all be answered and asked again at once, wait after wait, a burst of
-    /// round trips that can keep a busy follower from its next Fetch past `replica_lag_max`.
-    /// Spread by partition — deterministically, as everything in the core — they come evenly.
-    fn held_wait(&self, cfg: &Config) -> u64 {
-        let wait = cfg.fetch_max_wait.0;
+    /// Whether an answer to `req` would tell its follower something: a high watermark or log
+    /// start above the ones it has.
+    fn has_news_for(&self, req: &FetchRequest) -> bool {
+        req.high_watermark < self.high_watermark
+            || req.log_start_offset < self.log.log_start_offset()
+    }
+
+    /// How long this partition's leader holds a Fetch that found nothing: `fetch_max_wait`, or
+    /// `high_watermark_wait` if its answer would be news to its follower, less up to half of
+    /// it by partition id. The fetches of many partitions are parked together (they were
+    /// created together, or data answered them together); held equally long, they would all
+    /// be answered and asked again at once, wait after wait, a burst of round trips that can
+    /// keep a busy follower from its next Fetch past `replica_lag_max`. Spread by partition —
+    /// deterministically, as everything in the core — they come evenly. Zero: not held.
+    fn held_wait(&self, cfg: &Config, news: bool) -> u64 {
+        let wait = match news {
+            true => cfg.high_watermark_wait.0.min(cfg.fetch_max_wait.0),
+            false => cfg.fetch_max_wait.0,
+        };
         wait - u64::from(self.partition.0) % (wait / 2 + 1)
+    }
+
+    /// The high watermark moved: the held fetches are news to their followers now, so each is
+    /// held at most `high_watermark_wait` more (answered at once if that is zero).
+    fn hold_news_briefly(&mut self, cfg: &Config, effects: &mut Effects<L::Record>) {
+        let wait = self.held_wait(cfg, true);
+        let until = Tick(self.now.0.saturating_add(wait));
+        let Role::Leader(l) = &mut self.role else {
+            return;
+        };
+        if l.parked.is_empty() {
+            return;
+        }
+        if wait == 0 {
+            return self.answer_parked(cfg, effects);
+        }
+        for parked in l.parked.values_mut() {
+            parked.until = parked.until.min(until);
+        }
     }
 
     fn fetch_response(
@@ -506,6 +539,7 @@ impl<L: Log> Replica<L> {
                 !done
             });
         }
+        self.hold_news_briefly(cfg, effects);
     }
 
     /// Answers OffsetForLeaderEpoch (rule 3): the largest epoch not above the requested one, and

@@ -23,10 +23,12 @@ fn page_cache() -> Config {
     })
 }
 
-/// Page cache, with a leader holding a Fetch that finds nothing for up to `wait` ticks.
+/// Page cache, with a leader holding a Fetch that finds nothing for up to `wait` ticks, even
+/// one whose answer would be news to its follower.
 fn holding(wait: u64) -> Config {
     Config {
         fetch_max_wait: Tick(wait),
+        high_watermark_wait: Tick(wait),
         ..page_cache()
     }
 }
@@ -148,6 +150,8 @@ fn fetch_from(follower: u32, leader_epoch: u32, broker_epoch: u64, offset: u64) 
             broker_epoch: BrokerEpoch(broker_epoch),
             current_leader_epoch: LeaderEpoch(leader_epoch),
             fetch_offset: Offset(offset),
+            high_watermark: Offset(0),
+            log_start_offset: Offset(0),
         }),
     }
 }
@@ -689,6 +693,84 @@ fn held_fetches_of_different_partitions_wait_out_at_different_times() {
     assert_eq!(untils.len(), 51, "each its own: {untils:?}");
     assert_eq!(untils.first(), Some(&Tick(50)));
     assert_eq!(untils.last(), Some(&Tick(100)));
+}
+
+/// `fetch` from a follower that has heard high watermark `hw`.
+fn knowing(hw: u64, fetch: Input<u64>) -> Input<u64> {
+    match fetch {
+        Input::Message {
+            from,
+            message: Message::Fetch(f),
+        } => Input::Message {
+            from,
+            message: Message::Fetch(FetchRequest {
+                high_watermark: Offset(hw),
+                ..f
+            }),
+        },
+        other => other,
+    }
+}
+
+/// A Fetch that finds nothing new is held `fetch_max_wait`, unless its answer would tell its
+/// follower a high watermark it has not heard: then only `high_watermark_wait`. Without that,
+/// a follower whose Fetch proved the last record replicated (so moved the high watermark)
+/// heard of it only with the next record or once the long wait ran out, minutes on a real
+/// cluster; a held Fetch the high watermark moves past is cut short the same way.
+#[test]
+fn a_follower_hears_a_high_watermark_that_moved_after_its_answer_within_the_short_wait() {
+    let cfg = Config {
+        high_watermark_wait: Tick(5),
+        min_insync_replicas: 1,
+        ..holding(100)
+    };
+    let answered_hw = |effects: &Effects<u64>| -> Vec<(BrokerId, u64)> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Send(Envelope {
+                    to: Node::Broker(to),
+                    message: Message::FetchResponse(r),
+                    ..
+                }) => Some((*to, r.result.as_ref().ok()?.high_watermark.0)),
+                _ => None,
+            })
+            .collect()
+    };
+    let held = |leader: &R| -> Vec<(BrokerId, u64)> {
+        let l = leader.leader_state().expect("leading");
+        l.parked.iter().map(|(b, p)| (*b, p.until.0)).collect()
+    };
+    let mut leader = R::new(BrokerId(1), PartitionId(0), MemLog::default());
+    leader.step(
+        &cfg,
+        Tick(0),
+        order_over(&[1, 2, 3], 1, 1, 1, &[1, 2, 3], 1),
+    );
+    write(&mut leader, &cfg, 1, vec![7], Acks::All);
+    leader.step(&cfg, Tick(0), fetch_from(2, 1, 2, 0));
+    leader.step(&cfg, Tick(0), fetch_from(3, 1, 3, 0));
+    // b2 has the record; the high watermark waits for b3. b2 knows it (0): held long.
+    assert!(answered_hw(&leader.step(&cfg, Tick(1), fetch_from(2, 1, 2, 1))).is_empty());
+    assert_eq!(held(&leader), [(BrokerId(2), 101)]);
+    // b3's Fetch moves it to 1: news to both, so both are held only the short wait.
+    let effects = leader.step(&cfg, Tick(2), fetch_from(3, 1, 3, 1));
+    assert_eq!(acknowledged(&effects), [1]);
+    assert!(answered_hw(&effects).is_empty());
+    assert_eq!(held(&leader), [(BrokerId(2), 7), (BrokerId(3), 7)]);
+    let effects = leader.step(&cfg, Tick(7), Input::Tick);
+    assert_eq!(answered_hw(&effects), [(BrokerId(2), 1), (BrokerId(3), 1)]);
+    // Their next fetches, knowing it, are held the whole wait again.
+    assert!(
+        answered_hw(&leader.step(&cfg, Tick(7), knowing(1, fetch_from(2, 1, 2, 1)))).is_empty()
+    );
+    assert!(
+        answered_hw(&leader.step(&cfg, Tick(7), knowing(1, fetch_from(3, 1, 3, 1)))).is_empty()
+    );
+    assert_eq!(held(&leader), [(BrokerId(2), 107), (BrokerId(3), 107)]);
+    // A follower restarted from an older checkpoint (high watermark 0) hears it soon too.
+    leader.step(&cfg, Tick(8), fetch_from(2, 1, 4, 1));
+    assert_eq!(held(&leader), [(BrokerId(2), 13), (BrokerId(3), 107)]);
 }
 
 /// A follower whose Fetch the leader holds is caught up for as long as it is held, however
