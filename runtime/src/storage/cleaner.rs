@@ -23,7 +23,10 @@
 //!   header and every epoch's first offset stays an entry's; an idempotent producer's last
 //!   batch stays as its own (empty) batch, so its sequence numbers survive a restart.
 //!
-//! A segment the cleaning removes nothing from is not written again.
+//! A segment the cleaning removes nothing from is not written again. Its pass over a segment
+//! reads and decodes each batch once (after the survey, which reads the dirty ones for the map
+//! of keys, as Kafka's does): the batches before the segment's first removal are only read
+//! again as bytes, in large reads, to be copied as they are.
 //!
 //! The latest record of each key comes from the dirty part of the log only, from where the
 //! last cleaning ended ([`Job::start`], kept across restarts: [`super::CleanedTo`]) up: below,
@@ -231,17 +234,62 @@ struct Writer {
     run: Option<Run>,
 }
 
+/// How many bytes a cleaned copy copies as they are at a time: few reads for a segment's
+/// untouched start, in a buffer of bounded size.
+const COPY_CHUNK: u64 = 1 << 20;
+
+/// The entry of batch `bytes`, at offset `base` and byte `position` of its file: what the
+/// recovery scan finds there.
+fn entry(base: u64, bytes: &[u8], position: u64) -> BatchPosition {
+    BatchPosition {
+        base,
+        width: batch::width(bytes),
+        epoch: batch::leader_epoch(bytes).unwrap_or_default(),
+        position,
+        len: bytes.len() as u32,
+        producer: batch::producer(bytes),
+    }
+}
+
 impl Writer {
+    /// Creates the cleaned copy at `temp` starting with the first `len` bytes of `source` as
+    /// they are: the bytes below the log start and the batches before the first one the
+    /// cleaning removes a record from, whose `batches` (at the same positions) and `times` the
+    /// scan noted. Paced, read and written, by `throttle`.
+    fn copying(
+        source: &File,
+        temp: &Path,
+        len: u64,
+        batches: Vec<BatchPosition>,
+        times: TimeIndex,
+        throttle: &mut Throttle,
+    ) -> io::Result<Writer> {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(temp)?;
+        let mut buf = vec![0; len.min(COPY_CHUNK) as usize];
+        let mut copied = 0;
+        while copied < len {
+            let n = (len - copied).min(COPY_CHUNK) as usize;
+            source.read_exact_at(&mut buf[..n], copied)?;
+            file.write_all(&buf[..n])?;
+            throttle.pace(2 * n as u64);
+            copied += n as u64;
+        }
+        Ok(Writer {
+            file,
+            size: len,
+            batches,
+            times,
+            run: None,
+        })
+    }
+
     fn put(&mut self, base: u64, bytes: &[u8]) -> io::Result<()> {
         self.file.write_all(bytes)?;
-        self.batches.push(BatchPosition {
-            base,
-            width: batch::width(bytes),
-            epoch: batch::leader_epoch(bytes).unwrap_or_default(),
-            position: self.size,
-            len: bytes.len() as u32,
-            producer: batch::producer(bytes),
-        });
+        self.batches.push(entry(base, bytes, self.size));
         self.times
             .note(batch::max_timestamp(bytes).unwrap_or(-1), base);
         self.size += bytes.len() as u64;
@@ -306,31 +354,20 @@ fn keeps(latest: &Latest, job: &Job, base: u64, max_timestamp: i64, r: &RecordRe
     newest && !expired
 }
 
-/// How many records of `segment` a cleaning removes: a segment it removes none from is left
-/// as it is, unwritten (most of a compacted log, once cleaned, holds nothing more to remove).
-fn removable(
-    job: &Job,
-    latest: &Latest,
-    segment: &SegmentJob,
-    source: &File,
-    throttle: &mut Throttle,
-) -> io::Result<u64> {
-    let mut removed = 0;
-    for at in &segment.batches {
-        let bytes = read(source, at, throttle)?;
-        let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
-        let readable = Readable::of(&bytes).ok().flatten();
-        let records = readable.as_ref().and_then(Readable::records);
-        for r in records.into_iter().flatten() {
-            if !keeps(latest, job, at.base, max_timestamp, &r) {
-                removed += 1;
-            }
-        }
-    }
-    Ok(removed)
-}
-
-/// The cleaned copy of `segment`, or `None` when the cleaning removes nothing from it.
+/// The cleaned copy of `segment`, or `None` when the cleaning removes nothing from it (most of
+/// a compacted log, once cleaned, holds nothing more to remove: it is left as it is).
+///
+/// Each batch is read and decoded once. Until the first batch the cleaning removes a record
+/// from, nothing is written (a segment may turn out to need no copy at all): the scan only
+/// notes each batch's entry and largest timestamp. From that batch on, the copy is written
+/// batch by batch; everything before it (the bytes below the log start, then the batches kept
+/// whole) is copied as it is, in large reads without decoding, at the same positions.
+///
+/// Copied as it is, an empty batch before the first removal (a run an earlier cleaning left)
+/// stays its own entry, where writing it batch by batch would merge it into one run with its
+/// empty neighbours (the first removal's batch too, if that one is emptied now and follows it):
+/// either is a valid log with the same records, offsets and epochs; this one keeps those few
+/// headers more. Empty batches from the first removal on are merged as before.
 fn clean_segment(
     job: &Job,
     latest: &Latest,
@@ -339,46 +376,49 @@ fn clean_segment(
     throttle: &mut Throttle,
 ) -> io::Result<Option<CleanedSegment>> {
     let source = File::open(&segment.path)?;
-    if removable(job, latest, segment, &source, throttle)? == 0 {
-        return Ok(None);
-    }
     let temp = temp_path(&segment.path);
-    let file = OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .open(&temp)?;
-    let mut out = Writer {
-        file,
-        size: 0,
-        batches: Vec::new(),
-        times: TimeIndex::default(),
-        run: None,
-    };
-    if segment.prefix > 0 {
-        let mut prefix = vec![0; segment.prefix as usize];
-        source.read_exact_at(&mut prefix, 0)?;
-        out.file.write_all(&prefix)?;
-        out.size = segment.prefix;
-    }
+    // The entries and time index of the batches kept whole before the first removal.
+    let mut untouched = Vec::new();
+    let mut untouched_times = TimeIndex::default();
+    let mut out: Option<Writer> = None;
     // How much of what was written is paced already.
     let mut paced = 0;
     for at in &segment.batches {
-        throttle.pace(out.size - paced);
-        paced = out.size;
+        if let Some(out) = &out {
+            throttle.pace(out.size - paced);
+            paced = out.size;
+        }
         let bytes = read(&source, at, throttle)?;
         let readable = Readable::of(&bytes).ok().flatten();
-        let Some(records) = readable.as_ref().and_then(Readable::records) else {
+        let records = readable.as_ref().and_then(Readable::records);
+        let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
+        let keep = |r: &RecordRef<'_>| keeps(latest, job, at.base, max_timestamp, r);
+        if out.is_none() && records.iter().flatten().all(keep) {
+            untouched.push(entry(at.base, &bytes, at.position));
+            untouched_times.note(max_timestamp, at.base);
+            continue;
+        }
+        let out = match &mut out {
+            Some(out) => out,
+            None => {
+                let start = Writer::copying(
+                    &source,
+                    &temp,
+                    at.position,
+                    std::mem::take(&mut untouched),
+                    std::mem::take(&mut untouched_times),
+                    throttle,
+                )?;
+                paced = start.size;
+                out.insert(start)
+            }
+        };
+        let Some(records) = records else {
             out.end_run()?;
             out.put(at.base, &bytes)?;
             continue;
         };
-        let max_timestamp = batch::max_timestamp(&bytes).unwrap_or(-1);
-        let kept: Vec<RecordRef<'_>> = records
-            .iter()
-            .filter(|r| keeps(latest, job, at.base, max_timestamp, r))
-            .copied()
-            .collect();
+        let kept: Vec<RecordRef<'_>> = records.iter().filter(|r| keep(r)).copied().collect();
         let last_of_producer = at
             .producer
             .is_some_and(|p| latest.producers.get(&p.producer_id) == Some(&at.base));
@@ -398,6 +438,9 @@ fn clean_segment(
             out.put(at.base, &bytes)?;
         }
     }
+    let Some(mut out) = out else {
+        return Ok(None);
+    };
     out.end_run()?;
     throttle.pace(out.size - paced);
     out.file.sync_all()?;
@@ -453,6 +496,7 @@ mod tests {
     use super::*;
     use crate::storage::disk_log::tests::{clean_all, cleaned_to, contents, keyed};
     use crate::storage::offset_map::SLOT_BYTES;
+    use crate::storage::segment;
     use crate::storage::DiskLog;
     use isr::Log;
     use std::collections::BTreeSet;
@@ -526,5 +570,98 @@ mod tests {
         }
         assert!(passes >= 8, "{passes} passes for 40 keys, 5 at a time");
         assert_eq!(contents(&log), expected);
+    }
+
+    /// A segment whose first removal lies in its middle: what comes before it (the bytes below
+    /// the log start, then the batches kept whole) is copied byte for byte at the same
+    /// positions, the cleaned file is what the recovery scan finds there (entries and time
+    /// index), and the log reads back what a cleaning leaves. Cleaned again, with nothing left
+    /// to remove from it, the segment is not written.
+    #[test]
+    fn a_segment_whose_first_removal_is_in_its_middle_keeps_its_start_as_it_was() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut log = DiskLog::open(dir.path(), 1 << 20).expect("open");
+        // Offsets: x 0 (below the log start), a 1, c d 2-3, b 4, e 5, b 6, f g 7-8, f 9; the
+        // largest timestamps go up and down, so the time index skips some batches.
+        for (timestamp, records) in [
+            (100, &[("x", Some("1"))][..]),
+            (150, &[("a", Some("1"))]),
+            (300, &[("c", Some("1")), ("d", Some("1"))]),
+            (200, &[("b", Some("1"))]),
+            (400, &[("e", Some("1"))]),
+            (350, &[("b", Some("2"))]),
+            (500, &[("f", Some("1")), ("g", Some("1"))]),
+            (450, &[("f", Some("2"))]),
+        ] {
+            log.append(&[keyed(1, timestamp, records)]);
+        }
+        // The next batch starts a segment: the first one is closed.
+        log.set_rolling(1, None);
+        log.append(&[keyed(1, 600, &[("z", Some("1"))])]);
+        log.set_rolling(1 << 20, None);
+        log.advance_log_start(Offset(1));
+        log.compact(log.log_end_offset());
+        let before = contents(&log);
+
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
+            .expect("a job");
+        assert_eq!(job.segments.len(), 1, "the first segment only: {job:?}");
+        let source = &job.segments[0];
+        assert!(source.prefix > 0, "x lies below the log start");
+        let first_removal = source
+            .batches
+            .iter()
+            .position(|at| at.base == 4)
+            .expect("b's first batch");
+        assert_eq!(first_removal, 2, "after a and c d");
+        let cleaned = clean_all(&job);
+        assert_eq!(cleaned.removed_records, 2, "b and f's first records");
+        assert_eq!(cleaned.segments.len(), 1);
+        let c = &cleaned.segments[0];
+
+        let (old, new) = (
+            fs::read(&source.path).expect("segment"),
+            fs::read(&c.temp).expect("cleaned copy"),
+        );
+        let kept = source.batches[first_removal].position as usize;
+        assert_eq!(new[..kept], old[..kept], "the start is copied as it is");
+        assert_eq!(c.batches[..first_removal], source.batches[..first_removal]);
+        assert_eq!(c.size, new.len() as u64);
+        // The recovery scan from the log start on (x's batch is the prefix).
+        let prefix = source.prefix as usize;
+        let mut scan = segment::scan(&new[prefix..], c.size - source.prefix, 1);
+        assert_eq!(scan.torn, None);
+        scan.batches
+            .iter_mut()
+            .for_each(|at| at.position += source.prefix);
+        assert_eq!(scan.batches, c.batches);
+        assert_eq!(scan.times, c.times);
+        // a, c d, b's emptied batch, e, b, g, f.
+        let bases: Vec<u64> = c.batches.iter().map(|at| at.base).collect();
+        assert_eq!(bases, vec![1, 2, 4, 5, 6, 7, 9]);
+
+        let bound = job.end;
+        log.install(cleaned);
+        let expected = cleaned_to(&before, bound.0 as i64, true);
+        assert_eq!(expected.len(), before.len() - 2);
+        assert_eq!(contents(&log), expected);
+        drop(log);
+        let mut log = DiskLog::open(dir.path(), 1 << 20).expect("reopen");
+        assert_eq!(contents(&log), expected);
+
+        // New keys in a segment of their own: the cleaned one is read, not written again.
+        log.set_rolling(1, None);
+        log.append(&[keyed(1, 700, &[("h", Some("1"))])]);
+        log.set_rolling(1 << 20, None);
+        log.compact(log.log_end_offset());
+        let job = log
+            .cleaning_job(&CleaningPolicy::eager(-1), 1_000)
+            .expect("a job");
+        assert!(job.segments.iter().any(|s| s.base == 0));
+        let cleaned = clean_all(&job);
+        assert_eq!(cleaned.removed_records, 0);
+        assert!(cleaned.segments.is_empty(), "{:?}", cleaned.segments);
+        assert!(!temp_path(&job.segments[0].path).exists());
     }
 }
