@@ -92,7 +92,8 @@ fn partition_of(event: &Event) -> Option<PartitionId> {
     match event {
         Event::Open { partition, .. }
         | Event::Replica { partition, .. }
-        | Event::LoadPoint { partition, .. } => Some(*partition),
+        | Event::LoadPoint { partition, .. }
+        | Event::Cleaned { partition, .. } => Some(*partition),
         _ => None,
     }
 }

@@ -191,6 +191,30 @@ impl Tracer {
         });
     }
 
+    /// A cleaning installed in `log`: the entries it holds now over each of `ranges` (from
+    /// [`DiskLog::install`]), as the replay installs them in its own copy.
+    pub fn cleaned(&self, partition: PartitionId, log: &DiskLog, ranges: &[(Offset, Offset)]) {
+        for &(from, until) in ranges {
+            // The log start may have moved into the range since the cleaning began: the entries
+            // then start at the one holding it.
+            let from = log.entry_start(from.max(log.log_start_offset()));
+            let entries: Vec<Entry<Digest>> = log
+                .read(from, until, usize::MAX)
+                .iter()
+                .map(|e| Entry {
+                    epoch: e.epoch,
+                    record: digest(&e.record),
+                    producer: e.producer,
+                })
+                .collect();
+            self.write(&Event::Cleaned {
+                partition,
+                from,
+                entries,
+            });
+        }
+    }
+
     /// The load point the core gave this broker's coordinator for an offsets partition
     /// ([`Event::LoadPoint`]).
     pub fn load_point(&self, partition: PartitionId, load_point: Option<Offset>) {

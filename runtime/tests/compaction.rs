@@ -156,6 +156,21 @@ fn a_compacted_topic_keeps_each_keys_latest_record_on_every_replica() {
         assert_eq!(last, Some(format!("{key}{}", rounds - 1)));
     }
     assert!(again.len() < written, "{again:?}");
+    // The run is a behaviour of the protocol, cleanings and all: each broker's trace says what
+    // its cleaner installed, and the replay serves the cleaned batches from then on.
+    let traces = cluster.traces();
+    let cleaned = std::fs::read_dir(&traces)
+        .expect("traces")
+        .flatten()
+        .filter_map(|f| std::fs::read_to_string(f.path()).ok())
+        .map(|text| text.lines().filter(|l| l.contains("\"Cleaned\"")).count())
+        .sum::<usize>();
+    assert!(
+        cleaned > 0,
+        "no cleaning in the traces of {}",
+        traces.display()
+    );
+    assert!(cluster.stop_and_replay() > 0);
 }
 
 #[test]

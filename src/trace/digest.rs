@@ -18,6 +18,9 @@ pub struct Digest {
     pub checksum: u32,
 }
 
+/// An entry of a [`DigestLog`] with its first offset.
+pub type BasedEntry = (u64, Entry<Digest>);
+
 /// A log of [`Digest`]s that answers every [`Log`] method as a log of the records they stand
 /// for would: entries span [`Digest::width`] offsets, and an entry holds every offset it spans.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -25,10 +28,13 @@ pub struct DigestLog {
     /// The log start offset: no entry ends at or below it.
     start: Offset,
     /// (base offset, entry), in offset order, without gaps.
-    entries: Vec<(u64, Entry<Digest>)>,
+    entries: Vec<BasedEntry>,
     flushed: Offset,
     /// Set when the storage this log stands for failed: it takes no entry ending past this.
     failed_at: Option<Offset>,
+    /// How far the core let compaction go ([`Log::compact`], rule 18): a cleaning installed
+    /// must end at or below it ([`DigestLog::install_cleaned`]).
+    clean_bound: Offset,
 }
 
 impl DigestLog {
@@ -59,6 +65,83 @@ impl DigestLog {
     /// Every entry, oldest first.
     pub fn entries(&self) -> impl Iterator<Item = &Entry<Digest>> {
         self.entries.iter().map(|(_, e)| e)
+    }
+
+    /// Every entry with its first offset, oldest first.
+    pub fn based_entries(&self) -> &[BasedEntry] {
+        &self.entries
+    }
+
+    /// This log with other entries over the same offsets (what a replay compares in place of
+    /// cleaned ones); those that end at or below the log start are left out.
+    pub fn with_entries(&self, entries: Vec<BasedEntry>) -> DigestLog {
+        let start = self.start.0;
+        DigestLog {
+            entries: entries
+                .into_iter()
+                .filter(|(base, e)| base + e.record.width > start)
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// A cleaning installed outside any step (the runtime's cleaner): from `from`, `entries`
+    /// take the place of the entries over the same offsets. It must end at or below the bound
+    /// the core let compaction go to (rule 18), start and end where entries did, and only
+    /// merge entries, within one leader epoch, never split one. The entries replaced and the
+    /// entries installed, with their first offsets; or why the cleaning is not one a cleaner
+    /// may make.
+    pub fn install_cleaned(
+        &mut self,
+        from: Offset,
+        entries: &[Entry<Digest>],
+    ) -> Result<(Vec<BasedEntry>, Vec<BasedEntry>), String> {
+        let mut cleaned = Vec::with_capacity(entries.len());
+        let mut end = from.0;
+        for e in entries {
+            cleaned.push((end, e.clone()));
+            end += e.record.width;
+        }
+        if end > self.clean_bound.0 {
+            return Err(format!(
+                "a cleaning of offsets {from} to {end}, past {} where the core let compaction go (rule 18)",
+                self.clean_bound
+            ));
+        }
+        let lo = self
+            .entries
+            .partition_point(|(base, e)| base + e.record.width <= from.0);
+        let hi = self.entries.partition_point(|(base, _)| *base < end);
+        let old = &self.entries[lo..hi];
+        let ends_at = |at: u64| old.iter().any(|(base, e)| base + e.record.width == at);
+        if old.is_empty()
+            || old[0].0 < from.0
+            || old
+                .last()
+                .is_some_and(|(base, e)| base + e.record.width != end)
+        {
+            return Err(format!(
+                "a cleaning of offsets {from} to {end}, which do not start and end where entries do"
+            ));
+        }
+        for (base, e) in &cleaned {
+            let within = old
+                .iter()
+                .filter(|(b, _)| b >= base && *b < base + e.record.width);
+            let merged = within.clone().all(|(_, o)| o.epoch == e.epoch);
+            if !merged || (*base >= old[0].0 && !ends_at(base + e.record.width)) {
+                return Err(format!(
+                    "a cleaning that splits an entry or merges leader epochs at offset {base}"
+                ));
+            }
+        }
+        let start = self.start.0;
+        let kept = cleaned
+            .iter()
+            .filter(|(base, e)| base + e.record.width > start)
+            .cloned();
+        let replaced = self.entries.splice(lo..hi, kept).collect();
+        Ok((replaced, cleaned))
     }
 
     /// The first offset of the entry holding `offset`.
@@ -133,6 +216,11 @@ impl Log for DigestLog {
             .unwrap_or_else(|| self.entries.partition_point(|(base, _)| *base < offset.0));
         self.entries.truncate(cut);
         self.flushed = self.flushed.min(self.log_end_offset());
+        self.clean_bound = self.clean_bound.min(self.log_end_offset());
+    }
+
+    fn compact(&mut self, below: Offset) {
+        self.clean_bound = self.clean_bound.max(below.min(self.log_end_offset()));
     }
 
     fn advance_log_start(&mut self, offset: Offset) {
@@ -156,6 +244,7 @@ impl Log for DigestLog {
             .entries
             .partition_point(|(base, e)| base + e.record.width <= self.flushed.0);
         self.entries.truncate(keep);
+        self.clean_bound = self.clean_bound.min(self.log_end_offset());
     }
 
     fn width(record: &Digest) -> u64 {

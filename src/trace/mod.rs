@@ -7,16 +7,18 @@
 //! [`Event::Controller`]), and the controller's state wherever it changed outside a step
 //! ([`Event::ControllerState`]: taking over, an admin operation). A broker's coordinator adds
 //! its consumer groups' changes ([`Event::Group`]) and the load points the core gave it
-//! ([`Event::LoadPoint`]). Records travel as [`Digest`]s. The runtime writes traces with `--trace FILE` or `ISR_TRACE=DIR`.
+//! ([`Event::LoadPoint`]), and a broker each cleaning its log cleaner installed
+//! ([`Event::Cleaned`]). Records travel as [`Digest`]s. The runtime writes traces with `--trace FILE` or `ISR_TRACE=DIR`.
 //!
 //! [`Replayer`] merges the traces of every process of one run into one order consistent with
 //! causality, and re-executes it on the core ([`replay`]).
 
+mod cleanings;
 mod digest;
 pub mod records;
 mod replay;
 
-pub use digest::{Digest, DigestLog};
+pub use digest::{BasedEntry, Digest, DigestLog};
 pub use replay::{replay, Accepted, Applied, Divergence, Replayer, Trace};
 
 use crate::config::Config;
@@ -103,6 +105,18 @@ pub enum Event {
         /// The answer the core gave.
         load_point: Option<Offset>,
     },
+    /// A cleaning installed in a replica's log outside any step (the runtime's cleaner, below
+    /// the bound the core let it go to: rule 18): from `from`, the log holds `entries` where
+    /// it held others over the same offsets — batches with superseded records taken out, and
+    /// runs of emptied ones merged into one.
+    Cleaned {
+        /// The partition whose replica was cleaned.
+        partition: PartitionId,
+        /// The first offset of the first entry.
+        from: Offset,
+        /// The entries the cleaning left, in order.
+        entries: Vec<Entry<Digest>>,
+    },
     /// The controller's state as committed outside a step — on taking the role, and after an
     /// administrative change (topics, partitions), which are not protocol — and what it sent.
     ControllerState {
@@ -141,6 +155,14 @@ impl Event {
                 GroupChange::Stepped { input, .. } => format!("Group({group}, {})", input.kind()),
                 GroupChange::Forgotten => format!("GroupForgotten({group})"),
             },
+            Event::Cleaned {
+                partition,
+                from,
+                entries,
+            } => format!(
+                "Cleaned({partition}, from {from}, {} entries)",
+                entries.len()
+            ),
             Event::LoadPoint {
                 partition,
                 load_point,

@@ -30,6 +30,7 @@
 //! A group step receives no message, so it may come at any time after the process's previous
 //! step.
 
+use super::cleanings::Cleanings;
 use super::{Digest, DigestLog, Event};
 use crate::config::Config;
 use crate::controller::{Controller, Effect as ControllerEffect, Input as ControllerInput};
@@ -152,6 +153,8 @@ pub struct Replayer<'t> {
     observed_hw: BTreeMap<(usize, PartitionId), Offset>,
     /// Steps of each partition since its properties were last checked.
     unchecked: BTreeMap<PartitionId, usize>,
+    /// What the cleanings installed so far replaced.
+    cleanings: Cleanings,
     /// The process whose turn it is.
     turn: usize,
     steps: usize,
@@ -219,6 +222,7 @@ impl<'t> Replayer<'t> {
             histories: BTreeMap::new(),
             observed_hw: BTreeMap::new(),
             unchecked: BTreeMap::new(),
+            cleanings: Cleanings::default(),
             turn: 0,
             steps: 0,
         })
@@ -498,6 +502,22 @@ impl<'t> Replayer<'t> {
                 self.group_change(p, event, group, *now, change)?;
                 Ok(None)
             }
+            Event::Cleaned {
+                partition,
+                from,
+                entries,
+            } => {
+                let installed = match self.processes[p].replicas.get_mut(partition) {
+                    Some(replica) => replica.log_mut().install_cleaned(*from, entries),
+                    None => Err(format!("{partition}, which the process does not host")),
+                };
+                let (replaced, cleaned) = installed.map_err(|why| {
+                    self.diverged(p, event, format!("a cleaning of {partition}: {why}"))
+                })?;
+                self.cleanings.record(*partition, &replaced, &cleaned);
+                self.check(p, event, *partition)?;
+                Ok(Some(*partition))
+            }
             Event::LoadPoint {
                 partition,
                 load_point,
@@ -589,8 +609,8 @@ impl<'t> Replayer<'t> {
         if self.processes[p].replicas.contains_key(&partition) {
             return Err(self.diverged(p, event, format!("{partition} opened twice")));
         }
-        self.check_recovery(p, event, partition, (log_start, entries))?;
         let log = DigestLog::recovered(log_start, first_offset, entries);
+        self.check_recovery(p, event, partition, (log_start, entries, &log))?;
         self.processes[p].replicas.insert(
             partition,
             Replica::recover(me, partition, log, hw_checkpoint),
@@ -689,7 +709,7 @@ impl<'t> Replayer<'t> {
         p: usize,
         event: usize,
         partition: PartitionId,
-        (log_start, entries): (Offset, &[Entry<Digest>]),
+        (log_start, entries, recovered): (Offset, &[Entry<Digest>], &DigestLog),
     ) -> Result<(), Divergence> {
         let me = self.processes[p].node;
         let Some(before) = self.predecessor(p, partition) else {
@@ -707,7 +727,7 @@ impl<'t> Replayer<'t> {
         let held = before.log().entries().count();
         let prefix =
             entries.len() <= held && before.log().entries().zip(entries).all(|(a, b)| a == b);
-        if prefix {
+        if prefix || self.cleaned_prefix(partition, before.log(), recovered) {
             return Ok(());
         }
         let Some((before, extra)) = self.past_the_trace(p, partition, entries) else {
@@ -744,6 +764,25 @@ impl<'t> Replayer<'t> {
             ));
         }
         Ok(())
+    }
+
+    /// Whether `recovered` is a prefix of `held` once both are as they were before any
+    /// cleaning: a kill between a cleaning's renames and its line in the trace leaves a log
+    /// cleaned on disk that the trace does not say was, and one just before the renames, the
+    /// other way round.
+    fn cleaned_prefix(
+        &self,
+        partition: PartitionId,
+        held: &DigestLog,
+        recovered: &DigestLog,
+    ) -> bool {
+        if !self.cleanings.any(partition) {
+            return false;
+        }
+        let held = self.cleanings.uncleaned(partition, held);
+        let recovered = self.cleanings.uncleaned(partition, recovered);
+        let (held, recovered) = (held.based_entries(), recovered.based_entries());
+        recovered.len() <= held.len() && held.iter().zip(recovered).all(|(a, b)| a == b)
     }
 
     fn replica_step(
@@ -860,13 +899,17 @@ impl<'t> Replayer<'t> {
             return;
         };
         let history = self.histories.entry(partition).or_default();
+        let cleanings = &self.cleanings;
+        // The entries from `from` to `until`, as they were before any cleaning: what the
+        // properties compare.
         let span = |from: Offset, until: Offset| {
             let mut out = Vec::new();
             let mut o = from;
             while o < until {
                 let Some(e) = replica.entry(o) else { break };
                 let width = e.record.width.max(1);
-                out.push((o, e));
+                let original = cleanings.original(partition, &(o.0, e));
+                out.extend(original.into_iter().map(|(base, e)| (Offset(base), e)));
                 o = Offset(o.0 + width);
             }
             out
@@ -921,7 +964,20 @@ impl<'t> Replayer<'t> {
     /// Every property of `partition` now; without a controller to judge by, each replica's
     /// local invariants (the property ReplicasAreConsistent, which the others come with).
     fn properties(&self, partition: PartitionId) -> Result<(), String> {
-        let replicas = self.replicas(partition);
+        let mut replicas = self.replicas(partition);
+        // Judged on the logs as they were before any cleaning (see `super::cleanings`).
+        let uncleaned: Vec<Replica<DigestLog>>;
+        if self.cleanings.any(partition) {
+            uncleaned = replicas
+                .iter()
+                .map(|r| {
+                    let mut copy = (*r).clone();
+                    *copy.log_mut() = self.cleanings.uncleaned(partition, r.log());
+                    copy
+                })
+                .collect();
+            replicas = uncleaned.iter().collect();
+        }
         let (Some(controller), Some(history)) = (self.controller(), self.histories.get(&partition))
         else {
             return replicas
@@ -995,7 +1051,9 @@ fn plausible(event: &Event) -> bool {
         }
     };
     match event {
-        Event::Open { entries, .. } => entries.iter().for_each(|e| check(&e.record)),
+        Event::Open { entries, .. } | Event::Cleaned { entries, .. } => {
+            entries.iter().for_each(|e| check(&e.record))
+        }
         Event::Replica {
             input, effects: e, ..
         } => {

@@ -280,10 +280,13 @@ impl DiskLog {
     /// thread; the cleaner thread syncs the directory next, then writes the checkpoint): a
     /// crash that loses one leaves the segment as it was before the cleaning, as valid as the
     /// cleaned one, and the cleaned copy, durable already, is removed at the next open.
-    pub fn install(&mut self, cleaned: Cleaned) {
+    /// Returns the offsets of each segment replaced, from its first batch to its end: what a
+    /// trace records ([`crate::trace::Tracer::cleaned`]).
+    pub fn install(&mut self, cleaned: Cleaned) -> Vec<(Offset, Offset)> {
+        let mut installed = Vec::new();
         if self.failure.is_some() || cleaned.truncations != self.truncations {
             cleaner::discard(&cleaned.segments);
-            return;
+            return installed;
         }
         for c in cleaned.segments {
             let Some(n) = self.segments.iter().position(|s| s.base == c.job.base) else {
@@ -303,13 +306,17 @@ impl DiskLog {
             let result = fs::rename(&c.temp, &self.segments[n].path)
                 .and_then(|()| Segment::open_cleaned(&self.dir, c.job.base, c.times));
             let Some(segment) = self.record(result) else {
-                return;
+                return installed;
             };
             self.segments[n] = segment;
+            if let (Some(first), Some(last)) = (c.batches.first(), c.batches.last()) {
+                installed.push((Offset(first.base), Offset(last.base + last.width)));
+            }
             let entries = c.batches.into_iter().map(|at| Indexed { at, segment: n });
             self.index.splice(lo..hi, entries);
         }
         self.cleaned_to.installed(cleaned.end);
+        installed
     }
 
     /// The index positions of segment `n`'s entries.

@@ -176,7 +176,10 @@ impl Host {
             return;
         };
         let (records, bytes, end) = (cleaned.removed_records, cleaned.saved_bytes, cleaned.end);
-        h.replica.log_mut().install(cleaned);
+        let installed = h.replica.log_mut().install(cleaned);
+        if let Some(tracer) = &self.tracer {
+            tracer.cleaned(partition, h.replica.log(), &installed);
+        }
         if let Some(cleaner) = self.cleaner.as_ref() {
             let _ = cleaner
                 .jobs
