@@ -41,7 +41,8 @@
 #   with cleanup.policy=delete and retention.ms=-1 (segments roll, nothing is deleted or
 #   cleaned) and once with cleanup.policy=compact (min.cleanable.dirty.ratio COMPACTION_RATIO,
 #   default Kafka's 0.5: the cleaner runs whenever that share of the closed segments is dirty).
-#   Prints throughput and latency percentiles and the disk used after.
+#   Prints throughput and latency percentiles and the disk used after, for COMPACTION_PAIRS
+#   (default 3) such pairs, each pair's p99 ratio (with the cleaner / without) and the median.
 # change-bytes: what one ISR change writes to each store (file: bytes appended to the metadata
 #   log; etcd: bytes of values), at 1,000 and at 100,000 partitions, with ISR changes per second:
 #   the controller store's own benchmark (a local etcd member, no brokers), the ignored test
@@ -290,6 +291,23 @@ retention() {
 }
 
 compaction() {
+  # Pairs of runs, without and with the cleaner, one after the other: a single p99 on this
+  # machine moves by half from run to run, so the ratio is judged by the median pair.
+  local pair ratios=()
+  for pair in $(seq "${COMPACTION_PAIRS:-3}"); do
+    local out without with
+    out=$(compaction_pair)
+    echo "$out"
+    without=$(echo "$out" | sed -n '1s/.* p99 \([0-9.]*\) .*/\1/p')
+    with=$(echo "$out" | sed -n '2s/.* p99 \([0-9.]*\) .*/\1/p')
+    ratios+=("$(awk -v a="$without" -v b="$with" 'BEGIN { printf "%.2f", b / a }')")
+    echo "pair $pair: p99 with the cleaner / without: ${ratios[-1]}x"
+  done
+  printf '%s\n' "${ratios[@]}" | sort -n |
+    awk '{ r[NR] = $1 } END { printf "median p99 ratio over %d pairs: %.2fx\n", NR, r[int((NR + 1) / 2)] }'
+}
+
+compaction_pair() {
   local policy
   for policy in "delete --config retention.ms=-1" compact; do
     # shellcheck disable=SC2086 # CLEANER_IO_MAX (bytes a second) paces the cleaner
