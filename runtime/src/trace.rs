@@ -38,6 +38,11 @@ pub fn digest(record: &Bytes) -> Digest {
     }
 }
 
+/// The entries of `log` from the one holding `from` to `until`, as the trace keeps them.
+fn digested(log: &DiskLog, from: Offset, until: Offset) -> Vec<Entry<Digest>> {
+    records::entries(&log.read(from, until, usize::MAX), &digest)
+}
+
 /// Effects as the trace keeps them.
 fn digests(effects: &Effects<Bytes>) -> Effects<Digest> {
     effects
@@ -122,15 +127,7 @@ impl Tracer {
 
     /// A replica recovered `log` with HW checkpoint `hw`.
     pub fn open(&self, partition: PartitionId, hw: Offset, log: &DiskLog) {
-        let entries = log
-            .read(log.log_start_offset(), log.log_end_offset(), usize::MAX)
-            .iter()
-            .map(|e| Entry {
-                epoch: e.epoch,
-                record: digest(&e.record),
-                producer: e.producer,
-            })
-            .collect();
+        let entries = digested(log, log.log_start_offset(), log.log_end_offset());
         self.write(&Event::Open {
             partition,
             hw_checkpoint: hw,
@@ -198,19 +195,10 @@ impl Tracer {
             // The log start may have moved into the range since the cleaning began: the entries
             // then start at the one holding it.
             let from = log.entry_start(from.max(log.log_start_offset()));
-            let entries: Vec<Entry<Digest>> = log
-                .read(from, until, usize::MAX)
-                .iter()
-                .map(|e| Entry {
-                    epoch: e.epoch,
-                    record: digest(&e.record),
-                    producer: e.producer,
-                })
-                .collect();
             self.write(&Event::Cleaned {
                 partition,
                 from,
-                entries,
+                entries: digested(log, from, until),
             });
         }
     }

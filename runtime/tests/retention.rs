@@ -43,16 +43,23 @@ fn delete_records(bootstrap: &str, topic: &str, before: &str) -> (bool, String) 
     )
 }
 
-#[test]
-fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_watermark() {
-    let mut cluster = TestCluster::start(3);
+/// Three brokers and `topic` (one partition, RF 3, min ISR 2) holding six records in three
+/// batches; and broker 1's address.
+fn six_records(topic: &str) -> (TestCluster, String) {
+    let cluster = TestCluster::start(3);
     let bootstrap = cluster.address(1).expect("broker 1");
-    let (ok, text) = isr_topic_create(&bootstrap, "deleted", 1, &["--min-insync-replicas", "2"]);
+    let (ok, text) = isr_topic_create(&bootstrap, topic, 1, &["--min-insync-replicas", "2"]);
     assert!(ok, "{text}");
     for batch in ["a\nb\n", "c\nd\n", "e\nf\n"] {
-        let (ok, text) = isr(&["produce", "deleted", "--bootstrap", &bootstrap], batch);
+        let (ok, text) = isr(&["produce", topic, "--bootstrap", &bootstrap], batch);
         assert!(ok, "{text}");
     }
+    (cluster, bootstrap)
+}
+
+#[test]
+fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_watermark() {
+    let (mut cluster, bootstrap) = six_records("deleted");
     // Beyond the high watermark: refused, nothing deleted.
     let delete = |before: &str| delete_records(&bootstrap, "deleted", before);
     let (ok, text) = delete("1000");
@@ -112,14 +119,7 @@ fn delete_records_moves_the_log_start_on_every_replica_and_never_past_the_high_w
 /// when it comes back with its old checkpoint.
 #[test]
 fn followers_of_an_idle_partition_hear_its_high_watermark_and_log_start_soon() {
-    let mut cluster = TestCluster::start(3);
-    let bootstrap = cluster.address(1).expect("broker 1");
-    let (ok, text) = isr_topic_create(&bootstrap, "idle", 1, &["--min-insync-replicas", "2"]);
-    assert!(ok, "{text}");
-    for batch in ["a\nb\n", "c\nd\n", "e\nf\n"] {
-        let (ok, text) = isr(&["produce", "idle", "--bootstrap", &bootstrap], batch);
-        assert!(ok, "{text}");
-    }
+    let (mut cluster, _) = six_records("idle");
     let high_watermarks = |cluster: &TestCluster| replicas(cluster, "idle", "high_watermark");
     cluster.wait_for(
         Duration::from_secs(5),

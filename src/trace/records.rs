@@ -6,7 +6,8 @@ use crate::log::Entry;
 use crate::message::{Effect, Envelope, FetchResponse, FetchedRecords, Message, ReadAnswer};
 use crate::replica::Input as ReplicaInput;
 
-fn entries<R, S>(entries: &[Entry<R>], f: &impl Fn(&R) -> S) -> Vec<Entry<S>> {
+/// `entries` with each record `r` replaced by `f(r)`.
+pub fn entries<R, S>(entries: &[Entry<R>], f: &impl Fn(&R) -> S) -> Vec<Entry<S>> {
     entries
         .iter()
         .map(|e| Entry {
