@@ -2,14 +2,15 @@
 //! of a [`Frame`]. The version lets a later generation change the encoding while old peers
 //! refuse it cleanly instead of misreading it (4: brokers' listeners, users and ACLs; 5: entries
 //! carry their idempotent producer's stamp; 6: group offsets no longer go to the controller; 7: envelopes travel in batches;
-//! 8: metadata views and deltas carry topic ids).
+//! 8: metadata views and deltas carry topic ids; 9: a Fetch carries its follower's high watermark
+//! and log start).
 
 use super::Frame;
 use std::io;
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-pub const VERSION: u8 = 8;
+pub const VERSION: u8 = 9;
 /// A frame above this is refused: a Fetch answer holds at most `fetch_max_entries` batches of at
 /// most a few MiB, and a wrong length must not make a process allocate gigabytes.
 pub const MAX_FRAME: usize = 64 << 20;
@@ -94,12 +95,15 @@ mod tests {
         assert_eq!(read(&mut &bytes[..]).await.ok().flatten(), Some(frame));
         assert!(read(&mut &[][..]).await.expect("eof").is_none());
 
-        let mut wrong_version = bytes.clone();
-        wrong_version[4] = 9;
-        assert!(matches!(
-            read(&mut &wrong_version[..]).await,
-            Err(FrameError::UnknownVersion(9))
-        ));
+        // A peer of the generation before, or after, is refused, not misread.
+        for other in [VERSION - 1, VERSION + 1] {
+            let mut wrong_version = bytes.clone();
+            wrong_version[4] = other;
+            assert!(matches!(
+                read(&mut &wrong_version[..]).await,
+                Err(FrameError::UnknownVersion(v)) if v == other
+            ));
+        }
         let huge = [0xff, 0xff, 0xff, 0xff];
         assert!(matches!(
             read(&mut &huge[..]).await,
