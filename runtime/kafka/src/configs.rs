@@ -793,6 +793,8 @@ mod tests {
         assert!(check_topic_config("retention.ms", "86400000").is_ok());
         assert!(check_topic_config("retention.ms", "-1").is_ok());
         assert!(check_topic_config("retention.ms", "soon").is_err());
+        let below = check_topic_config("retention.ms", "-2").expect_err("below -1");
+        assert!(below.to_string().contains("retention.ms"), "{below}");
         for version in ["0.10.2", "2.8", "3.0-IV1", "0.8.2.1"] {
             assert!(check_topic_config("message.format.version", version).is_ok());
         }
