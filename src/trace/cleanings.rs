@@ -7,7 +7,7 @@
 //! cannot say is which records a cleaning removed: that it removed only superseded ones
 //! (CleanedRecordsAreSuperseded) is the model's to check.
 
-use super::digest::BasedEntry as Based;
+use super::digest::{starting_within, BasedEntry as Based};
 use super::DigestLog;
 use crate::types::PartitionId;
 use std::collections::BTreeMap;
@@ -27,12 +27,7 @@ impl Cleanings {
             .collect();
         let map = self.0.entry(partition).or_default();
         for c in cleaned {
-            let end = c.0 + c.1.record.width;
-            let stands_for: Vec<Based> = before
-                .iter()
-                .filter(|(base, _)| *base >= c.0 && *base < end)
-                .cloned()
-                .collect();
+            let stands_for = starting_within(&before, c.0, c.0 + c.1.record.width).to_vec();
             // Most of a cleaned segment is batches kept whole: they stand for themselves.
             if stands_for != [c.clone()] {
                 map.insert(c.clone(), stands_for);

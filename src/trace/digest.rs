@@ -21,6 +21,13 @@ pub struct Digest {
 /// An entry of a [`DigestLog`] with its first offset.
 pub type BasedEntry = (u64, Entry<Digest>);
 
+/// The entries of `entries` (in offset order) that start from `from` up to `until`.
+pub(super) fn starting_within(entries: &[BasedEntry], from: u64, until: u64) -> &[BasedEntry] {
+    let lo = entries.partition_point(|(base, _)| *base < from);
+    let hi = entries.partition_point(|(base, _)| *base < until);
+    &entries[lo..hi.max(lo)]
+}
+
 /// A log of [`Digest`]s that answers every [`Log`] method as a log of the records they stand
 /// for would: entries span [`Digest::width`] offsets, and an entry holds every offset it spans.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -113,7 +120,6 @@ impl DigestLog {
             .partition_point(|(base, e)| base + e.record.width <= from.0);
         let hi = self.entries.partition_point(|(base, _)| *base < end);
         let old = &self.entries[lo..hi];
-        let ends_at = |at: u64| old.iter().any(|(base, e)| base + e.record.width == at);
         if old.is_empty()
             || old[0].0 < from.0
             || old
@@ -125,11 +131,13 @@ impl DigestLog {
             ));
         }
         for (base, e) in &cleaned {
-            let within = old
-                .iter()
-                .filter(|(b, _)| b >= base && *b < base + e.record.width);
-            let merged = within.clone().all(|(_, o)| o.epoch == e.epoch);
-            if !merged || (*base >= old[0].0 && !ends_at(base + e.record.width)) {
+            let until = base + e.record.width;
+            let within = starting_within(old, *base, until);
+            let merged = within.iter().all(|(_, o)| o.epoch == e.epoch);
+            let ends_where_one_did = within
+                .last()
+                .is_some_and(|(b, o)| b + o.record.width == until);
+            if !merged || (*base >= old[0].0 && !ends_where_one_did) {
                 return Err(format!(
                     "a cleaning that splits an entry or merges leader epochs at offset {base}"
                 ));
