@@ -7,7 +7,8 @@
 //! crashes) go in through one method each of [`Replica`], [`Controller`] and a broker's
 //! [`BrokerSession`] with the controller, `step`; outputs
 //! come back as [`Effect`]s for the driver to carry out, in order; logs sit behind the [`Log`]
-//! trait.
+//! trait. A broker's session and the replicas it hosts are one node too, [`Broker`], whose
+//! [`Replicas`] keep their timers' deadlines so that a tick steps only the replicas due.
 //!
 //! Three drivers use it: the stateright models (`isr-models`), which explore every interleaving;
 //! the property tests, which run random schedules; and the network runtime (`isr-runtime`), which
@@ -130,7 +131,7 @@ pub mod sim;
 pub mod trace;
 pub mod types;
 
-pub use broker::Session as BrokerSession;
+pub use broker::{Broker, BrokerEffect, BrokerInput, Replicas, Session as BrokerSession};
 pub use config::{Config, FlushPolicy, Rules, TruncationRule};
 pub use controller::{
     BrokerState, Controller, ControllerError, Effect as ControllerEffect,

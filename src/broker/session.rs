@@ -20,8 +20,9 @@
 //! - once a controlled shutdown began, the broker neither heartbeats nor registers, since either
 //!   would have the controller take it back before it stops.
 //!
-//! Its replicas are stepped on their own ([`crate::Replica`]); the registration's outcome
-//! reaches them as the controller's LeaderAndIsr.
+//! Its replicas are stepped on their own ([`super::Replicas`], or together with the session in
+//! a [`super::Broker`]); the registration's outcome reaches them as the controller's
+//! LeaderAndIsr.
 
 #[cfg(test)]
 #[path = "session_tests.rs"]
