@@ -9,7 +9,7 @@
 //! if not: for a fuzzer, that is a bug like any other. [`examples`] gives valid inputs made by
 //! the runtime's own types, for a fuzzer to start from.
 
-use crate::broker::hosted::Hosted;
+use crate::broker::beside::Beside;
 use crate::controller::metadata::Metadata;
 use crate::controller::store::format;
 use crate::storage::{batch, checkpoint, segment};
@@ -122,9 +122,8 @@ pub fn partition_directory(
     broker_dir: &Path,
     partition: PartitionId,
 ) -> Result<(Offset, Offset), String> {
-    let hosted =
-        Hosted::open(broker_dir, BrokerId(1), partition, None).map_err(|e| e.to_string())?;
-    let replica = &hosted.replica;
+    let (replica, _) =
+        Beside::open(broker_dir, BrokerId(1), partition, None).map_err(|e| e.to_string())?;
     if let Err(broken) = replica.check_local() {
         panic!("a recovered replica breaks an invariant: {broken:?}");
     }

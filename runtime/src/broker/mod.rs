@@ -5,8 +5,8 @@
 //! next start can tell the controller its log is complete (KIP-966 needs to know).
 
 mod backend;
+pub(crate) mod beside;
 mod host;
-pub(crate) mod hosted;
 mod network;
 mod outbox;
 mod policy_changes;

@@ -1,7 +1,7 @@
 //! The client side of the replica thread: producer writes and consumer reads.
 
 use super::{Host, HostError};
-use crate::broker::hosted::{DeleteReply, ProduceReply, ReadReply};
+use crate::broker::beside::{DeleteReply, ProduceReply, ReadReply};
 use crate::storage::batch;
 use bytes::Bytes;
 use isr::{Acks, LeaderEpoch, Log, Offset, PartitionId, ReadError, ReplicaInput};
@@ -21,7 +21,7 @@ impl Host {
         let id = self.next_produce;
         self.next_produce += 1;
         let h = match self.hosted(partition) {
-            Ok(h) => h,
+            Ok((_, h)) => h,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
@@ -51,7 +51,7 @@ impl Host {
         let id = self.next_read;
         self.next_read += 1;
         let h = match self.hosted(partition) {
-            Ok(h) => h,
+            Ok((_, h)) => h,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
@@ -81,14 +81,14 @@ impl Host {
     ) {
         let id = self.next_delete;
         self.next_delete += 1;
-        let h = match self.hosted(partition) {
-            Ok(h) => h,
+        let (replica, h) = match self.hosted(partition) {
+            Ok(hosted) => hosted,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
         };
-        let before = before.unwrap_or(h.replica.high_watermark());
+        let before = before.unwrap_or(replica.high_watermark());
         h.deleting.insert(id, reply);
         self.step(partition, ReplicaInput::DeleteRecords { id, before });
     }
@@ -101,7 +101,7 @@ impl Host {
         partition: PartitionId,
     ) -> Result<Option<(LeaderEpoch, Offset)>, HostError> {
         let rules = self.cfg.rules;
-        let replica = &self.hosted(partition)?.replica;
+        let (replica, _) = self.hosted(partition)?;
         if !replica.is_leader() {
             return Err(ReadError::NotLeader.into());
         }
@@ -120,12 +120,12 @@ impl Host {
         partition: PartitionId,
         spec: OffsetSpec,
     ) -> Result<Option<ListedOffset>, HostError> {
-        let h = self.hosted(partition)?;
-        if !h.replica.is_leader() {
+        let (replica, _) = self.hosted(partition)?;
+        if !replica.is_leader() {
             return Err(ReadError::NotLeader.into());
         }
-        let log = h.replica.log();
-        let hw = h.replica.high_watermark();
+        let log = replica.log();
+        let hw = replica.high_watermark();
         let listed = |offset: Offset, timestamp: i64| ListedOffset {
             offset,
             timestamp,

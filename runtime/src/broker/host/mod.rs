@@ -3,8 +3,11 @@
 //! Every transition of every hosted replica runs on this one thread, in arrival order: messages
 //! from the network, producer writes, consumer reads and clock ticks all come in as
 //! [`Command`]s. Disk I/O (appends, fsyncs, checkpoints) happens here too, which is why this is
-//! a plain thread and not an async task. The thread decides nothing: it steps the core with
-//! each input ([`isr::Replica::step`]) and carries out the [`Effect`]s it returns. The one liberty it
+//! a plain thread and not an async task. The thread decides nothing: the core's
+//! [`isr::Replicas`] holds the replicas and knows which are due at each tick, the thread steps
+//! it with each input ([`isr::Replicas::step`]) and carries out the [`Effect`]s it returns. The
+//! broker's session is the other half of the core's [`isr::Broker`], kept on the network
+//! thread so that heartbeats never wait behind replica steps. The one liberty this thread
 //! takes is when to flush: every flush the core asked for while a batch of commands ran is done
 //! with one fsync per log after the batch (group commit), and only then is the replica told
 //! (`Flushed`), so what waited for that flush leaves.
@@ -16,15 +19,15 @@ mod retention;
 pub use retention::Cleaner;
 use retention::Rolling;
 
-use super::hosted::Hosted;
+use super::beside::Beside;
 use super::outbox::{Outbox, Outgoing};
-use crate::storage::PartitionDir;
+use crate::storage::{DiskLog, PartitionDir};
 use crate::trace::Tracer;
 use crate::wire::admin::ReplicaView;
 use bytes::Bytes;
 use isr::{
     Acks, BrokerId, Config, DeleteId, Effect, Effects, Envelope, Log, Message, Offset, PartitionId,
-    ProduceId, ReadError, ReadId, ReplicaInput, Tick, Timer, WriteError,
+    ProduceId, ReadError, ReadId, Replica, ReplicaInput, Replicas, Tick, Timer, WriteError,
 };
 use isr_kafka::configs::LogRetention;
 use std::collections::{BTreeMap, BTreeSet};
@@ -131,7 +134,9 @@ pub struct Host {
     cfg: Config,
     dir: PathBuf,
     now: Tick,
-    partitions: BTreeMap<PartitionId, Hosted>,
+    /// The hosted replicas, each with what this thread keeps beside it, and when each is next
+    /// due: a tick steps only those ([`isr::Replicas::due`]), so an idle partition costs nothing.
+    replicas: Replicas<DiskLog, Beside>,
     outbox: Outbox,
     /// What the current pass sent, handed to the outbox at its end ([`Host::send_outgoing`]).
     outgoing: Outgoing,
@@ -148,11 +153,6 @@ pub struct Host {
     check_invariants: bool,
     /// Where every step is recorded, when tracing.
     tracer: Option<Tracer>,
-    /// When each replica next has a timer due ([`isr::Replica::next_timeout`]), in deadline
-    /// order: a tick steps only the replicas due by then, so an idle partition costs nothing.
-    deadlines: BTreeSet<(Tick, PartitionId)>,
-    /// Each scheduled replica's entry in `deadlines`.
-    wakes: BTreeMap<PartitionId, Tick>,
     /// Followers' requests for partitions not hosted yet.
     early: replication::Early,
     /// The cleaner thread for compacted topics; none in tests that do not compact.
@@ -180,19 +180,20 @@ impl Host {
         commits: Arc<Notify>,
         mut tracer: Option<Tracer>,
     ) -> Result<Host, String> {
-        let mut partitions = BTreeMap::new();
+        let mut replicas = Replicas::new();
         for id in PartitionDir::existing(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-            let hosted = Hosted::open(&dir, me, id, tracer.as_mut()).map_err(|e| e.to_string())?;
-            info!(partition = %id, leo = %hosted.replica.log_end_offset(),
-                hw = %hosted.replica.high_watermark(), "recovered");
-            partitions.insert(id, hosted);
+            let (replica, beside) =
+                Beside::open(&dir, me, id, tracer.as_mut()).map_err(|e| e.to_string())?;
+            info!(partition = %id, leo = %replica.log_end_offset(),
+                hw = %replica.high_watermark(), "recovered");
+            replicas.insert(&cfg, replica, beside);
         }
-        let mut host = Host {
+        Ok(Host {
             me,
             cfg,
             dir,
             now: Tick(0),
-            partitions,
+            replicas,
             outbox,
             outgoing: Outgoing::default(),
             commits,
@@ -203,17 +204,10 @@ impl Host {
             flush_due: BTreeSet::new(),
             check_invariants: checks_invariants(),
             tracer,
-            deadlines: BTreeSet::new(),
-            wakes: BTreeMap::new(),
             early: replication::Early::default(),
             cleaner: None,
             rolling_ahead: BTreeMap::new(),
-        };
-        let recovered: Vec<PartitionId> = host.partitions.keys().copied().collect();
-        for partition in recovered {
-            host.schedule(partition);
-        }
-        Ok(host)
+        })
     }
 
     /// Compacts the logs of compacted topics on `cleaner`'s thread.
@@ -297,7 +291,8 @@ impl Host {
             Command::Retention { policies, now_ms } => self.on_retention(&policies, now_ms),
             Command::Cleaned { partition, result } => self.on_cleaned(partition, result),
             Command::Status(reply) => {
-                let _ = reply.send(self.partitions.values().map(Hosted::view).collect());
+                let views = self.replicas.iter().map(|(_, r, beside)| beside.view(r));
+                let _ = reply.send(views.collect());
             }
             Command::PeerLink(peer) => self.on_peer_link(peer),
             Command::ControllerLink => self.on_controller_link(),
@@ -321,88 +316,65 @@ impl Host {
         self.early.forget(gone);
         self.rolling_ahead.retain(|&p, _| !gone(p));
         let deleted: Vec<PartitionId> = self
-            .partitions
-            .keys()
-            .copied()
+            .replicas
+            .iter()
+            .map(|(p, ..)| p)
             .filter(|&p| gone(p))
             .collect();
         for partition in deleted {
-            if let Some(hosted) = self.partitions.remove(&partition) {
+            if let Some((replica, beside)) = self.replicas.remove(partition) {
                 info!(%partition, "partition deleted; removing its replica");
-                if let Err(e) = hosted.remove() {
+                if let Err(e) = beside.remove(replica) {
                     // Its data stays behind, unused: not worth stopping the broker for.
                     warn!(%partition, error = %e, "cannot remove the deleted partition's directory");
                 }
             }
             self.flush_due.remove(&partition);
-            self.schedule(partition);
         }
     }
 
-    fn hosted(&mut self, partition: PartitionId) -> Result<&mut Hosted, HostError> {
-        let hosted = self
-            .partitions
-            .get_mut(&partition)
+    /// The replica of a partition for a client's request, and what is kept beside it: refused
+    /// when not hosted here, or when its storage failed.
+    fn hosted(
+        &mut self,
+        partition: PartitionId,
+    ) -> Result<(&Replica<DiskLog>, &mut Beside), HostError> {
+        let (replica, beside) = self
+            .replicas
+            .get_mut(partition)
             .ok_or(HostError::NotHosted)?;
-        match &hosted.failed {
+        match &beside.failed {
             Some(why) => Err(HostError::Storage(why.clone())),
-            None => Ok(hosted),
+            None => Ok((replica, beside)),
         }
     }
 
-    /// Steps one replica with `input` at the host's time and carries out the effects.
+    /// Steps one replica with `input` at the host's time (the core reschedules it) and carries
+    /// out the effects. A replica not hosted, or offline since its storage failed, is not
+    /// stepped.
     fn step(&mut self, partition: PartitionId, input: ReplicaInput<Bytes>) {
         let (cfg, now) = (self.cfg, self.now);
-        let Some(h) = self
-            .partitions
-            .get_mut(&partition)
-            .filter(|h| h.failed.is_none())
-        else {
+        // The trace records the input beside its effects: a copy, only when tracing.
+        let traced = self.tracer.is_some().then(|| input.clone());
+        let Some(effects) = self.replicas.step(&cfg, now, partition, input) else {
             return;
         };
-        let effects = match self.tracer.as_mut() {
-            Some(tracer) => {
-                let effects = h.replica.step(&cfg, now, input.clone());
-                tracer.replica(partition, now, &input, &effects, h.replica.log());
-                effects
-            }
-            None => h.replica.step(&cfg, now, input),
-        };
+        if let (Some(tracer), Some(input), Some(replica)) =
+            (self.tracer.as_mut(), traced, self.replicas.get(partition))
+        {
+            tracer.replica(partition, now, &input, &effects, replica.log());
+        }
         self.execute(partition, effects);
         self.check(partition);
-        self.schedule(partition);
-    }
-
-    /// Puts a replica in the deadline queue at its next timeout, or out of it if it has none
-    /// (or is gone, or failed).
-    fn schedule(&mut self, partition: PartitionId) {
-        if let Some(at) = self.wakes.remove(&partition) {
-            self.deadlines.remove(&(at, partition));
-        }
-        let next = self
-            .partitions
-            .get(&partition)
-            .filter(|h| h.failed.is_none())
-            .and_then(|h| h.replica.next_timeout(&self.cfg));
-        if let Some(at) = next {
-            self.deadlines.insert((at, partition));
-            self.wakes.insert(partition, at);
-        }
     }
 
     /// A tick of the clock: every replica's timers that are due fire (the follower's request
     /// and the leader's AlterPartition sent again, held fetches answered, lagging followers
     /// proposed out of the ISR, the high watermark checkpointed). Only the replicas due are
-    /// stepped: a replica's tick does nothing but fire its due timers, and every step
-    /// reschedules its replica, so skipping the others changes nothing.
+    /// stepped ([`isr::Replicas::due`]): a replica's tick does nothing but fire its due timers.
     fn on_tick(&mut self) {
         self.now = Tick(self.now.0 + 1);
-        while let Some(&(at, partition)) = self.deadlines.first() {
-            if at > self.now {
-                break;
-            }
-            self.deadlines.pop_first();
-            self.wakes.remove(&partition);
+        for partition in self.replicas.due(self.now) {
             self.step(partition, ReplicaInput::Tick);
         }
     }
@@ -412,10 +384,10 @@ impl Host {
     /// partitions per connection event, which is rare.
     fn on_peer_link(&mut self, peer: BrokerId) {
         let following: Vec<PartitionId> = self
-            .partitions
+            .replicas
             .iter()
-            .filter(|(_, h)| h.replica.leader() == Some(peer))
-            .map(|(&p, _)| p)
+            .filter(|(_, replica, _)| replica.leader() == Some(peer))
+            .map(|(p, ..)| p)
             .collect();
         for partition in following {
             self.step(partition, ReplicaInput::Timeout(Timer::Request));
@@ -427,10 +399,10 @@ impl Host {
     /// partitions per session, which is rare.
     fn on_controller_link(&mut self) {
         let proposing: Vec<PartitionId> = self
-            .partitions
+            .replicas
             .iter()
-            .filter(|(_, h)| h.replica.leader_state().is_some_and(|l| l.proposal_out()))
-            .map(|(&p, _)| p)
+            .filter(|(_, replica, _)| replica.leader_state().is_some_and(|l| l.proposal_out()))
+            .map(|(p, ..)| p)
             .collect();
         for partition in proposing {
             self.step(partition, ReplicaInput::Timeout(Timer::AlterPartition));
@@ -448,24 +420,29 @@ impl Host {
     /// since the last; then the replica learns how far its log is durable, and what waited for
     /// that goes out.
     fn group_commit(&mut self) {
+        let cfg = self.cfg;
         for partition in std::mem::take(&mut self.flush_due) {
-            let Ok(h) = self.hosted(partition) else {
-                continue;
-            };
-            h.replica.log_mut().flush();
-            h.flushed_at_ms = crate::timing::wall_clock_ms();
-            h.check_storage();
-            if let Some(why) = h.failed.clone() {
-                self.storage_failure = Some(why);
+            if self.hosted(partition).is_err() {
                 continue;
             }
-            let durable = h.replica.log().flushed_offset();
-            self.step(partition, ReplicaInput::Flushed(durable));
+            // Through the core, which reschedules the replica: a flush may start its high
+            // watermark checkpoint's timer.
+            let durable = self.replicas.update(&cfg, partition, |replica, beside| {
+                replica.log_mut().flush();
+                beside.flushed_at_ms = crate::timing::wall_clock_ms();
+                replica.log().flushed_offset()
+            });
+            let Some(durable) = durable else {
+                continue;
+            };
+            if self.storage_ok(partition) {
+                self.step(partition, ReplicaInput::Flushed(durable));
+            }
         }
     }
 
     fn execute(&mut self, partition: PartitionId, effects: Effects<Bytes>) {
-        let Some(h) = self.partitions.get_mut(&partition) else {
+        let Some((replica, h)) = self.replicas.get_mut(partition) else {
             return;
         };
         for effect in effects {
@@ -493,7 +470,7 @@ impl Host {
                 }
                 Effect::Read { id, result, .. } => {
                     if let Some(tx) = h.reading.remove(&id) {
-                        let log_start_offset = h.log_start_offset();
+                        let log_start_offset = replica.log().log_start_offset();
                         let _ = tx.send(result.map_err(HostError::from).map(|answer| Committed {
                             batches: answer.entries.into_iter().map(|e| e.record).collect(),
                             high_watermark: answer.high_watermark,
@@ -513,37 +490,48 @@ impl Host {
                 Effect::Flush { .. } => {
                     self.flush_due.insert(partition);
                 }
-                Effect::CheckpointHighWatermark { offset, .. } => h.checkpoint(offset),
+                Effect::CheckpointHighWatermark { offset, .. } => h.checkpoint(replica, offset),
             }
         }
     }
 
     /// After a step: a failed log stops the broker; in debug builds, the core's invariants hold.
     fn check(&mut self, partition: PartitionId) {
-        let Some(h) = self.partitions.get_mut(&partition) else {
+        if !self.storage_ok(partition) || !self.check_invariants {
             return;
+        }
+        if let Some(Err(broken)) = self.replicas.get(partition).map(Replica::check_local) {
+            // Stops the replica thread, and with it the broker: a test sees it die, and its
+            // log names the invariant.
+            panic!("replica invariant broken in {partition}: {broken:?}");
+        }
+    }
+
+    /// Whether a hosted replica's storage still works, after a step or a flush. A failed log
+    /// takes the replica offline in the core, which never steps it again, and stops the broker
+    /// after the current command.
+    fn storage_ok(&mut self, partition: PartitionId) -> bool {
+        let Some((replica, beside)) = self.replicas.get_mut(partition) else {
+            return false;
         };
-        h.check_storage();
-        if let Some(why) = h.failed.clone() {
-            self.storage_failure = Some(why);
-            return;
-        }
-        if self.check_invariants {
-            if let Err(broken) = h.replica.check_local() {
-                // Stops the replica thread, and with it the broker: a test sees it die, and its
-                // log names the invariant.
-                panic!("replica invariant broken in {partition}: {broken:?}");
-            }
-        }
+        beside.check_storage(replica);
+        let Some(why) = beside.failed.clone() else {
+            return true;
+        };
+        self.replicas.take_offline(partition);
+        self.storage_failure = Some(why);
+        false
     }
 
     /// Clean shutdown: every log flushed, then each replica stopped cleanly (what waited for
     /// the flush goes, pending writes fail, the high watermark is checkpointed).
     fn shutdown(&mut self) {
-        let ids: Vec<PartitionId> = self.partitions.keys().copied().collect();
+        let cfg = self.cfg;
+        let ids: Vec<PartitionId> = self.replicas.iter().map(|(p, ..)| p).collect();
         for partition in ids {
-            if let Ok(h) = self.hosted(partition) {
-                h.replica.log_mut().flush();
+            if self.hosted(partition).is_ok() {
+                self.replicas
+                    .update(&cfg, partition, |replica, _| replica.log_mut().flush());
             }
             self.step(partition, ReplicaInput::Stop { clean: true });
             debug!(%partition, "shut down");
@@ -672,8 +660,9 @@ mod tests {
     }
 
     fn flushed(host: &Host) -> Offset {
-        host.partitions[&PartitionId(0)]
-            .replica
+        host.replicas
+            .get(PartitionId(0))
+            .expect("hosted")
             .log()
             .flushed_offset()
     }
@@ -693,6 +682,38 @@ mod tests {
         assert_eq!(flushed(&host), Offset(4));
         assert_eq!(one.try_recv().expect("answered").ok(), Some(Offset(0)));
         assert_eq!(all.try_recv().expect("answered").ok(), Some(Offset(2)));
+    }
+
+    /// A replica whose storage fails (here its high watermark checkpoint, its directory gone)
+    /// fails the command that found it, which stops the broker, and is taken offline in the
+    /// core: out of the deadline queue, so no tick steps it again, and refused to clients.
+    #[test]
+    fn a_replica_whose_storage_failed_is_taken_offline_and_out_of_the_tick() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut host = sole_leader(dir.path());
+        let mut write = produce(&mut host, Acks::All);
+        host.group_commit();
+        assert_eq!(write.try_recv().expect("answered").ok(), Some(Offset(0)));
+        let due = host
+            .replicas
+            .next_timeout()
+            .expect("the checkpoint's timer runs");
+
+        let partition_dir = dir.path().join("partitions").join("0");
+        std::fs::remove_dir_all(partition_dir).expect("remove the partition's directory");
+        let mut ticked = Ok(false);
+        while ticked == Ok(false) && host.now < due {
+            ticked = host.handle(Command::Tick);
+        }
+        assert!(
+            ticked.is_err(),
+            "the tick that checkpointed failed: {ticked:?}"
+        );
+        assert!(host.replicas.is_offline(PartitionId(0)));
+        assert_eq!(host.replicas.next_timeout(), None);
+        assert!(host.replicas.due(Tick(u64::MAX)).is_empty());
+        let refused = produce(&mut host, Acks::All).try_recv().expect("answered");
+        assert!(matches!(refused, Err(HostError::Storage(_))), "{refused:?}");
     }
 
     /// Two records as idempotent producer 5 (epoch 0) sends them, numbered from `sequence`.
@@ -742,7 +763,7 @@ mod tests {
             );
         }
         assert_eq!(next.try_recv().expect("answered").ok(), Some(Offset(2)));
-        let log = host.partitions[&PartitionId(0)].replica.log();
+        let log = host.replicas.get(PartitionId(0)).expect("hosted").log();
         assert_eq!(
             log.log_end_offset(),
             Offset(4),
@@ -755,7 +776,7 @@ mod tests {
         let mut late = produce_batch(&mut host, Acks::All, idempotent(2));
         host.group_commit();
         assert_eq!(late.try_recv().expect("answered").ok(), Some(Offset(2)));
-        let log = host.partitions[&PartitionId(0)].replica.log();
+        let log = host.replicas.get(PartitionId(0)).expect("hosted").log();
         assert_eq!(log.log_end_offset(), Offset(4));
     }
 
@@ -779,7 +800,7 @@ mod tests {
             ),
             "{refused:?}"
         );
-        let log = host.partitions[&PartitionId(0)].replica.log();
+        let log = host.replicas.get(PartitionId(0)).expect("hosted").log();
         assert_eq!(log.log_end_offset(), Offset(2), "the gap stored nothing");
     }
 }

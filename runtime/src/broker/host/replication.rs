@@ -2,7 +2,7 @@
 //! peer brokers, handed to the replica they are about.
 
 use super::Host;
-use crate::broker::hosted::Hosted;
+use crate::broker::beside::Beside;
 use crate::storage::batch::{self, BatchError};
 use bytes::Bytes;
 use isr::{Envelope, FetchResponse, Message, Node, PartitionId, ReplicaInput, Timer};
@@ -71,13 +71,13 @@ impl Host {
         match &message {
             // The controller's order is how a broker comes to host a partition; what its
             // followers asked meanwhile comes after it.
-            Message::LeaderAndIsr(_) if !self.partitions.contains_key(&partition) => {
-                match Hosted::open(&self.dir, self.me, partition, self.tracer.as_mut()) {
-                    Ok(mut hosted) => {
+            Message::LeaderAndIsr(_) if self.replicas.get(partition).is_none() => {
+                match Beside::open(&self.dir, self.me, partition, self.tracer.as_mut()) {
+                    Ok((mut replica, beside)) => {
                         if let Some((bytes, ms)) = self.rolling_ahead.remove(&partition) {
-                            hosted.replica.log_mut().set_rolling(bytes, ms);
+                            replica.log_mut().set_rolling(bytes, ms);
                         }
-                        self.partitions.insert(partition, hosted);
+                        self.replicas.insert(&self.cfg, replica, beside);
                     }
                     Err(e) => {
                         warn!(%partition, error = %e, "cannot host partition");
@@ -99,7 +99,7 @@ impl Host {
                     return;
                 }
             }
-            _ if !self.partitions.contains_key(&partition) => {
+            _ if self.replicas.get(partition).is_none() => {
                 let request = Envelope {
                     from,
                     to: Node::Broker(self.me),

@@ -102,27 +102,35 @@ pub(super) type Rolling = (u64, Option<i64>);
 
 impl Host {
     pub(super) fn on_retention(&mut self, policies: &[(PartitionId, LogRetention)], now_ms: i64) {
+        let cfg = self.cfg;
         for &(partition, policy) in policies {
             let segment_ms = (policy.segment_ms >= 0).then_some(policy.segment_ms);
-            let Some(h) = self.partitions.get_mut(&partition) else {
+            // The log's segment settings change through the core, which reschedules the
+            // replica after any change to its log.
+            let pass = self.replicas.update(&cfg, partition, |replica, beside| {
+                // flush.ms: a log with unflushed records whose last flush is that old joins the
+                // next group commit (Kafka's log flusher, which runs every
+                // log.flush.scheduler.interval.ms; here every pass).
+                let flush_overdue = replica.log().flushed_offset() < replica.log_end_offset()
+                    && now_ms.saturating_sub(beside.flushed_at_ms) >= policy.flush_ms;
+                let log = replica.log_mut();
+                log.set_rolling(policy.segment_bytes, segment_ms);
+                let mut expired = None;
+                if policy.delete {
+                    let segments: Vec<_> = log.segments().collect();
+                    let point = retention_point(&segments, &policy, now_ms);
+                    expired = point.filter(|&p| p > log.log_start_offset());
+                }
+                (flush_overdue, expired)
+            });
+            let Some((flush_overdue, expired)) = pass else {
                 self.rolling_ahead
                     .insert(partition, (policy.segment_bytes, segment_ms));
                 continue;
             };
             self.rolling_ahead.remove(&partition);
-            // flush.ms: a log with unflushed records whose last flush is that old joins the
-            // next group commit (Kafka's log flusher, which runs every
-            // log.flush.scheduler.interval.ms; here every pass).
-            let flush_overdue = h.replica.log().flushed_offset() < h.replica.log_end_offset()
-                && now_ms.saturating_sub(h.flushed_at_ms) >= policy.flush_ms;
-            let log = h.replica.log_mut();
-            log.set_rolling(policy.segment_bytes, segment_ms);
-            if policy.delete {
-                let segments: Vec<_> = log.segments().collect();
-                let point = retention_point(&segments, &policy, now_ms);
-                if let Some(before) = point.filter(|&p| p > log.log_start_offset()) {
-                    self.step(partition, ReplicaInput::Retain { before });
-                }
+            if let Some(before) = expired {
+                self.step(partition, ReplicaInput::Retain { before });
             }
             if policy.compact {
                 self.step(partition, ReplicaInput::Compact);
@@ -137,7 +145,7 @@ impl Host {
     /// Hands the partition's log to the cleaner thread, if it has enough to clean and no
     /// cleaning under way.
     fn start_cleaning(&mut self, partition: PartitionId, policy: &LogRetention, now_ms: i64) {
-        let (Some(cleaner), Some(h)) = (self.cleaner.as_mut(), self.partitions.get(&partition))
+        let (Some(cleaner), Some(replica)) = (self.cleaner.as_mut(), self.replicas.get(partition))
         else {
             return;
         };
@@ -150,7 +158,7 @@ impl Host {
             max_lag_ms: policy.max_compaction_lag_ms,
             delete_retention_ms: policy.delete_retention_ms,
         };
-        let job = h.replica.log().cleaning_job(&schedule, now_ms);
+        let job = replica.log().cleaning_job(&schedule, now_ms);
         if let Some(job) = job {
             if cleaner.jobs.send(Task::Clean(partition, job)).is_ok() {
                 cleaner.busy.insert(partition);
@@ -171,19 +179,23 @@ impl Host {
                 return;
             }
         };
-        let Some(h) = self.partitions.get_mut(&partition) else {
+        if self.replicas.get(partition).is_none() {
             cleaner::discard(&cleaned.segments);
             return;
-        };
-        let (records, bytes, end) = (cleaned.removed_records, cleaned.saved_bytes, cleaned.end);
-        let installed = h.replica.log_mut().install(cleaned);
-        if let Some(tracer) = &self.tracer {
-            tracer.cleaned(partition, h.replica.log(), &installed);
         }
-        if let Some(cleaner) = self.cleaner.as_ref() {
-            let _ = cleaner
-                .jobs
-                .send(Task::Persist(h.replica.log().cleaned_to()));
+        let (records, bytes, end) = (cleaned.removed_records, cleaned.saved_bytes, cleaned.end);
+        // Through the core, which reschedules the replica after its log changed.
+        let cfg = self.cfg;
+        let installed = self.replicas.update(&cfg, partition, |replica, _| {
+            replica.log_mut().install(cleaned)
+        });
+        if let (Some(installed), Some(replica)) = (installed, self.replicas.get(partition)) {
+            if let Some(tracer) = &self.tracer {
+                tracer.cleaned(partition, replica.log(), &installed);
+            }
+            if let Some(cleaner) = &self.cleaner {
+                let _ = cleaner.jobs.send(Task::Persist(replica.log().cleaned_to()));
+            }
         }
         info!(%partition, removed_records = records, saved_bytes = bytes, cleaned_below = %end,
             "log cleaned");

@@ -1,7 +1,8 @@
-//! One partition hosted by a broker: the core replica over its disk log, plus what the driver
-//! keeps around it — the checkpoints it wrote, and the producers and consumers waiting for the
-//! core's answers. Everything the protocol decides (requests, retries, held fetches, what waits
-//! for a flush) is the replica's own state.
+//! What the broker keeps beside each replica it hosts: the partition's directory and the
+//! checkpoints it wrote, and the producers and consumers waiting for the core's answers. The
+//! core's [`isr::Replicas`] holds each replica with this, and knows when each replica's timers
+//! are due; everything the protocol decides (requests, retries, held fetches, what waits for a
+//! flush) is the replica's own state.
 
 use super::host::{Committed, HostError};
 use crate::storage::{DiskLog, OpenError, PartitionDir, DEFAULT_SEGMENT_BYTES};
@@ -22,8 +23,8 @@ pub type ReadReply = oneshot::Sender<Result<Committed, HostError>>;
 /// How a DeleteRecords learns the log start it left (or why it was refused).
 pub type DeleteReply = oneshot::Sender<Result<Offset, HostError>>;
 
-pub struct Hosted {
-    pub replica: Replica<DiskLog>,
+/// What the driver keeps beside one hosted replica.
+pub struct Beside {
     dir: PartitionDir,
     saved_epochs: EpochCache,
     /// Producers waiting for the core's `Acknowledge` or `FailWrite`.
@@ -32,22 +33,23 @@ pub struct Hosted {
     pub reading: HashMap<ReadId, ReadReply>,
     /// DeleteRecords waiting for the core's `RecordsDeleted`.
     pub deleting: HashMap<DeleteId, DeleteReply>,
-    /// Set when storage failed: the replica is stopped for good.
+    /// Set when storage failed, with why: the replica is stopped for good (the host takes it
+    /// offline in the core, [`isr::Replicas::take_offline`]).
     pub failed: Option<String>,
     /// When the driver last flushed the log (wall-clock milliseconds; the time it was opened
     /// before the first): a topic's `flush.ms` counts from it.
     pub flushed_at_ms: i64,
 }
 
-impl Hosted {
+impl Beside {
     /// Recovers a partition from its directory (creating it when new), and says what it found
-    /// in the trace, if there is one.
+    /// in the trace, if there is one: the replica, and what to keep beside it.
     pub fn open(
         broker_dir: &Path,
         me: BrokerId,
         partition: PartitionId,
         tracer: Option<&mut Tracer>,
-    ) -> Result<Hosted, OpenError> {
+    ) -> Result<(Replica<DiskLog>, Beside), OpenError> {
         let dir = PartitionDir::new(broker_dir, partition);
         let (log, hw) = dir.open(DEFAULT_SEGMENT_BYTES)?;
         if let Some(tracer) = tracer {
@@ -65,50 +67,49 @@ impl Hosted {
             warn!(%partition, saved = ?saved_epochs, from_log = ?replica.epoch_cache(),
                 "leader epoch checkpoint disagrees with the log; the log wins");
         }
-        Ok(Hosted {
+        let beside = Beside {
             saved_epochs,
-            replica,
             dir,
             waiting: HashMap::new(),
             reading: HashMap::new(),
             deleting: HashMap::new(),
             failed: None,
             flushed_at_ms: crate::timing::wall_clock_ms(),
-        })
+        };
+        Ok((replica, beside))
     }
 
-    /// Writes the high watermark checkpoint the core asked for, and the leader epoch checkpoint
-    /// with it if that changed (the log is the source of both on recovery; the epoch file is
-    /// for operators and tools).
-    pub fn checkpoint(&mut self, hw: Offset) {
+    /// Writes the high watermark checkpoint the core asked `replica` for, and the leader epoch
+    /// checkpoint with it if that changed (the log is the source of both on recovery; the
+    /// epoch file is for operators and tools).
+    pub fn checkpoint(&mut self, replica: &Replica<DiskLog>, hw: Offset) {
         if let Err(e) = self.dir.save_high_watermark(hw) {
-            return self.fail(e.to_string());
+            return self.fail(replica.partition(), e.to_string());
         }
-        if *self.replica.epoch_cache() != self.saved_epochs {
-            let epochs = self.replica.epoch_cache().clone();
+        if *replica.epoch_cache() != self.saved_epochs {
+            let epochs = replica.epoch_cache().clone();
             match self.dir.save_epochs(&epochs) {
                 Ok(()) => self.saved_epochs = epochs,
-                Err(e) => self.fail(e.to_string()),
+                Err(e) => self.fail(replica.partition(), e.to_string()),
             }
         }
     }
 
-    /// Checks storage after a step; a failed log stops the replica (Kafka takes the log
-    /// directory offline). Waiting producers and consumers are dropped, which answers them with
-    /// an error.
-    pub fn check_storage(&mut self) {
-        if let Some(e) = self.replica.log().failure() {
+    /// Checks `replica`'s storage after a step or a flush; a failed log stops the replica
+    /// (Kafka takes the log directory offline). Waiting producers and consumers are dropped,
+    /// which answers them with an error.
+    pub fn check_storage(&mut self, replica: &Replica<DiskLog>) {
+        if let Some(e) = replica.log().failure() {
             let msg = e.to_string();
-            self.fail(msg);
+            self.fail(replica.partition(), msg);
         }
     }
 
     /// Stops the replica for good: it is never stepped again, and the broker stops (see
     /// [`super::host::Host::run`]).
-    fn fail(&mut self, why: String) {
+    fn fail(&mut self, partition: PartitionId, why: String) {
         if self.failed.is_none() {
-            warn!(partition = %self.replica.partition(), error = %why,
-                "storage failed; stopping the replica");
+            warn!(%partition, error = %why, "storage failed; stopping the replica");
             self.waiting.clear();
             self.reading.clear();
             self.deleting.clear();
@@ -116,9 +117,9 @@ impl Hosted {
         }
     }
 
-    pub fn view(&self) -> ReplicaView {
-        let r = &self.replica;
-        let role = match r.role() {
+    /// `replica` as `isr status` shows it.
+    pub fn view(&self, replica: &Replica<DiskLog>) -> ReplicaView {
+        let role = match replica.role() {
             Role::Offline => "offline".to_string(),
             Role::Leader(_) => "leader".to_string(),
             Role::Follower(f) => match f.leader() {
@@ -127,14 +128,14 @@ impl Hosted {
             },
         };
         ReplicaView {
-            partition: r.partition(),
+            partition: replica.partition(),
             role,
-            leader_epoch: r.leader_epoch(),
-            log_end_offset: r.log_end_offset(),
-            high_watermark: r.high_watermark(),
-            log_start_offset: r.log().log_start_offset(),
-            flushed_offset: r.log().flushed_offset(),
-            followers: r
+            leader_epoch: replica.leader_epoch(),
+            log_end_offset: replica.log_end_offset(),
+            high_watermark: replica.high_watermark(),
+            log_start_offset: replica.log().log_start_offset(),
+            flushed_offset: replica.log().flushed_offset(),
+            followers: replica
                 .leader_state()
                 .map(|l| l.follower_log_end_offsets().collect())
                 .unwrap_or_default(),
@@ -142,15 +143,11 @@ impl Hosted {
         }
     }
 
-    pub fn log_start_offset(&self) -> Offset {
-        self.replica.log().log_start_offset()
-    }
-
     /// Removes the partition's directory, log and checkpoints (its topic was deleted), after
-    /// answering waiting producers and consumers that it is not hosted here any more.
-    pub fn remove(self) -> std::io::Result<()> {
-        let Hosted {
-            replica,
+    /// answering waiting producers and consumers that it is not hosted here any more, and
+    /// closing `replica`'s log.
+    pub fn remove(self, replica: Replica<DiskLog>) -> std::io::Result<()> {
+        let Beside {
             dir,
             waiting,
             reading,
