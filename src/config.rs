@@ -107,6 +107,15 @@ pub struct Rules {
     /// predates it.
     #[serde(default = "on")]
     pub compact_within_hw: bool,
+    /// Rule 19 (KAFKA-4485): a leader counts a follower caught up as of its previous Fetch when
+    /// this one reaches the log end the leader had then, as well as when it reaches the log end
+    /// of the moment. Off: only the second, as Kafka before 0.10.2 and isr before 2026-12-03
+    /// did, so under steady writes a follower one round trip behind, fetching every round, is
+    /// never seen caught up and leaves the ISR once `replica_lag_max` passes. No record is lost
+    /// (the ISR only shrinks), so only the clocked model sees it. On when a serialized config
+    /// predates it.
+    #[serde(default = "on")]
+    pub caught_up_previous_fetch: bool,
 }
 
 fn on() -> bool {
@@ -131,6 +140,7 @@ impl Default for Rules {
             generation_check: true,
             log_start_within_hw: true,
             compact_within_hw: true,
+            caught_up_previous_fetch: true,
         }
     }
 }
@@ -156,7 +166,7 @@ impl Rules {
     pub const NAMES: &'static str = "truncation, epoch-fencing, expansion-epoch-check, \
          maximal-isr-hw, strict-min-isr, elr, unclean-election, flush, controller-fencing, \
          append-check, producer-state, coordinator-load, generation-check, \
-         log-start-hw, compact-hw";
+         log-start-hw, compact-hw, caught-up";
 
     /// Sets a switch from its textual name and value, as given on a command line.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ParseError> {
@@ -204,6 +214,7 @@ impl Rules {
             "generation-check" => self.generation_check = flag("generation-check", value)?,
             "log-start-hw" => self.log_start_within_hw = flag("log-start-hw", value)?,
             "compact-hw" => self.compact_within_hw = flag("compact-hw", value)?,
+            "caught-up" => self.caught_up_previous_fetch = flag("caught-up", value)?,
             other => return Err(ParseError::new("rule", other, Rules::NAMES)),
         }
         Ok(())
@@ -325,6 +336,13 @@ impl Rules {
                 on(safe.compact_within_hw),
                 "on, off",
                 "18: compaction removes only records a committed record supersedes",
+            ),
+            row(
+                "caught-up",
+                on(self.caught_up_previous_fetch),
+                on(safe.caught_up_previous_fetch),
+                "on, off",
+                "19: a fetch reaching the log end as of the previous one is caught up (KAFKA-4485)",
             ),
         ]
     }

@@ -307,7 +307,7 @@ impl<L: Log> Replica<L> {
         }
         progress.log_end_offset = Some(req.fetch_offset);
         progress.broker_epoch = req.broker_epoch;
-        progress.count_catch_up(req.fetch_offset, leo, now);
+        progress.count_catch_up(cfg, req.fetch_offset, leo, now);
         Ok(())
     }
 

@@ -157,11 +157,21 @@ impl FollowerProgress {
     /// while the fetch travels. So a fetch that reaches the LEO the leader had at the follower's
     /// previous fetch proves it caught up as of that previous fetch, one round trip ago. Without
     /// that second case a healthy follower one round behind leaves the ISR once
-    /// `replica_lag_max` passes without a lucky fetch (spec/protocol.md §3.3).
-    pub(crate) fn count_catch_up(&mut self, fetch_offset: Offset, leo: Offset, now: Tick) {
+    /// `replica_lag_max` passes without a lucky fetch (spec/protocol.md §3.3). The second case
+    /// is rule 19's ([`crate::Rules::caught_up_previous_fetch`]).
+    pub(crate) fn count_catch_up(
+        &mut self,
+        cfg: &Config,
+        fetch_offset: Offset,
+        leo: Offset,
+        now: Tick,
+    ) {
         if fetch_offset >= leo {
             self.last_caught_up = now;
-        } else if let Some((at, previous_leo)) = self.previous_fetch {
+        } else if let Some((at, previous_leo)) = self
+            .previous_fetch
+            .filter(|_| cfg.rules.caught_up_previous_fetch)
+        {
             if fetch_offset >= previous_leo {
                 self.last_caught_up = self.last_caught_up.max(at);
             }
@@ -400,6 +410,11 @@ impl<L: Log> Replica<L> {
     pub fn producers(&self) -> &Producers {
         &self.producers
     }
+    /// The time of this replica's latest step: what its timers count from.
+    pub fn now(&self) -> Tick {
+        self.now
+    }
+
     /// The high watermark (HW): offsets below it are committed as far as this replica knows.
     /// Never above the LEO; a leader's never decreases in its term, a follower's may (it takes
     /// the leader's).
