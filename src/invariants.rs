@@ -107,6 +107,12 @@ where
     /// reconciliation or lowering the epoch it asks about ([`round_progressed`]), as the
     /// driver saw it happen.
     pub stalled_reconciliation: Option<BrokerId>,
+    /// The driver vouches that the run so far was timely: every message arrived within a tick
+    /// of being sent, no broker stopped or was fenced, nothing was lost, and every timer fired
+    /// when due and not before. Only then does a follower fetch every round, and
+    /// [`followers_fetching_every_round_stay_in_isr`] speak. The model's clock sets it; a driver
+    /// that cannot say so leaves it `false`.
+    pub timely: bool,
 }
 
 /// A broken property, with the evidence. Each message names the property and says what was
@@ -202,6 +208,14 @@ pub enum Violation {
     ReconciliationStalled {
         /// The follower that made no progress.
         follower: BrokerId,
+    },
+    /// **FollowersFetchingEveryRoundStayInIsr** broken.
+    #[error("FollowersFetchingEveryRoundStayInIsr: in a timely run, {follower} left the ISR {by}")]
+    LeftIsr {
+        /// The follower left out.
+        follower: BrokerId,
+        /// Who left it out: a leader's proposal, or the controller's ISR.
+        by: String,
     },
     /// **ReplicasAreConsistent** broken.
     #[error("ReplicasAreConsistent: replica {replica} is inconsistent: {what}")]
@@ -360,11 +374,14 @@ pub enum Property {
     /// [`cleaned_records_are_superseded`]: compaction removed only records a later committed
     /// record of the same key supersedes.
     CleanedRecordsAreSuperseded,
+    /// [`followers_fetching_every_round_stay_in_isr`]: in a timely run no follower leaves the
+    /// ISR.
+    FollowersFetchingEveryRoundStayInIsr,
 }
 
 impl Property {
     /// Every property, in the order the checker reports them.
-    pub const ALL: [Property; 20] = [
+    pub const ALL: [Property; 21] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -385,6 +402,7 @@ impl Property {
         Property::AcknowledgedCommitsSurvive,
         Property::FencedMembersCannotCommit,
         Property::CleanedRecordsAreSuperseded,
+        Property::FollowersFetchingEveryRoundStayInIsr,
     ];
 
     /// Whether a property of a consumer group, not of one partition: [`Property::check`]
@@ -425,6 +443,9 @@ impl Property {
             Property::AcknowledgedCommitsSurvive => "AcknowledgedCommitsSurvive",
             Property::FencedMembersCannotCommit => "FencedMembersCannotCommit",
             Property::CleanedRecordsAreSuperseded => "CleanedRecordsAreSuperseded",
+            Property::FollowersFetchingEveryRoundStayInIsr => {
+                "FollowersFetchingEveryRoundStayInIsr"
+            }
         }
     }
 
@@ -460,6 +481,9 @@ impl Property {
                 .try_for_each(|r| log_start_within_high_watermark(r)),
             Property::NoReadBelowLogStart => no_read_below_log_start(view),
             Property::CleanedRecordsAreSuperseded => cleaned_records_are_superseded(view),
+            Property::FollowersFetchingEveryRoundStayInIsr => {
+                followers_fetching_every_round_stay_in_isr(view)
+            }
             Property::ConsumerResumesWithoutLoss
             | Property::AcknowledgedCommitsSurvive
             | Property::FencedMembersCannotCommit => Ok(()),
@@ -800,6 +824,43 @@ where
         Some(follower) => Err(Violation::ReconciliationStalled { follower }),
         None => Ok(()),
     }
+}
+
+/// **FollowersFetchingEveryRoundStayInIsr**: in a timely run ([`ClusterView::timely`]) every
+/// follower fetches every round, so none leaves the ISR: every replica the controller assigns
+/// stays in its ISR and in each leader's, and no leader proposes an ISR without it. Kafka's
+/// caught-up rule (rule 19, KAFKA-4485) is what keeps it so under steady writes, as long as a
+/// fetch round fits well within `replica_lag_max` (spec/properties.md).
+pub fn followers_fetching_every_round_stay_in_isr<L: Log>(
+    view: &ClusterView<'_, L>,
+) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    if !view.timely {
+        return Ok(());
+    }
+    let Some(state) = view.controller.partition(view.partition) else {
+        return Ok(());
+    };
+    let left = |isr: &BTreeSet<BrokerId>, by: String| match state
+        .assigned
+        .iter()
+        .find(|b| !isr.contains(b))
+    {
+        Some(&follower) => Err(Violation::LeftIsr { follower, by }),
+        None => Ok(()),
+    };
+    left(&state.isr, "of the controller".to_string())?;
+    for r in &view.replicas {
+        if let Some(l) = r.leader_state() {
+            left(l.isr(), format!("of leader {}", r.id()))?;
+            if let Some(proposed) = l.proposed_isr() {
+                left(proposed, format!("that {} proposed", r.id()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How many replicas `leader` knows to hold the entry at `offset`: itself, if its log holds it,

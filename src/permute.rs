@@ -355,10 +355,11 @@ impl Cluster {
         for (b, clean) in old.into_iter().enumerate() {
             self.last_stop_clean[r.names[b] as usize] = clean;
         }
-        for e in &mut self.network {
+        for e in self.network.iter_mut().chain(&mut self.fresh) {
             e.rename_brokers(r);
         }
         self.network.sort_unstable();
+        self.fresh.sort_unstable();
         Arc::make_mut(&mut self.controller).rename_brokers(r);
         for c in self.zombie.iter_mut().chain(self.stale_store.iter_mut()) {
             Arc::make_mut(c).rename_brokers(r);
@@ -429,8 +430,8 @@ impl Cluster {
         EpochTable::from_notes(table)
     }
 
-    /// The nonzero epochs held outside the network: the controllers', the brokers' own, and
-    /// their leaders' records of fetches and proposals.
+    /// The nonzero epochs held outside the network: the controllers', the brokers' own, their
+    /// leaders' records of fetches and proposals, and those of the messages sent this tick.
     fn note_node_epochs(&self, table: &mut Vec<(BrokerId, BrokerEpoch)>) {
         let mut note = |b: BrokerId, e: BrokerEpoch| {
             if e.0 != 0 {
@@ -464,6 +465,9 @@ impl Cluster {
                     note(m.replica, m.broker_epoch);
                 }
             }
+        }
+        for e in &self.fresh {
+            note_envelope_epochs(e, table);
         }
     }
 }

@@ -6,8 +6,12 @@
 //! [`Controller`] (`step`, with a [`ReplicaInput`] or [`ControllerInput`]), and the sim routes
 //! the [`Effect`]s it returns. What it adds is what a model needs — a network that delays,
 //! reorders, duplicates and drops, crashes with budgets, bounds — and the ghost state the
-//! properties read. It has no clock: every step happens at tick 0, and a timer fires when its
-//! action is taken (any amount of time may pass between two steps).
+//! properties read. By default it has no clock: every step happens at tick 0, and a timer fires
+//! when its action is taken (any amount of time may pass between two steps). With a clock
+//! ([`Bounds::clock`]) time is part of the state instead: it advances a tick at a time
+//! ([`Action::Tick`]), the replicas' timers fire when the core's deadlines say, and every message
+//! arrives within a tick of being sent, so what a timer decides (a lagging follower leaves the
+//! ISR) is checked against what time really allows.
 //!
 //! It is pure, `Clone + Hash + Eq`, and cheap to clone: replicas, controllers and the history are
 //! shared between clones until one of them changes (copy on write), so a model checker can hold
@@ -182,6 +186,16 @@ pub struct Bounds {
     /// pruned states.
     #[serde(default)]
     pub audit_dead: bool,
+    /// Run the replicas' clocks up to this tick (the checker's `--clock`); 0, the default, runs
+    /// none. With a clock the replicas' timers fire only when their deadlines come, by
+    /// [`Action::Tick`], never by an action of their own; and the network and disks are timely:
+    /// a tick waits until every message sent before the previous tick has arrived, so each
+    /// arrives within a tick of being sent, and (under `flush=always`) until every log is
+    /// flushed. Timers that no timely run can fire (a request timer) then
+    /// never fire; crashes, drops and session expiries stay actions, and end the run's
+    /// timeliness ([`crate::ClusterView::timely`]).
+    #[serde(default)]
+    pub clock: u8,
 }
 
 /// Serde's default for [`Bounds::partitions`]: bounds written before partitions were one.
@@ -221,8 +235,33 @@ impl Default for Bounds {
             compactions: 0,
             keep_dead: false,
             audit_dead: false,
+            clock: 0,
         }
     }
+}
+
+/// The clocked simulations' `replica_lag_max`, in ticks ([`clocked`]). A message arrives
+/// within a tick of being sent, so a fetch round takes at most two, and a follower that fetches
+/// every round proves itself caught up at most four ticks back: the least lag that keeps it in
+/// the ISR (spec/properties.md, FollowersFetchingEveryRoundStayInIsr).
+pub const CLOCKED_LAG_MAX: Tick = Tick(4);
+
+/// The timings of a clocked simulation ([`Bounds::clock`]), over `cfg`'s: a follower may lag
+/// [`CLOCKED_LAG_MAX`] ticks; a leader with fetch waits holds a Fetch that finds nothing new
+/// for two ticks (one when only its high watermark is news); and an error answer does not
+/// bring a follower's next request forward (`retry_backoff` is a whole request wait). That
+/// last keeps the dead-message reduction sound under a clock: a follower acts on an error
+/// answer only by retrying sooner, which with it changes nothing, so such an answer stays
+/// inert ([`Replica::ignores_forever`]). Timely runs get no error answers (no epoch changes
+/// without a fault); the request and AlterPartition timeouts keep their defaults, longer than
+/// any timely answer takes.
+pub fn clocked(cfg: &mut Config) {
+    cfg.replica_lag_max = CLOCKED_LAG_MAX;
+    if cfg.fetch_max_wait.0 > 0 {
+        cfg.fetch_max_wait = Tick(2);
+        cfg.high_watermark_wait = Tick(1);
+    }
+    cfg.retry_backoff = Tick(cfg.request_timeout.0 + cfg.fetch_max_wait.0);
 }
 
 /// One step of a simulation. The names are the TLA+ anchor's where it has one.
@@ -324,6 +363,10 @@ pub enum Action {
     /// records a later record of the same key supersedes become gaps, up to its high
     /// watermark (rule 18).
     Compact(ReplicaId),
+    /// The clock advances a tick ([`Bounds::clock`]) and every running replica whose next
+    /// timeout has come is ticked: its due timers fire. Taken only once every message sent
+    /// before the previous tick has arrived and, under `flush=always`, every log is flushed.
+    Tick,
 }
 
 impl fmt::Display for Action {
@@ -364,6 +407,7 @@ impl fmt::Display for Action {
                 write!(f, "ProducerRetry(record {record} to {leader})")
             }
             Action::Group(a) => write!(f, "{a}"),
+            Action::Tick => write!(f, "Tick"),
         }
     }
 }
@@ -566,6 +610,19 @@ pub struct Cluster {
     /// Compaction passes that removed a record so far, against [`Bounds::compactions`].
     #[serde(default)]
     pub compactions: u8,
+    /// Whether the clock runs ([`Bounds::clock`]), the same in every state.
+    #[serde(default)]
+    pub clocked: bool,
+    /// The time every step happens at: tick 0 for good without a clock.
+    #[serde(default)]
+    pub now: Tick,
+    /// With a clock, the messages sent since the last tick, as a sorted multiset: any other
+    /// message in flight was sent before it and must arrive before the next. Some may have been
+    /// discarded as dead since, but a copy still in flight could not be: its receiver would
+    /// ignore it as well. Of two copies one of which arrives, the fresh one is struck off, which
+    /// only makes the other due sooner.
+    #[serde(default)]
+    pub fresh: Vec<Envelope<Record>>,
 }
 
 impl Cluster {
@@ -604,6 +661,9 @@ impl Cluster {
                 .then(|| Arc::new(Consumers::new(bounds.consumers, n as usize))),
             deletes: 0,
             compactions: 0,
+            clocked: bounds.clock > 0,
+            now: Tick(0),
+            fresh: Vec::new(),
         };
         let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
@@ -660,7 +720,23 @@ impl Cluster {
             history: &self.history[p.0 as usize],
             flush: self.flush,
             stalled_reconciliation: self.stalled_reconciliation,
+            timely: self.timely(),
         }
+    }
+
+    /// Whether the run so far was timely ([`ClusterView::timely`]): the clock runs, and no broker
+    /// stopped, was fenced or lost its disk, no controller failed over, no message was lost,
+    /// and no DeleteRecords moved a log start (a follower whose position it passed spends a
+    /// round starting again from the new log start).
+    pub fn timely(&self) -> bool {
+        self.clocked
+            && self.deletes == 0
+            && self.clean_crashes == 0
+            && self.unclean_crashes == 0
+            && self.session_expiries == 0
+            && self.disk_failures == 0
+            && self.controller_failovers == 0
+            && self.drops == 0
     }
 
     /// Checks one property, in every partition.
@@ -773,7 +849,8 @@ impl Cluster {
             // only once what they retry is neither in flight nor answered in flight (a timeout
             // finds it lost): those go in by the network, at `fetch_at`. The checkpoint needs no
             // action: with the model's interval of zero the replica takes it with every flush.
-            for (timer, _) in r.timers(cfg) {
+            // With a clock they fire by the tick, when due.
+            for (timer, _) in r.timers(cfg).into_iter().filter(|_| !self.clocked) {
                 match timer {
                     Timer::Request => fetches = !self.request_held(id),
                     Timer::AlterPartition => resends = true,
@@ -860,6 +937,14 @@ impl Cluster {
                 .into_iter()
                 .map(Action::Group),
         );
+        // A timely disk too: under `flush=always` every flush asked for is done before time
+        // moves on (a follower's next Fetch waits for its flush).
+        let flushed = cfg.rules.flush != FlushPolicy::Always
+            || self
+                .replicas
+                .iter()
+                .all(|r| !r.is_online() || r.log().flushed_offset() == r.log_end_offset());
+        let ticks = self.clocked && self.now.0 < u64::from(bounds.clock) && flushed;
         Menu {
             listed,
             replicas,
@@ -867,6 +952,7 @@ impl Cluster {
             duplicates: self.duplicates < bounds.duplicates,
             later,
             zombie: self.zombie.is_some(),
+            tick: ticks.then(|| self.fresh.clone()),
         }
     }
 
@@ -972,7 +1058,15 @@ impl Cluster {
     /// is the two together; a search engine runs this part once for all the states that differ
     /// only in their messages.
     pub fn act(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) -> Traffic {
-        let now = Tick(0);
+        if *action == Action::Tick {
+            return self.tick(cfg, bounds);
+        }
+        if let Some(e) = action.message().filter(|_| action.takes_message()) {
+            if let Some(at) = self.fresh.iter().position(|x| x == e) {
+                self.fresh.remove(at);
+            }
+        }
+        let now = self.now;
         let mut closed = None;
         let effects = match action {
             Action::LeaderWrite(id) => {
@@ -1138,7 +1232,7 @@ impl Cluster {
                 let stored = self.stale_store.take();
                 let stored = stored.as_ref().unwrap_or(&self.controller);
                 let epoch = self.controller.epoch().next();
-                let (next, announce) = Controller::take_over(stored, epoch, Tick(0));
+                let (next, announce) = Controller::take_over(stored, epoch, now);
                 self.zombie = Some(std::mem::replace(&mut self.controller, Arc::new(next)));
                 self.controller_failovers += 1;
                 sends_of(announce)
@@ -1161,10 +1255,40 @@ impl Cluster {
                 self.zombie_step(cfg, |z| z.step(cfg, now, input))
             }
             Action::Group(a) => self.group_act(cfg, bounds, a).unwrap_or_default(),
+            Action::Tick => unreachable!("taken above"),
         };
         let sent = self.route(bounds, effects, self.source(action));
+        self.sent_now(&sent);
         self.observe();
         Traffic { closed, sent }
+    }
+
+    /// The clock advances a tick: every running replica whose next timeout has come is ticked,
+    /// in the order of [`Cluster::replicas`], and what they send is this tick's.
+    fn tick(&mut self, cfg: &Config, bounds: &Bounds) -> Traffic {
+        self.now = Tick(self.now.0 + 1);
+        self.fresh.clear();
+        let mut sent = Vec::new();
+        for id in self.replica_ids().collect::<Vec<_>>() {
+            let r = self.replica(id);
+            if !r.is_online() || r.next_timeout(cfg).is_none_or(|at| at > self.now) {
+                continue;
+            }
+            let now = self.now;
+            let effects = self.replica_mut(id).step(cfg, now, ReplicaInput::Tick);
+            sent.extend(self.route(bounds, effects, Some(id.broker)));
+        }
+        self.sent_now(&sent);
+        self.observe();
+        Traffic { closed: None, sent }
+    }
+
+    /// With a clock, notes messages as sent in this tick.
+    fn sent_now(&mut self, sent: &[Envelope<Record>]) {
+        if self.clocked && !sent.is_empty() {
+            self.fresh.extend(sent.iter().cloned());
+            self.fresh.sort_unstable();
+        }
     }
 
     /// The broker whose step `action` is, if it is one broker's: one of its replicas', or its
@@ -1195,8 +1319,9 @@ impl Cluster {
 
     /// A timer of replica `id` fires.
     fn timeout(&mut self, cfg: &Config, id: ReplicaId, timer: Timer) -> Effects<Record> {
+        let now = self.now;
         self.replica_mut(id)
-            .step(cfg, Tick(0), ReplicaInput::Timeout(timer))
+            .step(cfg, now, ReplicaInput::Timeout(timer))
     }
 
     /// Stops every replica of broker `b`, cleanly or not, each log flushed first if `flush`
@@ -1209,13 +1334,13 @@ impl Cluster {
         clean: bool,
         flush: bool,
     ) -> Effects<Record> {
-        let mut effects = Vec::new();
+        let (mut effects, now) = (Vec::new(), self.now);
         for p in self.partitions().collect::<Vec<_>>() {
             let r = self.replica_mut(ReplicaId::new(b, p));
             if flush {
                 r.log_mut().flush();
             }
-            effects.extend(r.step(cfg, Tick(0), ReplicaInput::Stop { clean }));
+            effects.extend(r.step(cfg, now, ReplicaInput::Stop { clean }));
         }
         effects
     }
@@ -1290,7 +1415,8 @@ impl Cluster {
             clean_shutdown: clean,
             elects: elects.iter().map(|r| (r.partition, r.broker)).collect(),
         };
-        self.active_step(|c| c.step(cfg, Tick(0), register))
+        let now = self.now;
+        self.active_step(|c| c.step(cfg, now, register))
     }
 
     /// The producer's write of `record` to partition `p` (the record is its own id), stamped
@@ -1333,11 +1459,11 @@ impl Cluster {
 
     /// Hands a message to its receiver's step.
     fn deliver(&mut self, cfg: &Config, e: &Envelope<Record>) -> Effects<Record> {
-        let (from, message) = (e.from, e.message.clone());
+        let (from, message, now) = (e.from, e.message.clone(), self.now);
         match e.to {
             Node::Controller => {
                 let input = ControllerInput::Message { from, message };
-                self.active_step(|c| c.step(cfg, Tick(0), input))
+                self.active_step(|c| c.step(cfg, now, input))
             }
             Node::Broker(to) => {
                 let Some(partition) = message.partition() else {
@@ -1345,7 +1471,7 @@ impl Cluster {
                 };
                 let input = ReplicaInput::Message { from, message };
                 self.replica_mut(ReplicaId::new(to, partition))
-                    .step(cfg, Tick(0), input)
+                    .step(cfg, now, input)
             }
         }
     }
@@ -1584,10 +1710,10 @@ pub fn carry<M: InFlight>(
 
 /// What `e`, a message its receiver ignores forever ([`Replica::ignores_forever`]), would do
 /// if delivered now, by the core's own receipt checks: `None` when it is inert — its receiver,
-/// stepped with it, stays as it is and sends only messages dead in turn (the error answer to a
-/// request of an epoch it will never lead, which its sender ignores; the sim steps at one tick,
-/// so the retry such an answer brings forward changes nothing either) — and otherwise what it
-/// does. The sim's reduction then never stands in for a check of the core: a fault there (a
+/// stepped with it at its own time, stays as it is and sends only messages dead in turn (the
+/// error answer to a request of an epoch it will never lead, which its sender ignores; at the
+/// receiver's own time, the retry such an answer brings forward changes nothing either) — and
+/// otherwise what it does. The sim's reduction then never stands in for a check of the core: a fault there (a
 /// leader that answers a Fetch of an older epoch, a broker that obeys a deposed controller)
 /// shows up as a message that acts, not as a smaller state space.
 pub fn dead_message_acts(
@@ -1605,7 +1731,7 @@ pub fn dead_message_acts(
         from: e.from,
         message: e.message.clone(),
     };
-    let effects: Effects<Record> = copy.step(cfg, Tick(0), deliver);
+    let effects: Effects<Record> = copy.step(cfg, receiver.now(), deliver);
     let dead_answer = |effect: &Effect<Record>| match effect {
         Effect::Send(answer) => receiver_slot(brokers, answer).is_some_and(|at| {
             let r = &replicas[at];
@@ -1665,6 +1791,9 @@ pub struct Menu {
     duplicates: bool,
     /// Whether a zombie may take a message to the controller (listed last).
     zombie: bool,
+    /// With a clock that may advance: the messages sent since the last tick. The tick is
+    /// enabled once every message in flight is among them (listed last of all).
+    tick: Option<Vec<Envelope<Record>>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1700,6 +1829,8 @@ pub enum Choice {
     Duplicate(usize),
     /// `ZombieDeliver` of the message at this index.
     ZombieDeliver(usize),
+    /// `Tick`.
+    Tick,
 }
 
 impl Menu {
@@ -1751,6 +1882,13 @@ impl Menu {
                 out.push(Choice::ZombieDeliver(i));
             }
         }
+        if self
+            .tick
+            .as_ref()
+            .is_some_and(|fresh| all_fresh(network, fresh))
+        {
+            out.push(Choice::Tick);
+        }
         out
     }
 }
@@ -1767,19 +1905,31 @@ impl Choice {
             Choice::Drop(i) => Action::Drop(e(i)),
             Choice::Duplicate(i) => Action::Duplicate(e(i)),
             Choice::ZombieDeliver(i) => Action::ZombieDeliver(e(i)),
+            Choice::Tick => Action::Tick,
         }
     }
 
     /// The message in flight the action names, by its index.
     pub fn message(&self) -> Option<usize> {
         match *self {
-            Choice::Listed(_) | Choice::Fetch(_) | Choice::Resend(_) => None,
+            Choice::Listed(_) | Choice::Fetch(_) | Choice::Resend(_) | Choice::Tick => None,
             Choice::Deliver(i)
             | Choice::Drop(i)
             | Choice::Duplicate(i)
             | Choice::ZombieDeliver(i) => Some(i),
         }
     }
+}
+
+/// Whether every message of `network` is among `fresh` (a sorted multiset), copies counted:
+/// none was sent before the last tick.
+fn all_fresh<M: InFlight>(network: &[M], fresh: &[Envelope<Record>]) -> bool {
+    network.iter().all(|m| {
+        let e = m.envelope();
+        let copies = network.iter().filter(|n| n.envelope() == e).count();
+        let start = fresh.partition_point(|x| x < e);
+        fresh[start..].iter().take_while(|x| *x == e).count() >= copies
+    })
 }
 
 /// The messages among a controller step's effects, as the replicas' effects carry them to the

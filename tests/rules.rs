@@ -136,6 +136,7 @@ impl Run {
             keep_dead: false,
             // Every discard of the reduction checked against the core as the scripts run.
             audit_dead: true,
+            clock: 0,
         };
         let cluster = Cluster::new(&cfg, &bounds);
         Run {

@@ -53,6 +53,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             0u8..=2,
             0u8..=2,
             0u8..=2,
+            prop_oneof![Just(0u8), 4u8..=12],
         ),
     )
         .prop_map(
@@ -81,6 +82,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                     consumers,
                     deletes,
                     compactions,
+                    clock,
                 ),
             )| Knobs {
                 replicas,
@@ -98,6 +100,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 disk_failures,
                 deletes,
                 compactions,
+                clock,
                 consumer,
                 background_flush,
                 producer_retries,

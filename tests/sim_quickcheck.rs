@@ -47,6 +47,11 @@ impl Arbitrary for Schedule {
             disk_failures: pick(g, 0, 1) as u8,
             deletes: pick(g, 0, 2) as u8,
             compactions: pick(g, 0, 2) as u8,
+            clock: if bool::arbitrary(g) {
+                pick(g, 4, 12) as u8
+            } else {
+                0
+            },
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             producer_retries: bool::arbitrary(g).then(|| pick(g, 0, 2) as u8),

@@ -4,7 +4,7 @@
 use clap::Args;
 use isr::sim::Bounds;
 use isr::{Acks, Config};
-use isr_models::presets::{fetch_max_wait, Outcome, Preset};
+use isr_models::presets::{clocked, fetch_max_wait, Outcome, Preset};
 use isr_models::{Check, IsrModel};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -92,6 +92,11 @@ pub struct Overrides {
     /// No rebalance of the group beyond this generation.
     #[arg(long, value_name = "N")]
     pub max_generation: Option<u8>,
+    /// Run the replicas' clocks up to this tick: timers fire only when due and every message
+    /// arrives within a tick (0: no clock, timers fire at any moment). Sets the clocked
+    /// timings (`replica_lag_max` and the fetch waits in ticks, spec/checker.md).
+    #[arg(long, value_name = "TICKS")]
+    pub clock: Option<u8>,
     /// A rule switch, as NAME=VALUE (repeatable).
     #[arg(long = "rule", value_name = "NAME=VALUE")]
     pub rules: Vec<String>,
@@ -227,6 +232,9 @@ impl Target {
         if let Some(n) = o.max_generation {
             b.max_generation = n;
         }
+        if let Some(n) = o.clock {
+            b.clock = n;
+        }
         if b.records == 0 && b.consumers == 0 {
             return Err(Usage(
                 "invalid --records 0 without --consumers: with neither a producer nor a \
@@ -259,6 +267,9 @@ impl Target {
         if let Some(w) = &o.fetch_wait {
             cfg.fetch_max_wait = fetch_max_wait(on_off("fetch wait", w)?);
             cfg.high_watermark_wait = cfg.fetch_max_wait;
+        }
+        if b.clock > 0 {
+            clocked(&mut cfg);
         }
         if cfg.min_insync_replicas > b.replicas as usize {
             return Err(Usage(format!(
@@ -411,6 +422,10 @@ pub fn describe_bounds(b: &Bounds) -> String {
         format!(", {} compactions", b.compactions)
     } else {
         String::new()
+    } + &if b.clock > 0 {
+        format!(", clock to tick {}", b.clock)
+    } else {
+        String::new()
     } + &if b.consumers > 0 {
         format!(
             ", a group of {} consumers, {} commits, {} consumer failures, max generation {}",
@@ -471,6 +486,7 @@ pub fn bounds_json(b: &Bounds) -> Value {
         "consumers": b.consumers, "commits": b.commits, "consumer_failures": b.consumer_failures, "max_generation": b.max_generation,
         "deletes": b.deletes,
         "compactions": b.compactions,
+        "clock": b.clock,
         "dead_messages_kept": b.keep_dead,
         "reduction_audited": b.audit_dead,
     })

@@ -336,6 +336,44 @@ fn a_preset_keeps_its_expected_verdicts_under_other_bounds_unless_told_otherwise
     refused(&["check", "safe", "--expect", "WeakIsr=maybe"], "--expect");
 }
 
+/// `--clock` runs any preset's replicas on the model's clock, with the clocked timings: a
+/// follower fetching every round stays in the ISR under the safe rules, and leaves it with
+/// rule 19 off.
+#[test]
+fn a_clock_makes_timers_fire_when_due_and_checks_followers_stay() {
+    let stays = |report: &serde_json::Value| {
+        let verdicts = report["verdicts"].as_array().expect("verdicts");
+        let v = verdicts
+            .iter()
+            .find(|v| v["property"] == "FollowersFetchingEveryRoundStayInIsr")
+            .expect("the property is checked");
+        v["found"].clone()
+    };
+    let clocked = [
+        "safe",
+        "--replicas",
+        "2",
+        "--records",
+        "3",
+        "--crashes",
+        "0",
+    ];
+    let (report, code) =
+        check_json(&[&clocked[..], &["--clock", "8", "--expect", "none"]].concat());
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["bounds"]["clock"], 8);
+    assert_eq!(stays(&report), "holds", "{report:#}");
+    let off = [&clocked[..], &["--clock", "8", "--rule", "caught-up=off"]].concat();
+    let (report, code) = check_json(&off);
+    assert_eq!(stays(&report), "fails", "{report:#}");
+    assert_eq!(
+        code,
+        Some(1),
+        "another protocol is expected to keep every property"
+    );
+    refused(&["check", "safe", "--clock", "x"], "--clock");
+}
+
 #[test]
 fn a_depth_limit_gives_verdicts_complete_to_that_depth() {
     let out = isr_check(&["check", "safe", "--max-depth", "6"]);

@@ -181,6 +181,9 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::FencedMembersCannotCommit) => {
             always!(Property::FencedMembersCannotCommit)
         }
+        Check::Always(Property::FollowersFetchingEveryRoundStayInIsr) => {
+            always!(Property::FollowersFetchingEveryRoundStayInIsr)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {

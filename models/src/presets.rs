@@ -88,6 +88,7 @@ const BASE: Bounds = Bounds {
     max_generation: 3,
     deletes: 0,
     compactions: 0,
+    clock: 0,
 };
 
 /// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
@@ -108,6 +109,8 @@ use Property::*;
 pub fn fetch_max_wait(on: bool) -> Tick {
     Tick(u64::from(on))
 }
+
+pub use isr::sim::{clocked, CLOCKED_LAG_MAX};
 
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -403,6 +406,39 @@ pub const PRESETS: &[Preset] = &[
         exhaustive: true,
     },
     Preset {
+        name: "safe-clock",
+        about: "every rule on, with the replicas' clocks running: timers fire only when due, \
+                every message arrives within a tick, and the producer writes under steady \
+                load. No follower ever leaves the ISR (FollowersFetchingEveryRoundStayInIsr), \
+                and what the lag, fetch-wait and checkpoint timers do at their deadlines is \
+                checked against every property. No crash: the failover guards are unreached",
+        rules: &[],
+        min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: true,
+        bounds: CLOCK,
+        isr_changes: 2,
+        fails: &[],
+        unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
+        exhaustive: true,
+    },
+    Preset {
+        name: "kafka-4485",
+        about: "KAFKA-4485: a leader counts a follower caught up only when a Fetch reaches its \
+                log end of the moment (rule 19 off). Under steady writes the log end moves \
+                while each Fetch travels, so a follower that fetches every round, one round \
+                trip behind, leaves the ISR once replica_lag_max passes",
+        rules: &[("caught-up", "off")],
+        min_insync_replicas: 2,
+        fetch_max_entries: UNLIMITED,
+        fetch_wait: true,
+        bounds: CLOCK,
+        isr_changes: 2,
+        fails: &[FollowersFetchingEveryRoundStayInIsr],
+        unreached: &[],
+        exhaustive: false,
+    },
+    Preset {
         name: "safe-fetch-limit",
         about: "every rule on, three brokers, two records and a fetch limit of one record, no \
                 crash: with min ISR 2 the HW moves on with two replicas while the third \
@@ -689,6 +725,17 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
+/// The clocked presets' bounds: two brokers, no crash, records enough to keep a follower's
+/// fetches behind the log end for longer than [`CLOCKED_LAG_MAX`], and the clock a little
+/// further.
+const CLOCK: Bounds = Bounds {
+    records: 4,
+    max_leader_epoch: 1,
+    consumer: false,
+    clock: 10,
+    ..BASE
+};
+
 /// The consumer-group presets' bounds: one record, two consumers that may fail once and
 /// commit twice, up to generation 3; no broker stops.
 const GROUP: Bounds = Bounds {
@@ -746,14 +793,18 @@ impl Preset {
 
     /// The configuration of this preset.
     pub fn config(&self) -> Config {
-        Config {
+        let mut cfg = Config {
             rules: self.rules(),
             min_insync_replicas: self.min_insync_replicas,
             fetch_max_entries: self.fetch_max_entries,
             fetch_max_wait: fetch_max_wait(self.fetch_wait),
             high_watermark_wait: fetch_max_wait(self.fetch_wait),
             ..Config::default()
+        };
+        if self.bounds.clock > 0 {
+            clocked(&mut cfg);
         }
+        cfg
     }
 
     pub fn model(&self) -> IsrModel {

@@ -38,6 +38,7 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
         consumer_failures: 0,
         max_generation: 3,
         audit_dead: false,
+        clock: 0,
     };
     // Page-cache acknowledgement: running replicas hold unflushed data, stopped ones must not.
     let p = Preset::find("kip966").expect("preset exists");

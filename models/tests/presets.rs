@@ -4,9 +4,9 @@
 //! explore hundreds of thousands of states.
 
 use isr::sim::Bounds;
-use isr::{Acks, Config, Property, Rules};
+use isr::{Acks, Config, Property, Rules, Tick};
 use isr_models::check::{run, symmetry_pays, Run, Search};
-use isr_models::presets::{Outcome, Preset, PRESETS};
+use isr_models::presets::{Outcome, Preset, CLOCKED_LAG_MAX, PRESETS};
 use isr_models::shortest::shortest_path;
 use isr_models::{Check, IsrModel};
 
@@ -149,6 +149,29 @@ fn disk_full_acknowledges_a_write_no_replica_holds() {
 /// Without strict min ISR a leader alone in its ISR commits and acknowledges: the ELR keeps it
 /// the only electable replica, so nothing committed is lost at `safe`'s bounds, and only
 /// AcknowledgedOnMinIsr says what the rule is for.
+#[test]
+fn kafka_4485_drops_a_follower_that_fetches_every_round() {
+    bug(
+        "kafka-4485",
+        Property::FollowersFetchingEveryRoundStayInIsr,
+        16,
+    );
+}
+
+/// The clocked presets' lag is as short as Kafka's caught-up rule allows: with one tick less,
+/// a follower that fetches every round, one round trip behind a steady producer, leaves the
+/// ISR under the rule too. So the clock is checked to the tick: a timer that fires a tick
+/// early, or a caught-up time a round older than Kafka's, fails `safe-clock`.
+#[test]
+fn safe_clock_with_a_tick_less_lag_drops_a_follower_fetching_every_round() {
+    let failed = failing_under("safe-clock", |cfg| Config {
+        replica_lag_max: Tick(CLOCKED_LAG_MAX.0 - 1),
+        ..cfg
+    });
+    let property = Check::Always(Property::FollowersFetchingEveryRoundStayInIsr);
+    assert_eq!(failed, [(property, 13)]);
+}
+
 /// Preset `name`'s bounds under the configuration `change` makes of its own, explored
 /// exhaustively with nothing asserted: every property that fails, with its shortest
 /// counterexample's length.
@@ -251,6 +274,25 @@ fn safe_holds_exhaustively_at_a_small_bound() {
 /// 9,282 since a Fetch carries the follower's high watermark and log start (a leader holds one
 /// it has news for only briefly, so two fetches that differ in them are two messages).
 const SAFE_SMALL_UNIQUE: usize = 9_282;
+
+/// The clocked safe protocol at a smaller bound (three records, the clock to tick 8), every
+/// verdict as `safe-clock` expects and the state count pinned: time, the messages sent this
+/// tick and the timers' deadlines are all state.
+#[test]
+fn safe_clock_holds_exhaustively_at_a_small_bound() {
+    let p = Preset::find("safe-clock").expect("preset exists");
+    let bounds = Bounds {
+        records: 3,
+        clock: 8,
+        ..p.bounds.clone()
+    };
+    let model = IsrModel::new(p.config(), bounds, p.isr_changes);
+    let r = dfs(&model, |c| p.expected(c));
+    assert!(r.as_expected(), "{:?}", mismatches(&r));
+    assert_eq!(r.unique, SAFE_CLOCK_SMALL_UNIQUE);
+}
+
+const SAFE_CLOCK_SMALL_UNIQUE: usize = 27_858;
 
 /// The safe protocol through a controller failover: the old controller runs on as a zombie
 /// beside its successor, and the store refuses its steps (rule 11).

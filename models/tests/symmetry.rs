@@ -53,24 +53,28 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         consumer_failures: 0,
         max_generation: 3,
         audit_dead: false,
+        clock: 0,
     };
     let mut out = Vec::new();
     let mut walk = Walk(0x9e37_79b9_7f4a_7c15);
-    // (preset, partitions, consumers): a group's coordinators are renamed with their brokers.
-    for (name, partitions, consumers) in [
-        ("safe", 1, 0),
-        ("safe", 2, 0),
-        ("kip966", 1, 0),
-        ("kip966", 2, 0),
-        ("unclean-election", 1, 0),
-        ("last-replica-standing", 1, 0),
-        ("kafka-6082", 1, 0),
-        ("coordinator-failover", 1, 2),
+    // (preset, partitions, consumers, clock): a group's coordinators are renamed with their
+    // brokers, and with a clock the messages sent this tick with the network.
+    for (name, partitions, consumers, clock) in [
+        ("safe", 1, 0, 0),
+        ("safe", 2, 0, 0),
+        ("kip966", 1, 0, 0),
+        ("kip966", 2, 0, 0),
+        ("unclean-election", 1, 0, 0),
+        ("last-replica-standing", 1, 0, 0),
+        ("kafka-6082", 1, 0, 0),
+        ("coordinator-failover", 1, 2, 0),
+        ("safe-clock", 1, 0, 10),
     ] {
         let p = Preset::find(name).expect("preset exists");
         let bounds = Bounds {
             partitions,
             consumers,
+            clock,
             commits: 2,
             consumer_failures: 1,
             ..bounds.clone()

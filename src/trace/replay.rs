@@ -998,6 +998,7 @@ impl<'t> Replayer<'t> {
             history,
             flush,
             stalled_reconciliation: None,
+            timely: false,
         };
         for property in Property::ALL {
             property.check(&view).map_err(|v| v.to_string())?;

@@ -8,9 +8,9 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use isr::sim::{describe, set, Action, Bounds, Cluster, ReplicaId};
+use isr::sim::{clocked, describe, set, Action, Bounds, Cluster, ReplicaId};
 use isr::{
-    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Violation,
+    Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Tick, Violation,
 };
 use std::fmt;
 use std::io::Write;
@@ -45,6 +45,10 @@ pub struct Knobs {
     pub deletes: u8,
     /// Compaction passes that may remove a superseded record.
     pub compactions: u8,
+    /// Run the replicas' clocks up to this tick (0: none, every timer an action of its own):
+    /// timers fire only when due and every message arrives within a tick, so a timely run
+    /// must keep every follower in the ISR.
+    pub clock: u8,
     pub consumer: bool,
     pub background_flush: bool,
     /// An idempotent producer that may retry this many times; `None` for a plain producer.
@@ -103,6 +107,7 @@ impl Scenario {
             disk_failures: k.disk_failures,
             deletes: k.deletes,
             compactions: k.compactions,
+            clock: k.clock,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
@@ -134,6 +139,11 @@ impl Scenario {
                     .collect()
             }
         };
+        if k.clock > 0 {
+            // Leaders hold fetches, as in the clocked presets.
+            cfg.fetch_max_wait = Tick(1);
+            clocked(&mut cfg);
+        }
         let slow = k
             .slow_broker
             .filter(|&b| b < replicas)

@@ -169,6 +169,7 @@ enum What {
     Drop(u64),
     Duplicate(u64),
     ZombieDeliver(u64),
+    Tick,
 }
 
 impl What {
@@ -182,6 +183,7 @@ impl What {
             Choice::Drop(i) => What::Drop(fp(i)),
             Choice::Duplicate(i) => What::Duplicate(fp(i)),
             Choice::ZombieDeliver(i) => What::ZombieDeliver(fp(i)),
+            Choice::Tick => What::Tick,
         }
     }
 }

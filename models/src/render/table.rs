@@ -280,6 +280,9 @@ pub fn table(bounds: &Bounds, before: Option<&Cluster>, c: &Cluster) -> String {
         c.clean_crashes,
         c.unclean_crashes
     );
+    if c.clocked {
+        let _ = write!(out, "  tick {}", c.now.0);
+    }
     out
 }
 
