@@ -1,15 +1,18 @@
-//! Embedding the verified core in a service: three replicas and a controller, each a thread,
+//! Embedding the verified core in a service: three brokers and a controller, each a thread,
 //! connected by in-process channels. Records are written to the leader with acks=all; then the
 //! leader's process is killed (a power cut: what it had not flushed is gone), the controller
 //! elects another leader, writing goes on, and the dead broker is restarted from what it kept on
 //! disk — its flushed log and its high watermark checkpoint — and catches up. Every acknowledged
 //! record is in every log at the end.
 //!
-//! The program decides nothing about the protocol. Each node steps its core object with what
-//! arrives (a message, a write, the passing of time) and carries out the effects: messages go
-//! to their receiver's channel, a flush is done and reported back, a checkpoint is written,
-//! answers go to the producer. Swap channels for sockets and `MemLog` for files and this is the
-//! shape of `runtime/`. Run it with `cargo run --example three_replicas`.
+//! The program decides nothing about the protocol. Each broker's thread drives one node of the
+//! core, a `Broker` (its session with the controller, and its replica in the `Broker`'s
+//! `Replicas`): it steps it once per input (a message, a write, the controller's answer),
+//! carries out the effects — messages to their receiver's channel, a flush done through
+//! `Replicas::update` and reported back, a checkpoint written, answers to the producer — and
+//! sleeps until something arrives or `Broker::next_timeout`, when it steps `BrokerInput::Tick`.
+//! The controller's thread drives a `Controller` alike. Swap channels for sockets and `MemLog`
+//! for files and this is the shape of `runtime/`. Run: `cargo run --example three_replicas`.
 //!
 //! What a restarted process needs, and where it comes from:
 //! - its log as durable on disk: the entries up to `Log::flushed_offset` (here, the in-memory
@@ -19,19 +22,19 @@
 //! - whether its last stop was clean (KIP-966), which its session tells the controller when it
 //!   registers.
 //!
-//! It starts with `Replica::recover(id, partition, log, checkpoint)` and a new
-//! `BrokerSession`, which registers; the controller's LeaderAndIsr makes it a follower, which
-//! reconciles its log with the leader's (truncating what the leader does not hold) and fetches
-//! the rest. The session heartbeats, and registers again if the controller fenced the broker:
-//! the driver only carries its messages and tells it what the controller answered.
+//! It starts a `Broker::new(id, clean_shutdown)` hosting `Replica::recover(id, partition, log,
+//! checkpoint)`: the session registers, the controller's LeaderAndIsr makes the replica a
+//! follower, which reconciles its log with the leader's (truncating what the leader does not
+//! hold) and fetches the rest. The session heartbeats, and registers again if the controller
+//! fenced the broker: the driver only carries its messages and tells it what it answered.
 
 use isr::broker::{Effect as SessionEffect, Input as SessionInput};
 use isr::{
-    Acks, BrokerId, BrokerSession, Config, Controller, ControllerEffect, ControllerEffects,
-    ControllerInput, Effect, Envelope, Log, MemLog, Message, Node, Offset, PartitionId, Replica,
-    ReplicaInput, Tick, WriteError,
+    Acks, Broker, BrokerEffect, BrokerId, BrokerInput, Config, Controller, ControllerEffect,
+    ControllerEffects, ControllerInput, Effect, Envelope, Log, MemLog, Message, Node, Offset,
+    PartitionId, Replica, ReplicaInput, Tick, WriteError,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -66,39 +69,53 @@ struct Disk {
     hw_checkpoint: Offset,
 }
 
-/// One broker's driver: its replica, the producers waiting for answers, its checkpoint file.
-struct Broker {
-    replica: Replica<MemLog<String>>,
+/// One broker's process: its node of the core, the producers waiting for answers, a checkpoint.
+struct Process {
+    broker: Broker<MemLog<String>>,
     acks: BTreeMap<u64, Producer>,
     /// The high watermark checkpoint as last written (a file, in a real broker).
-    hw_checkpoint: Offset,
+    checkpoint: Offset,
 }
 
-impl Broker {
-    /// Steps the replica and carries the effects out, in order: what a node's driver is.
-    fn step(&mut self, cfg: &Config, now: Tick, input: ReplicaInput<String>, routes: &Routes) {
-        let mut effects = self.replica.step(cfg, now, input);
-        while !effects.is_empty() {
-            let mut flush = false;
-            for effect in effects {
+impl Process {
+    /// Steps the broker and carries the effects out, in order: what a node's driver is.
+    fn step(&mut self, cfg: &Config, now: Tick, input: BrokerInput<String>, routes: &Routes) {
+        let mut inputs = VecDeque::from([input]);
+        while let Some(input) = inputs.pop_front() {
+            let mut flush = BTreeSet::new();
+            for effect in self.broker.step(cfg, now, input) {
                 match effect {
-                    Effect::Send(envelope) => send(routes, envelope),
-                    Effect::Acknowledge { id, .. } => self.answer(id, Ok(id)),
-                    Effect::FailWrite { id, error, .. } => self.answer(id, Err(error)),
-                    Effect::Flush { .. } => flush = true,
-                    Effect::CheckpointHighWatermark { offset, .. } => self.hw_checkpoint = offset,
-                    // Truncations and HW moves: nothing to do for an in-memory log.
-                    _ => {}
+                    BrokerEffect::Session(SessionEffect::Send(envelope)) => send(routes, envelope),
+                    // A silent controller: open another session (here it is always the same).
+                    BrokerEffect::Session(SessionEffect::SessionLost) => {
+                        inputs.push_back(BrokerInput::Session(SessionInput::SessionOpened))
+                    }
+                    BrokerEffect::Replica(effect) => match effect {
+                        Effect::Send(envelope) => send(routes, envelope),
+                        Effect::Acknowledge { id, .. } => self.answer(id, Ok(id)),
+                        Effect::FailWrite { id, error, .. } => self.answer(id, Err(error)),
+                        Effect::Flush { partition, .. } => {
+                            flush.insert(partition);
+                        }
+                        Effect::CheckpointHighWatermark { offset, .. } => self.checkpoint = offset,
+                        // Truncations and HW moves: nothing to do for an in-memory log.
+                        _ => {}
+                    },
                 }
             }
-            // A real log would fsync here, once for every flush asked for (group commit).
-            effects = if flush {
-                self.replica.log_mut().flush();
-                let durable = self.replica.log().flushed_offset();
-                self.replica.step(cfg, now, ReplicaInput::Flushed(durable))
-            } else {
-                Vec::new()
-            };
+            // A real log would fsync here, once for every flush asked for (group commit), through
+            // `update`, which reschedules the replica (a flush may start a timer).
+            let replicas = self.broker.replicas_mut();
+            for partition in flush {
+                let durable = replicas.update(cfg, partition, |replica, ()| {
+                    replica.log_mut().flush();
+                    replica.log().flushed_offset()
+                });
+                inputs.extend(durable.map(|offset| BrokerInput::Replica {
+                    partition,
+                    input: ReplicaInput::Flushed(offset),
+                }));
+            }
         }
     }
 
@@ -110,12 +127,13 @@ impl Broker {
 
     /// What a power cut leaves: the log as far as it was flushed, and the last checkpoint.
     fn disk(&self) -> Disk {
-        let mut log = self.replica.log().clone();
+        let replica = self.broker.replicas().get(PARTITION).expect("its replica");
+        let mut log = replica.log().clone();
         // An in-memory stand-in for a file: cut it where the last fsync left the file.
         log.lose_unflushed();
         Disk {
             log,
-            hw_checkpoint: self.hw_checkpoint,
+            hw_checkpoint: self.checkpoint,
         }
     }
 }
@@ -129,8 +147,8 @@ fn clock(start: Instant) -> Tick {
     Tick((start.elapsed().as_millis() / TICK.as_millis()) as u64)
 }
 
-/// One broker's process: its replica of the partition, driven by its channel and its clock.
-/// `restarted` is what a restarted process found on disk; its inbox is handed back when killed.
+/// One broker's process: its `Broker`, driven by its channel and its clock. `restarted` is
+/// what a restarted process found on disk; its inbox is handed back when killed.
 fn broker(
     id: BrokerId,
     cfg: Config,
@@ -139,82 +157,64 @@ fn broker(
     restarted: Option<Disk>,
 ) -> Receiver<Event> {
     let start = Instant::now();
-    let now = || clock(start);
     // A restarted process's last run was killed: its registration says unclean (KIP-966). A
     // first start has no last run to have lost anything.
-    let mut session = BrokerSession::new(id, restarted.is_none());
+    let clean_shutdown = restarted.is_none();
     let replica = match restarted {
         Some(disk) => Replica::recover(id, PARTITION, disk.log, disk.hw_checkpoint),
         None => Replica::new(id, PARTITION, MemLog::default()),
     };
-    let mut node = Broker {
-        hw_checkpoint: replica.hw_checkpoint(),
-        replica,
+    let mut node = Process {
+        checkpoint: replica.hw_checkpoint(),
+        broker: Broker::new(id, clean_shutdown),
         acks: BTreeMap::new(),
     };
-    // The session's effects: messages to the controller; a session lost (no answers for a
-    // session's length) is opened again, since the controller here is always the same one.
-    let session_step = |session: &mut BrokerSession, input| {
-        let mut effects: Vec<SessionEffect<String>> = session.step(&cfg, now(), input);
-        while !effects.is_empty() {
-            let mut reopened = Vec::new();
-            for effect in effects {
-                match effect {
-                    SessionEffect::Send(envelope) => send(&routes, envelope),
-                    SessionEffect::SessionLost => {
-                        reopened = session.step(&cfg, now(), SessionInput::SessionOpened)
-                    }
-                }
-            }
-            effects = reopened;
-        }
+    node.broker.replicas_mut().insert(&cfg, replica, ());
+    let to_replica = |input| BrokerInput::Replica {
+        partition: PARTITION,
+        input,
     };
-    session_step(&mut session, SessionInput::SessionOpened);
-    let mut ticked = Tick(0);
+    let opened = BrokerInput::Session(SessionInput::SessionOpened);
+    node.step(&cfg, clock(start), opened, &routes);
     loop {
-        let input = match inbox.recv_timeout(TICK) {
-            Ok(Event::Message(e)) => Some(ReplicaInput::Message {
+        // Sleep until something arrives or the next timer is due; a due timer goes first.
+        let next = node.broker.next_timeout(&cfg);
+        let event = match next.map(|t| (TICK * t.0 as u32).saturating_sub(start.elapsed())) {
+            Some(Duration::ZERO) => Err(RecvTimeoutError::Timeout),
+            Some(wait) => inbox.recv_timeout(wait),
+            None => inbox.recv().map_err(RecvTimeoutError::from),
+        };
+        let input = match event {
+            Ok(Event::Message(e)) => to_replica(ReplicaInput::Message {
                 from: e.from,
                 message: e.message,
             }),
             Ok(Event::Write(id, record, ack)) => {
                 node.acks.insert(id, ack);
-                Some(ReplicaInput::Write {
+                to_replica(ReplicaInput::Write {
                     id,
                     records: vec![record],
                     acks: Acks::All,
                     producer: None,
                 })
             }
-            Ok(Event::Session(input)) => {
-                session_step(&mut session, input);
-                None
-            }
+            Ok(Event::Session(input)) => BrokerInput::Session(input),
+            Err(RecvTimeoutError::Timeout) => BrokerInput::Tick,
             Ok(Event::Log(reply)) => {
-                let end = node.replica.log_end_offset();
-                let log = node.replica.log().read(Offset(0), end, usize::MAX);
+                let replica = node.broker.replicas().get(PARTITION).expect("its replica");
+                let end = replica.log_end_offset();
+                let log = replica.log().read(Offset(0), end, usize::MAX);
                 let _ = reply.send(log.into_iter().map(|e| e.record).collect());
-                None
+                continue;
             }
             Ok(Event::Kill(reply)) => {
                 let _ = reply.send(node.disk());
                 return inbox;
             }
-            Ok(Event::Isr(_)) | Err(RecvTimeoutError::Timeout) => None,
+            Ok(Event::Isr(_)) => continue,
             Err(RecvTimeoutError::Disconnected) => return inbox,
         };
-        let t = now();
-        if let Some(input) = input {
-            node.step(&cfg, t, input, &routes);
-        }
-        // Once per tick: the core's timers; and the session's when they are due.
-        if t > ticked {
-            ticked = t;
-            node.step(&cfg, t, ReplicaInput::Tick, &routes);
-        }
-        if session.next_timeout(&cfg).is_some_and(|due| due <= t) {
-            session_step(&mut session, SessionInput::Tick);
-        }
+        node.step(&cfg, clock(start), input, &routes);
     }
 }
 
