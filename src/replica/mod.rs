@@ -505,9 +505,10 @@ impl<L: Log> Replica<L> {
     /// Whether this running replica would ignore `message` now and in every future state until
     /// it stops, or answer it only with an error its sender ignores. Drivers may then discard
     /// the message: delivering it could change nothing but when a timer fires (an error answer
-    /// brings the request timer's retry forward), and a model checker, which has no clock, sees
-    /// no change at all. A model checker uses this to avoid exploring the interleavings of dead
-    /// messages.
+    /// brings the request timer's retry forward), and a model checker without a clock sees no
+    /// change at all; with one, the models make the retry as slow as the request timer
+    /// (`sim::clocked`), so that it brings nothing forward either. A model checker uses this to
+    /// avoid exploring the interleavings of dead messages.
     ///
     /// Sound because a running replica's leader, partition, broker and controller epochs, and
     /// the epoch of its request out, only grow (they reset only at a restart, and a stop loses
