@@ -113,6 +113,9 @@ where
     /// [`followers_fetching_every_round_stay_in_isr`] speak. The model's clock sets it; a driver
     /// that cannot say so leaves it `false`.
     pub timely: bool,
+    /// With a clock, the first broker whose request or AlterPartition timer came due in a
+    /// timely run, as the driver saw it ([`timely_requests_are_not_retried`]).
+    pub timely_retry: Option<BrokerId>,
 }
 
 /// A broken property, with the evidence. Each message names the property and says what was
@@ -216,6 +219,12 @@ pub enum Violation {
         follower: BrokerId,
         /// Who left it out: a leader's proposal, or the controller's ISR.
         by: String,
+    },
+    /// **TimelyRequestsAreNotRetried** broken.
+    #[error("TimelyRequestsAreNotRetried: in a timely run, {broker}'s request or AlterPartition timer came due: it asks again for what should have been answered")]
+    RetriedInTimelyRun {
+        /// The broker whose timer came due.
+        broker: BrokerId,
     },
     /// **ReplicasAreConsistent** broken.
     #[error("ReplicasAreConsistent: replica {replica} is inconsistent: {what}")]
@@ -377,11 +386,14 @@ pub enum Property {
     /// [`followers_fetching_every_round_stay_in_isr`]: in a timely run no follower leaves the
     /// ISR.
     FollowersFetchingEveryRoundStayInIsr,
+    /// [`timely_requests_are_not_retried`]: in a timely run no request or AlterPartition is
+    /// sent again.
+    TimelyRequestsAreNotRetried,
 }
 
 impl Property {
     /// Every property, in the order the checker reports them.
-    pub const ALL: [Property; 21] = [
+    pub const ALL: [Property; 22] = [
         Property::StrongIsr,
         Property::WeakIsr,
         Property::LeaderInIsr,
@@ -403,6 +415,7 @@ impl Property {
         Property::FencedMembersCannotCommit,
         Property::CleanedRecordsAreSuperseded,
         Property::FollowersFetchingEveryRoundStayInIsr,
+        Property::TimelyRequestsAreNotRetried,
     ];
 
     /// Whether a property of a consumer group, not of one partition: [`Property::check`]
@@ -446,6 +459,7 @@ impl Property {
             Property::FollowersFetchingEveryRoundStayInIsr => {
                 "FollowersFetchingEveryRoundStayInIsr"
             }
+            Property::TimelyRequestsAreNotRetried => "TimelyRequestsAreNotRetried",
         }
     }
 
@@ -484,6 +498,7 @@ impl Property {
             Property::FollowersFetchingEveryRoundStayInIsr => {
                 followers_fetching_every_round_stay_in_isr(view)
             }
+            Property::TimelyRequestsAreNotRetried => timely_requests_are_not_retried(view),
             Property::ConsumerResumesWithoutLoss
             | Property::AcknowledgedCommitsSurvive
             | Property::FencedMembersCannotCommit => Ok(()),
@@ -861,6 +876,22 @@ where
         }
     }
     Ok(())
+}
+
+/// **TimelyRequestsAreNotRetried**: in a timely run ([`ClusterView::timely`]) every request a
+/// follower sends (Fetch, OffsetForLeaderEpoch) and every AlterPartition a leader sends is
+/// answered before the timer that would send it again comes due, as the driver saw it
+/// ([`ClusterView::timely_retry`]): a timeout is for a lost request or a lost peer, never for
+/// one that is merely slow within the network's bound. A request timer a tick early (a held
+/// Fetch's wait forgotten in it) retries for nothing, and this says so.
+pub fn timely_requests_are_not_retried<L: Log>(view: &ClusterView<'_, L>) -> Result<(), Violation>
+where
+    L::Record: Ord,
+{
+    match view.timely_retry {
+        Some(broker) => Err(Violation::RetriedInTimelyRun { broker }),
+        None => Ok(()),
+    }
 }
 
 /// How many replicas `leader` knows to hold the entry at `offset`: itself, if its log holds it,

@@ -365,7 +365,11 @@ impl Cluster {
             Arc::make_mut(c).rename_brokers(r);
         }
         r.set(&mut self.awaiting_rejoin);
-        if let Some(b) = &mut self.stalled_reconciliation {
+        for b in self
+            .stalled_reconciliation
+            .iter_mut()
+            .chain(&mut self.timely_retry)
+        {
             r.rename(b);
         }
         if let Some(consumers) = &mut self.consumers {

@@ -246,21 +246,31 @@ impl Default for Bounds {
 /// the ISR (spec/properties.md, FollowersFetchingEveryRoundStayInIsr).
 pub const CLOCKED_LAG_MAX: Tick = Tick(4);
 
+/// The clocked simulations' `request_timeout` and `alter_partition_timeout`, in ticks
+/// ([`clocked`]): a request sent at `t` arrives by `t + 1` and its answer by `t + 2`, before
+/// the tick to `t + 3`, so three is the least timeout no timely answer outlasts (a held Fetch
+/// adds its wait to it: [`Replica::timers`]).
+pub const CLOCKED_TIMEOUT: Tick = Tick(3);
+
 /// The timings of a clocked simulation ([`Bounds::clock`]), over `cfg`'s: a follower may lag
 /// [`CLOCKED_LAG_MAX`] ticks; a leader with fetch waits holds a Fetch that finds nothing new
-/// for two ticks (one when only its high watermark is news); and an error answer does not
-/// bring a follower's next request forward (`retry_backoff` is a whole request wait). That
-/// last keeps the dead-message reduction sound under a clock: a follower acts on an error
-/// answer only by retrying sooner, which with it changes nothing, so such an answer stays
+/// for two ticks (one when only its high watermark is news); requests and AlterPartitions time
+/// out after [`CLOCKED_TIMEOUT`], as soon as no timely answer can still come; and an error
+/// answer does not bring a follower's next request forward (`retry_backoff` is a whole request
+/// wait). That last keeps the dead-message reduction sound under a clock: a follower acts on an
+/// error answer only by retrying sooner, which with it changes nothing, so such an answer stays
 /// inert ([`Replica::ignores_forever`]). Timely runs get no error answers (no epoch changes
-/// without a fault); the request and AlterPartition timeouts keep their defaults, longer than
-/// any timely answer takes.
+/// without a fault). Each timing is the tightest a timely run allows, so that a deadline a tick
+/// early fails a property: FollowersFetchingEveryRoundStayInIsr for the lag,
+/// TimelyRequestsAreNotRetried for the timeouts.
 pub fn clocked(cfg: &mut Config) {
     cfg.replica_lag_max = CLOCKED_LAG_MAX;
     if cfg.fetch_max_wait.0 > 0 {
         cfg.fetch_max_wait = Tick(2);
         cfg.high_watermark_wait = Tick(1);
     }
+    cfg.request_timeout = CLOCKED_TIMEOUT;
+    cfg.alter_partition_timeout = CLOCKED_TIMEOUT;
     cfg.retry_backoff = Tick(cfg.request_timeout.0 + cfg.fetch_max_wait.0);
 }
 
@@ -623,6 +633,12 @@ pub struct Cluster {
     /// only makes the other due sooner.
     #[serde(default)]
     pub fresh: Vec<Envelope<Record>>,
+    /// Ghost: the first broker whose request or AlterPartition timer came due while the run
+    /// was timely, so that it sent again what every message's timeliness should have answered
+    /// ([`crate::invariants::timely_requests_are_not_retried`]). `None` in every run of a
+    /// correct core, so it adds no state.
+    #[serde(default)]
+    pub timely_retry: Option<BrokerId>,
 }
 
 impl Cluster {
@@ -664,6 +680,7 @@ impl Cluster {
             clocked: bounds.clock > 0,
             now: Tick(0),
             fresh: Vec::new(),
+            timely_retry: None,
         };
         let controller = Arc::make_mut(&mut cluster.controller);
         for b in 0..n {
@@ -721,6 +738,7 @@ impl Cluster {
             flush: self.flush,
             stalled_reconciliation: self.stalled_reconciliation,
             timely: self.timely(),
+            timely_retry: self.timely_retry,
         }
     }
 
@@ -1273,6 +1291,12 @@ impl Cluster {
             let r = self.replica(id);
             if !r.is_online() || r.next_timeout(cfg).is_none_or(|at| at > self.now) {
                 continue;
+            }
+            let retries = r.timers(cfg).into_iter().any(|(timer, at)| {
+                matches!(timer, Timer::Request | Timer::AlterPartition) && at <= self.now
+            });
+            if retries && self.timely() && self.timely_retry.is_none() {
+                self.timely_retry = Some(id.broker);
             }
             let now = self.now;
             let effects = self.replica_mut(id).step(cfg, now, ReplicaInput::Tick);

@@ -184,6 +184,9 @@ fn stateright_property(check: Check) -> stateright::Property<IsrModel> {
         Check::Always(Property::FollowersFetchingEveryRoundStayInIsr) => {
             always!(Property::FollowersFetchingEveryRoundStayInIsr)
         }
+        Check::Always(Property::TimelyRequestsAreNotRetried) => {
+            always!(Property::TimelyRequestsAreNotRetried)
+        }
         Check::Sometimes(Guard::RecordCommitted) => sometimes!(Guard::RecordCommitted),
         Check::Sometimes(Guard::FailoverCommits) => sometimes!(Guard::FailoverCommits),
         Check::Sometimes(Guard::RestartedReplicaRejoins) => {

@@ -110,7 +110,7 @@ pub fn fetch_max_wait(on: bool) -> Tick {
     Tick(u64::from(on))
 }
 
-pub use isr::sim::{clocked, CLOCKED_LAG_MAX};
+pub use isr::sim::{clocked, CLOCKED_LAG_MAX, CLOCKED_TIMEOUT};
 
 pub const PRESETS: &[Preset] = &[
     Preset {

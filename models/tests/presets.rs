@@ -6,7 +6,7 @@
 use isr::sim::Bounds;
 use isr::{Acks, Config, Property, Rules, Tick};
 use isr_models::check::{run, symmetry_pays, Run, Search};
-use isr_models::presets::{Outcome, Preset, CLOCKED_LAG_MAX, PRESETS};
+use isr_models::presets::{Outcome, Preset, CLOCKED_LAG_MAX, CLOCKED_TIMEOUT, PRESETS};
 use isr_models::shortest::shortest_path;
 use isr_models::{Check, IsrModel};
 
@@ -170,6 +170,22 @@ fn safe_clock_with_a_tick_less_lag_drops_a_follower_fetching_every_round() {
     });
     let property = Check::Always(Property::FollowersFetchingEveryRoundStayInIsr);
     assert_eq!(failed, [(property, 13)]);
+}
+
+/// The clocked presets' request timeout is as short as a timely answer allows: with one tick
+/// less, a follower's request timer comes due before an answer that is on time, and it asks
+/// again for nothing. A request timer that forgets a held Fetch's wait fails the same way.
+#[test]
+fn safe_clock_with_a_tick_shorter_timeout_retries_a_timely_request() {
+    let failed = failing_under("safe-clock", |cfg| Config {
+        request_timeout: Tick(CLOCKED_TIMEOUT.0 - 1),
+        ..cfg
+    });
+    // The needless retries also cost a follower its place: a leader counts the second Fetch
+    // from the same offset as the follower's previous one, one round later.
+    let retried = Check::Always(Property::TimelyRequestsAreNotRetried);
+    let left = Check::Always(Property::FollowersFetchingEveryRoundStayInIsr);
+    assert_eq!(failed, [(left, 23), (retried, 9)]);
 }
 
 /// Preset `name`'s bounds under the configuration `change` makes of its own, explored

@@ -999,6 +999,7 @@ impl<'t> Replayer<'t> {
             flush,
             stalled_reconciliation: None,
             timely: false,
+            timely_retry: None,
         };
         for property in Property::ALL {
             property.check(&view).map_err(|v| v.to_string())?;
