@@ -191,9 +191,9 @@ pub struct Bounds {
     /// [`Action::Tick`], never by an action of their own; and the network and disks are timely:
     /// a tick waits until every message sent before the previous tick has arrived, so each
     /// arrives within a tick of being sent, and (under `flush=always`) until every log is
-    /// flushed. Timers that no timely run can fire (a request timer) then
-    /// never fire; crashes, drops and session expiries stay actions, and end the run's
-    /// timeliness ([`crate::ClusterView::timely`]).
+    /// flushed. A request or AlterPartition timer then comes due only for an answer that is
+    /// late, which in a timely run none is; crashes, drops and session expiries stay actions,
+    /// and end the run's timeliness ([`crate::ClusterView::timely`]).
     #[serde(default)]
     pub clock: u8,
 }
