@@ -1076,9 +1076,6 @@ impl Cluster {
     /// is the two together; a search engine runs this part once for all the states that differ
     /// only in their messages.
     pub fn act(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) -> Traffic {
-        if *action == Action::Tick {
-            return self.tick(cfg, bounds);
-        }
         if let Some(e) = action.message().filter(|_| action.takes_message()) {
             if let Some(at) = self.fresh.iter().position(|x| x == e) {
                 self.fresh.remove(at);
@@ -1273,7 +1270,7 @@ impl Cluster {
                 self.zombie_step(cfg, |z| z.step(cfg, now, input))
             }
             Action::Group(a) => self.group_act(cfg, bounds, a).unwrap_or_default(),
-            Action::Tick => unreachable!("taken above"),
+            Action::Tick => return self.tick(cfg, bounds),
         };
         let sent = self.route(bounds, effects, self.source(action));
         self.sent_now(&sent);
