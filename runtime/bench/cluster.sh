@@ -28,8 +28,9 @@
 # commits: consumer groups' synchronous offset commits (confluent-kafka, each group one consumer
 #   committing one partition of a 12-partition RF 3 topic after every "message"), for each
 #   flush policy, with COMMITTERS groups at once (default "1 12") for COMMIT_SECS s (default 10):
-#   commits per second of the whole cluster. Each commit is a record in __consumer_offsets,
-#   acknowledged once committed (acks=all, min ISR 2).
+#   commits per second of the whole cluster, and the CPU time a commit costs the client process
+#   and the cluster's processes (their sum over the run, divided by the commits). Each commit
+#   is a record in __consumer_offsets, acknowledged once committed (acks=all, min ISR 2).
 # retention: does deleting segments hold up writes? Three brokers (flush=always), a topic of 3
 #   partitions at RF 3 (min ISR 2) with retention.ms=2000 and segment.ms=200, RETENTION_RECORDS
 #   (default 2500000) 100-byte records from 3 producers in batches of 100 (acks=all); once with
@@ -246,10 +247,13 @@ commits() {
     sleep 1
     for k in $COMMITTERS; do
       printf 'flush=%-10s groups=%-3s ' "$flush" "$k"
-      python3 - "$BOOT" "$k" "$COMMIT_SECS" <<'PY'
+      local before after
+      before=$(cpu_ticks)
+      python3 - "$BOOT" "$k" "$COMMIT_SECS" "$WORK/commits" <<'PY'
 import sys, threading, time
 from confluent_kafka import Consumer, TopicPartition
-bootstrap, k, secs = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+bootstrap, k, secs, out = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+cpu = time.process_time()  # the whole client process: Python and librdkafka's threads
 counts = [0] * k
 def commit(i):
     # One consumer per group, each committing one partition synchronously, as an application
@@ -268,8 +272,13 @@ threads = [threading.Thread(target=commit, args=(i,)) for i in range(k)]
 for t in threads: t.start()
 for t in threads: t.join()
 total = sum(counts)
-print(f"{total} synchronous commits in {secs:.0f} s: {total / secs:.0f} per second")
+print(f"{total} synchronous commits in {secs:.0f} s: {total / secs:.0f} per second; "
+      f"client CPU {(time.process_time() - cpu) * 1e6 / total:.0f} us a commit", end="")
+open(out, "w").write(str(total))
 PY
+      after=$(cpu_ticks)
+      # The whole cluster's CPU per commit (brokers and controller, warm-up included).
+      echo "; cluster CPU $(( (after - before) * 1000000 / $(getconf CLK_TCK) / $(cat "$WORK/commits") )) us a commit"
     done
     stop
   done
