@@ -28,7 +28,7 @@ use crate::producers::ProducerBatch;
 use crate::replica::{Input as ReplicaInput, Replica, Timer};
 use crate::types::{Acks, BrokerId, Node, Offset, PartitionId, Tick};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -196,6 +196,17 @@ pub struct Bounds {
     /// and end the run's timeliness ([`crate::ClusterView::timely`]).
     #[serde(default)]
     pub clock: u8,
+    /// Atomic steps (the checker's `--model atomic`): every step runs to quiescence, as the
+    /// TLA+ anchor's actions do. What a step sends is delivered within it, in the order sent,
+    /// except a follower's request (a Fetch, an OffsetForLeaderEpoch), which stays in flight
+    /// until its own step delivers it, is answered and the answer acted on; under
+    /// `flush=always` every append is flushed within the step that makes it. Held fetches are
+    /// off ([`atomic`]). Crashes still lose what the flush policy leaves unflushed, so a
+    /// step's cascade is never cut by one. Far fewer interleavings than the full model (the
+    /// default): what only a late or reordered message shows (a FetchResponse of an old epoch
+    /// arriving two elections later) is the full model's alone. See [`Cluster::settle`].
+    #[serde(default)]
+    pub atomic: bool,
 }
 
 /// Serde's default for [`Bounds::partitions`]: bounds written before partitions were one.
@@ -236,6 +247,7 @@ impl Default for Bounds {
             keep_dead: false,
             audit_dead: false,
             clock: 0,
+            atomic: false,
         }
     }
 }
@@ -273,6 +285,17 @@ pub fn clocked(cfg: &mut Config) {
     cfg.alter_partition_timeout = CLOCKED_TIMEOUT;
     cfg.retry_backoff = Tick(cfg.request_timeout.0 + cfg.fetch_max_wait.0);
 }
+
+/// The settings of the atomic-step model ([`Bounds::atomic`]) over `cfg`'s: a leader answers
+/// every Fetch in the step that receives it (no fetch waits), as the anchor's fetch does.
+pub fn atomic(cfg: &mut Config) {
+    cfg.fetch_max_wait = Tick(0);
+    cfg.high_watermark_wait = Tick(0);
+}
+
+/// The most deliveries one atomic step may cascade into ([`Cluster::settle`]): far more than
+/// any bounded run sends, so reaching it means messages answer each other forever.
+const SETTLE_LIMIT: usize = 10_000;
 
 /// One step of a simulation. The names are the TLA+ anchor's where it has one.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -1076,6 +1099,64 @@ impl Cluster {
     /// is the two together; a search engine runs this part once for all the states that differ
     /// only in their messages.
     pub fn act(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) -> Traffic {
+        let traffic = self.act_once(cfg, bounds, action);
+        if bounds.atomic {
+            self.settle(cfg, bounds, traffic)
+        } else {
+            traffic
+        }
+    }
+
+    /// The rest of an atomic step ([`Bounds::atomic`]) after `traffic`: the messages it sent
+    /// are delivered, first sent first, and what they send in turn, until only followers'
+    /// requests are left, which go on the network; under `flush=always` every running
+    /// replica's log is flushed before each delivery, so the next message sees what an append
+    /// made durable. A message to a broker that is down is lost, as on the network. The
+    /// controller's messages are delivered to the active controller: a deposed one hears from
+    /// brokers only in the full model.
+    fn settle(&mut self, cfg: &Config, bounds: &Bounds, traffic: Traffic) -> Traffic {
+        let brokers = self.broker_count();
+        let mut pending: VecDeque<_> = traffic.sent.into();
+        let mut kept = Vec::new();
+        let mut deliveries = 0;
+        loop {
+            if cfg.rules.flush == FlushPolicy::Always {
+                let unflushed = self.replica_ids().find(|&id| {
+                    let r = self.replica(id);
+                    r.is_online() && r.log().flushed_offset() < r.log_end_offset()
+                });
+                if let Some(id) = unflushed {
+                    pending.extend(self.act_once(cfg, bounds, &Action::Flush(id)).sent);
+                    continue;
+                }
+            }
+            let Some(e) = pending.pop_front() else { break };
+            if matches!(
+                e.message,
+                Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) | Message::LeaderAndIsr(_)
+            ) {
+                kept.push(e);
+                continue;
+            }
+            if receiver_slot(brokers, &e).is_some_and(|at| !self.replicas[at].is_online()) {
+                continue;
+            }
+            deliveries += 1;
+            assert!(
+                deliveries < SETTLE_LIMIT,
+                "an atomic step does not settle: {} is its {deliveries}th delivery",
+                describe(&e)
+            );
+            pending.extend(self.act_once(cfg, bounds, &Action::Deliver(e)).sent);
+        }
+        Traffic {
+            closed: traffic.closed,
+            sent: kept,
+        }
+    }
+
+    /// One action alone ([`Cluster::act`] without an atomic step's cascade).
+    fn act_once(&mut self, cfg: &Config, bounds: &Bounds, action: &Action) -> Traffic {
         if let Some(e) = action.message().filter(|_| action.takes_message()) {
             if let Some(at) = self.fresh.iter().position(|x| x == e) {
                 self.fresh.remove(at);

@@ -137,6 +137,7 @@ impl Run {
             // Every discard of the reduction checked against the core as the scripts run.
             audit_dead: true,
             clock: 0,
+            atomic: false,
         };
         let cluster = Cluster::new(&cfg, &bounds);
         Run {

@@ -54,6 +54,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
             0u8..=2,
             0u8..=2,
             prop_oneof![Just(0u8), 4u8..=12],
+            proptest::bool::weighted(0.25),
         ),
     )
         .prop_map(
@@ -83,6 +84,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                     deletes,
                     compactions,
                     clock,
+                    atomic,
                 ),
             )| Knobs {
                 replicas,
@@ -101,6 +103,7 @@ fn knobs() -> impl Strategy<Value = Knobs> {
                 deletes,
                 compactions,
                 clock,
+                atomic,
                 consumer,
                 background_flush,
                 producer_retries,

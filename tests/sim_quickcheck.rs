@@ -52,6 +52,7 @@ impl Arbitrary for Schedule {
             } else {
                 0
             },
+            atomic: pick(g, 0, 3) == 0,
             consumer: bool::arbitrary(g),
             background_flush: bool::arbitrary(g),
             producer_retries: bool::arbitrary(g).then(|| pick(g, 0, 2) as u8),

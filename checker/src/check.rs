@@ -183,6 +183,14 @@ fn report(
         describe_rules(&target.cfg)
     );
     let _ = writeln!(out, "bounds: {}", describe_bounds(&target.bounds));
+    for &p in target.preset.fails {
+        if let Some(why) = target.atomic_gap(p) {
+            let _ = writeln!(
+                out,
+                "atomic model: {p} is expected to hold; its bug needs the full model: {why}"
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "search: {}, {} threads",

@@ -19,6 +19,12 @@ pub fn cmd_list(json_out: bool) -> ExitCode {
                     "min_insync_replicas": p.min_insync_replicas,
                     "bounds": bounds_json(&p.bounds),
                     "expected": summary(&expected_failures(p)),
+                    "counterexample_steps": p.fails.iter().zip(p.steps).map(|(f, s)| json!({
+                        "property": f.name(),
+                        "full": s.full,
+                        "atomic": s.atomic.ok(),
+                        "atomic_gap": s.atomic.err(),
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -36,6 +42,18 @@ pub fn cmd_list(json_out: bool) -> ExitCode {
         println!("  rules:    {}", describe_rules(&p.config()));
         println!("  bounds:   {}", describe_bounds(&p.bounds));
         println!("  expected: {}", summary(&expected_failures(p)));
+        for (f, s) in p.fails.iter().zip(p.steps) {
+            match s.atomic {
+                Ok(atomic) => println!(
+                    "  shortest: {f} in {} steps; atomic model (--model atomic): {atomic}",
+                    s.full
+                ),
+                Err(why) => println!(
+                    "  shortest: {f} in {} steps; atomic model: not shown ({why})",
+                    s.full
+                ),
+            }
+        }
         println!();
     }
     println!("rule switches (--rule NAME=VALUE):");

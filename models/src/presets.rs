@@ -51,12 +51,35 @@ pub struct Preset {
     pub isr_changes: u32,
     /// The `always` properties expected to fail; every other one must hold.
     pub fails: &'static [Property],
+    /// The shortest counterexample of each expected failure, one per [`Preset::fails`] in its
+    /// order, in each model: the BFS finds the shortest, so these are pinned by the tests and
+    /// printed by `isr-check list`.
+    pub steps: &'static [Steps],
     /// The guards expected to stay unreached at these bounds; every other one must be reached.
     pub unreached: &'static [Guard],
     /// Explored to the end, every verdict asserted. Otherwise (the bug presets) the search stops
     /// once every expected failure is found, and only those are asserted: showing a bug needs
     /// one counterexample, not the whole state space.
     pub exhaustive: bool,
+}
+
+/// How long the shortest counterexample of one of a bug preset's failures is, in each model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Steps {
+    /// In the full model (the default).
+    pub full: u32,
+    /// In the atomic-step model (`--model atomic`), or why that model cannot show the bug:
+    /// each such bug needs a message in flight while another step happens, which the atomic
+    /// model delivers within the step that sends it.
+    pub atomic: Result<u32, &'static str>,
+}
+
+/// A bug the atomic-step model shows too, in `full` and `atomic` steps.
+const fn both(full: u32, atomic: u32) -> Steps {
+    Steps {
+        full,
+        atomic: Ok(atomic),
+    }
 }
 
 /// A fetch limit larger than any log of the presets: a Fetch answer carries every entry.
@@ -89,6 +112,7 @@ const BASE: Bounds = Bounds {
     deletes: 0,
     compactions: 0,
     clock: 0,
+    atomic: false,
 };
 
 /// The two-broker safe presets' bounds (`safe-records`, `safe-divergence`): two records, the
@@ -110,7 +134,7 @@ pub fn fetch_max_wait(on: bool) -> Tick {
     Tick(u64::from(on))
 }
 
-pub use isr::sim::{clocked, CLOCKED_LAG_MAX, CLOCKED_TIMEOUT};
+pub use isr::sim::{atomic, clocked, CLOCKED_LAG_MAX, CLOCKED_TIMEOUT};
 
 pub const PRESETS: &[Preset] = &[
     Preset {
@@ -130,6 +154,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -151,6 +176,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -175,6 +201,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 4,
         fails: &[WeakIsr],
+        steps: &[both(9, 6)],
         unreached: &[],
         exhaustive: true,
     },
@@ -193,6 +220,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[both(11, 9)],
         unreached: &[],
         exhaustive: false,
     },
@@ -216,6 +244,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 3,
         fails: &[StrongIsr],
+        steps: &[both(14, 11)],
         unreached: &[],
         exhaustive: false,
     },
@@ -241,6 +270,13 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 3,
         fails: &[LogMatching],
+        steps: &[Steps {
+            full: 18,
+            atomic: Err(
+                "the first leader's FetchResponse reaches its follower two elections \
+                         later; an atomic step acts on an answer in the step that sends it",
+            ),
+        }],
         unreached: &[],
         exhaustive: false,
     },
@@ -263,6 +299,14 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 4,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[Steps {
+            full: 13,
+            atomic: Err(
+                "the new leader's AlterPartition reaches the controller after the \
+                         leader shut down; an atomic step delivers it in the step that sends \
+                         it",
+            ),
+        }],
         unreached: &[],
         exhaustive: false,
     },
@@ -283,6 +327,14 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[Steps {
+            full: 9,
+            atomic: Err(
+                "the controller refuses a shrink for what changed while the proposal \
+                         was in flight; an atomic step delivers it in the step that sends it, \
+                         and the controller confirms it",
+            ),
+        }],
         unreached: &[],
         exhaustive: false,
     },
@@ -300,6 +352,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[both(9, 6)],
         unreached: &[],
         exhaustive: false,
     },
@@ -320,6 +373,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 3,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[both(12, 7)],
         unreached: &[],
         exhaustive: false,
     },
@@ -339,6 +393,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 3,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[both(12, 8)],
         unreached: &[],
         exhaustive: false,
     },
@@ -362,6 +417,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 1,
         fails: &[CommittedRecordsSurviveLeaderFailure],
+        steps: &[both(9, 8)],
         unreached: &[],
         exhaustive: false,
     },
@@ -382,6 +438,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 1,
         fails: &[CommittedRecordsSurviveLeaderFailure, AcknowledgedOnMinIsr],
+        steps: &[both(4, 4), both(1, 1)],
         unreached: &[],
         exhaustive: false,
     },
@@ -402,6 +459,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 3,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -419,6 +477,7 @@ pub const PRESETS: &[Preset] = &[
         bounds: CLOCK,
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
         exhaustive: true,
     },
@@ -435,6 +494,7 @@ pub const PRESETS: &[Preset] = &[
         bounds: CLOCK,
         isr_changes: 2,
         fails: &[FollowersFetchingEveryRoundStayInIsr],
+        steps: &[both(16, 14)],
         unreached: &[],
         exhaustive: false,
     },
@@ -458,6 +518,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
         exhaustive: true,
     },
@@ -476,6 +537,7 @@ pub const PRESETS: &[Preset] = &[
         bounds: TWO_RECORDS,
         isr_changes: 3,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -497,6 +559,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -520,6 +583,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -542,6 +606,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[IdempotentWritesStoredOnce],
+        steps: &[both(8, 6)],
         unreached: &[],
         exhaustive: false,
     },
@@ -562,6 +627,7 @@ pub const PRESETS: &[Preset] = &[
         bounds: CONSUMER_GROUP,
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
         exhaustive: true,
     },
@@ -582,6 +648,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[Guard::FailoverCommits, Guard::RestartedReplicaRejoins],
         exhaustive: true,
     },
@@ -599,6 +666,7 @@ pub const PRESETS: &[Preset] = &[
         bounds: FAILOVER,
         isr_changes: 1,
         fails: &[],
+        steps: &[],
         unreached: &[Guard::RestartedReplicaRejoins],
         exhaustive: true,
     },
@@ -617,6 +685,14 @@ pub const PRESETS: &[Preset] = &[
         bounds: FAILOVER,
         isr_changes: 1,
         fails: &[AcknowledgedCommitsSurvive],
+        steps: &[Steps {
+            full: 16,
+            atomic: Err(
+                "the answer that would raise the new coordinator's high watermark is \
+                         still in flight when the old one stops; an atomic step acts on an \
+                         answer in the step that sends it",
+            ),
+        }],
         unreached: &[],
         exhaustive: false,
     },
@@ -639,6 +715,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[FencedMembersCannotCommit],
+        steps: &[both(8, 8)],
         unreached: &[],
         exhaustive: false,
     },
@@ -661,6 +738,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -676,6 +754,7 @@ pub const PRESETS: &[Preset] = &[
         bounds: Bounds { deletes: 1, ..BASE },
         isr_changes: 2,
         fails: &[LogStartWithinHighWatermark],
+        steps: &[both(2, 2)],
         unreached: &[],
         exhaustive: false,
     },
@@ -698,6 +777,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[],
+        steps: &[],
         unreached: &[],
         exhaustive: true,
     },
@@ -720,6 +800,7 @@ pub const PRESETS: &[Preset] = &[
         },
         isr_changes: 2,
         fails: &[CleanedRecordsAreSuperseded],
+        steps: &[both(11, 9)],
         unreached: &[],
         exhaustive: false,
     },
@@ -811,8 +892,30 @@ impl Preset {
         IsrModel::new(self.config(), self.bounds.clone(), self.isr_changes)
     }
 
+    /// The preset as the atomic-step model (`--model atomic`, [`Bounds::atomic`]).
+    pub fn atomic_model(&self) -> IsrModel {
+        let mut cfg = self.config();
+        atomic(&mut cfg);
+        let bounds = Bounds {
+            atomic: true,
+            ..self.bounds.clone()
+        };
+        IsrModel::new(cfg, bounds, self.isr_changes)
+    }
+
     /// The expected outcome of a check; `None` when it is not asserted.
     pub fn expected(&self, check: Check) -> Option<Outcome> {
+        self.expected_in(check, false)
+    }
+
+    /// The expected outcome of a check in the full model or, with `atomic`, the atomic-step
+    /// one, where a bug only the full model shows ([`Preset::atomic_gap`]) is expected to hold.
+    pub fn expected_in(&self, check: Check, atomic: bool) -> Option<Outcome> {
+        if let Check::Always(p) = check {
+            if atomic && self.atomic_gap(p).is_some() {
+                return Some(Outcome::Holds);
+            }
+        }
         let fails = match check {
             Check::Always(p) => self.fails.contains(&p),
             Check::Sometimes(g) => self.unreached.contains(&g),
@@ -826,8 +929,23 @@ impl Preset {
         }
     }
 
+    /// Why the atomic-step model cannot show `property` failing here, if it is one of the
+    /// expected failures that model cannot show ([`Steps::atomic`]).
+    pub fn atomic_gap(&self, property: Property) -> Option<&'static str> {
+        let at = self.fails.iter().position(|&p| p == property)?;
+        self.steps.get(at)?.atomic.err()
+    }
+
     /// Where the search may stop: once these properties have failed (bug presets only).
     pub fn stop_at(&self) -> Option<BTreeSet<&'static str>> {
-        (!self.exhaustive).then(|| self.fails.iter().map(|p| p.name()).collect())
+        self.stop_at_in(false)
+    }
+
+    /// Where the search may stop in the full model or, with `atomic`, the atomic-step one:
+    /// nowhere there when the preset's bug is one only the full model shows, since only a
+    /// whole search says a property holds.
+    pub fn stop_at_in(&self, atomic: bool) -> Option<BTreeSet<&'static str>> {
+        let gap = atomic && self.fails.iter().any(|&p| self.atomic_gap(p).is_some());
+        (!self.exhaustive && !gap).then(|| self.fails.iter().map(|p| p.name()).collect())
     }
 }

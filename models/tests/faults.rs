@@ -39,6 +39,7 @@ fn power_loss_while_a_cleanly_stopped_broker_is_down_changes_nothing() {
         max_generation: 3,
         audit_dead: false,
         clock: 0,
+        atomic: false,
     };
     // Page-cache acknowledgement: running replicas hold unflushed data, stopped ones must not.
     let p = Preset::find("kip966").expect("preset exists");

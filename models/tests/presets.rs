@@ -49,11 +49,18 @@ fn failing(r: &Run) -> Vec<(Check, usize)> {
         .collect()
 }
 
-/// Each bug preset: the expected property fails, and its shortest counterexample has this many
-/// steps (the BFS finds the shortest, so the number is stable).
-fn bug(name: &str, property: Property, length: usize) {
+/// Each bug preset: the expected property fails, and its shortest counterexample has as many
+/// steps as the preset says ([`Preset::steps`], which `isr-check list` prints; the BFS finds
+/// the shortest, so the number is stable).
+fn bug(name: &str, property: Property) {
     let p = Preset::find(name).expect("preset exists");
     assert!(!p.exhaustive);
+    let at = p
+        .fails
+        .iter()
+        .position(|&f| f == property)
+        .expect("an expected failure");
+    let length = p.steps[at].full as usize;
     let r = check_preset(p);
     assert!(r.as_expected(), "{name}: {:?}", mismatches(&r));
     let got = failing(&r)
@@ -68,27 +75,22 @@ fn hw_truncation_loses_a_committed_record() {
     bug(
         "hw-truncation",
         Property::CommittedRecordsSurviveLeaderFailure,
-        11,
     );
 }
 
 #[test]
 fn kip101_lets_logs_diverge() {
-    bug("kip101", Property::StrongIsr, 14);
+    bug("kip101", Property::StrongIsr);
 }
 
 #[test]
 fn kip279_lets_a_stale_fetch_response_diverge_the_logs() {
-    bug("kip279", Property::LogMatching, 18);
+    bug("kip279", Property::LogMatching);
 }
 
 #[test]
 fn kafka_7128_elects_an_empty_replica() {
-    bug(
-        "kafka-7128",
-        Property::CommittedRecordsSurviveLeaderFailure,
-        13,
-    );
+    bug("kafka-7128", Property::CommittedRecordsSurviveLeaderFailure);
 }
 
 #[test]
@@ -96,7 +98,6 @@ fn confirmed_isr_hw_loses_a_committed_record() {
     bug(
         "confirmed-isr-hw",
         Property::CommittedRecordsSurviveLeaderFailure,
-        9,
     );
 }
 
@@ -105,17 +106,12 @@ fn unclean_election_loses_a_committed_record() {
     bug(
         "unclean-election",
         Property::CommittedRecordsSurviveLeaderFailure,
-        9,
     );
 }
 
 #[test]
 fn kafka_6082_a_zombie_controller_splits_the_brain() {
-    bug(
-        "kafka-6082",
-        Property::CommittedRecordsSurviveLeaderFailure,
-        9,
-    );
+    bug("kafka-6082", Property::CommittedRecordsSurviveLeaderFailure);
 }
 
 #[test]
@@ -123,7 +119,6 @@ fn jepsen_2013_loses_an_acknowledged_record() {
     bug(
         "jepsen-2013",
         Property::CommittedRecordsSurviveLeaderFailure,
-        12,
     );
 }
 
@@ -132,18 +127,13 @@ fn last_replica_standing_loses_a_committed_record() {
     bug(
         "last-replica-standing",
         Property::CommittedRecordsSurviveLeaderFailure,
-        12,
     );
 }
 
 #[test]
 fn disk_full_acknowledges_a_write_no_replica_holds() {
-    bug("disk-full", Property::AcknowledgedOnMinIsr, 1);
-    bug(
-        "disk-full",
-        Property::CommittedRecordsSurviveLeaderFailure,
-        4,
-    );
+    bug("disk-full", Property::AcknowledgedOnMinIsr);
+    bug("disk-full", Property::CommittedRecordsSurviveLeaderFailure);
 }
 
 /// Without strict min ISR a leader alone in its ISR commits and acknowledges: the ELR keeps it
@@ -151,11 +141,7 @@ fn disk_full_acknowledges_a_write_no_replica_holds() {
 /// AcknowledgedOnMinIsr says what the rule is for.
 #[test]
 fn kafka_4485_drops_a_follower_that_fetches_every_round() {
-    bug(
-        "kafka-4485",
-        Property::FollowersFetchingEveryRoundStayInIsr,
-        16,
-    );
+    bug("kafka-4485", Property::FollowersFetchingEveryRoundStayInIsr);
 }
 
 /// The clocked presets' lag is as short as Kafka's caught-up rule allows: with one tick less,
@@ -380,6 +366,12 @@ fn every_preset_is_well_formed() {
         assert_eq!(rules.unsafe_switches().len(), p.rules.len(), "{}", p.name);
         assert!(p.min_insync_replicas as u32 <= p.bounds.replicas);
         assert!(p.exhaustive || !p.fails.is_empty(), "{}", p.name);
+        assert_eq!(
+            p.steps.len(),
+            p.fails.len(),
+            "{}: one Steps per failure",
+            p.name
+        );
         let cfg: Config = p.config();
         assert_eq!(cfg.validate(), Ok(()), "{}", p.name);
     }
@@ -394,5 +386,17 @@ fn every_preset_is_as_expected_at_its_bounds() {
     for p in PRESETS {
         let r = check_preset(p);
         assert!(r.as_expected(), "{}: {:?}", p.name, mismatches(&r));
+        let pinned: Vec<(Check, usize)> = p
+            .fails
+            .iter()
+            .zip(p.steps)
+            .map(|(&f, s)| (Check::Always(f), s.full as usize))
+            .collect();
+        let mut found: Vec<(Check, usize)> = failing(&r)
+            .into_iter()
+            .filter(|(c, _)| p.fails.iter().any(|&f| Check::Always(f) == *c))
+            .collect();
+        found.sort_by_key(|&(c, _)| p.fails.iter().position(|&f| Check::Always(f) == c));
+        assert_eq!(found, pinned, "{}: shortest counterexamples", p.name);
     }
 }

@@ -54,32 +54,39 @@ fn sampled_states() -> Vec<(IsrModel, Cluster)> {
         max_generation: 3,
         audit_dead: false,
         clock: 0,
+        atomic: false,
     };
     let mut out = Vec::new();
     let mut walk = Walk(0x9e37_79b9_7f4a_7c15);
-    // (preset, partitions, consumers, clock): a group's coordinators are renamed with their
-    // brokers, and with a clock the messages sent this tick with the network.
-    for (name, partitions, consumers, clock) in [
-        ("safe", 1, 0, 0),
-        ("safe", 2, 0, 0),
-        ("kip966", 1, 0, 0),
-        ("kip966", 2, 0, 0),
-        ("unclean-election", 1, 0, 0),
-        ("last-replica-standing", 1, 0, 0),
-        ("kafka-6082", 1, 0, 0),
-        ("coordinator-failover", 1, 2, 0),
-        ("safe-clock", 1, 0, 10),
+    // (preset, partitions, consumers, clock, atomic): a group's coordinators are renamed with
+    // their brokers, and with a clock the messages sent this tick with the network.
+    for (name, partitions, consumers, clock, atomic) in [
+        ("safe", 1, 0, 0, false),
+        ("safe", 2, 0, 0, false),
+        ("kip966", 1, 0, 0, false),
+        ("kip966", 2, 0, 0, false),
+        ("kip966", 1, 0, 0, true),
+        ("unclean-election", 1, 0, 0, false),
+        ("last-replica-standing", 1, 0, 0, false),
+        ("kafka-6082", 1, 0, 0, false),
+        ("coordinator-failover", 1, 2, 0, false),
+        ("safe-clock", 1, 0, 10, false),
     ] {
         let p = Preset::find(name).expect("preset exists");
         let bounds = Bounds {
             partitions,
             consumers,
             clock,
+            atomic,
             commits: 2,
             consumer_failures: 1,
             ..bounds.clone()
         };
-        let model = IsrModel::new(p.config(), bounds, 6);
+        let mut cfg = p.config();
+        if atomic {
+            isr::sim::atomic(&mut cfg);
+        }
+        let model = IsrModel::new(cfg, bounds, 6);
         walk.walks(&model, 60, 40, |c| out.push((model.clone(), c.clone())));
     }
     out

@@ -8,7 +8,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
-use isr::sim::{clocked, describe, set, Action, Bounds, Cluster, ReplicaId};
+use isr::sim::{atomic, clocked, describe, set, Action, Bounds, Cluster, ReplicaId};
 use isr::{
     Acks, BrokerId, Config, FlushPolicy, Log, Message, Node, Property, Role, Rules, Tick, Violation,
 };
@@ -49,6 +49,8 @@ pub struct Knobs {
     /// timers fire only when due and every message arrives within a tick, so a timely run
     /// must keep every follower in the ISR.
     pub clock: u8,
+    /// The atomic-step model: each step runs to quiescence, only requests wait between steps.
+    pub atomic: bool,
     pub consumer: bool,
     pub background_flush: bool,
     /// An idempotent producer that may retry this many times; `None` for a plain producer.
@@ -108,6 +110,7 @@ impl Scenario {
             deletes: k.deletes,
             compactions: k.compactions,
             clock: k.clock,
+            atomic: k.atomic,
             acks: if k.acks_all { Acks::All } else { Acks::Leader },
             consumer: k.consumer,
             background_flush: k.background_flush,
@@ -143,6 +146,9 @@ impl Scenario {
             // Leaders hold fetches, as in the clocked presets.
             cfg.fetch_max_wait = Tick(1);
             clocked(&mut cfg);
+        }
+        if k.atomic {
+            atomic(&mut cfg);
         }
         let slow = k
             .slow_broker
