@@ -198,11 +198,11 @@ pub struct Bounds {
     pub clock: u8,
     /// Atomic steps (the checker's `--model atomic`): every step runs to quiescence, as the
     /// TLA+ anchor's actions do. What a step sends is delivered within it, in the order sent,
-    /// except a follower's request (a Fetch, an OffsetForLeaderEpoch), which stays in flight
-    /// until its own step delivers it, is answered and the answer acted on; under
-    /// `flush=always` every append is flushed within the step that makes it. Held fetches are
-    /// off ([`atomic`]). Crashes still lose what the flush policy leaves unflushed, so a
-    /// step's cascade is never cut by one. Far fewer interleavings than the full model (the
+    /// except requests (a follower's Fetch or OffsetForLeaderEpoch, the controller's
+    /// LeaderAndIsr), which stay in flight until a step of their own delivers them, answers
+    /// and all; under `flush=always` every append is flushed within the step that makes it.
+    /// Held fetches are off ([`atomic`]). Crashes still lose what the flush policy leaves
+    /// unflushed, but fall between steps, never inside one. Far fewer interleavings than the full model (the
     /// default): what only a late or reordered message shows (a FetchResponse of an old epoch
     /// arriving two elections later) is the full model's alone. See [`Cluster::settle`].
     #[serde(default)]
@@ -1108,8 +1108,9 @@ impl Cluster {
     }
 
     /// The rest of an atomic step ([`Bounds::atomic`]) after `traffic`: the messages it sent
-    /// are delivered, first sent first, and what they send in turn, until only followers'
-    /// requests are left, which go on the network; under `flush=always` every running
+    /// are delivered, first sent first, and what they send in turn, until only requests are
+    /// left (a follower's Fetch or OffsetForLeaderEpoch, the controller's LeaderAndIsr), which
+    /// go on the network; under `flush=always` every running
     /// replica's log is flushed before each delivery, so the next message sees what an append
     /// made durable. A message to a broker that is down is lost, as on the network. The
     /// controller's messages are delivered to the active controller: a deposed one hears from
