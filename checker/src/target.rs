@@ -99,7 +99,8 @@ pub struct Overrides {
     pub clock: Option<u8>,
     /// Which model: `full` (the default: every message, flush, held request and retry a step
     /// of its own) or `atomic` (each step runs to quiescence, as the TLA+ anchor's actions do:
-    /// followers' requests are the only messages that wait; spec/checker.md).
+    /// only requests wait, followers' Fetches and the controller's LeaderAndIsr;
+    /// spec/checker.md).
     #[arg(long, value_name = "full|atomic")]
     pub model: Option<String>,
     /// A rule switch, as NAME=VALUE (repeatable).
