@@ -293,6 +293,17 @@ pub fn atomic(cfg: &mut Config) {
     cfg.high_watermark_wait = Tick(0);
 }
 
+/// Whether an atomic step ([`Bounds::atomic`]) leaves `message` in flight for a step of its
+/// own: a request (a follower's Fetch or OffsetForLeaderEpoch, the controller's LeaderAndIsr),
+/// where the protocol's concurrency lives. Answers and AlterPartitions are acted on within the
+/// step that sends them.
+pub fn waits_for_its_own_step<R>(message: &Message<R>) -> bool {
+    matches!(
+        message,
+        Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) | Message::LeaderAndIsr(_)
+    )
+}
+
 /// The most deliveries one atomic step may cascade into ([`Cluster::settle`]): far more than
 /// any bounded run sends, so reaching it means messages answer each other forever.
 const SETTLE_LIMIT: usize = 10_000;
@@ -980,11 +991,7 @@ impl Cluster {
         );
         // A timely disk too: under `flush=always` every flush asked for is done before time
         // moves on (a follower's next Fetch waits for its flush).
-        let flushed = cfg.rules.flush != FlushPolicy::Always
-            || self
-                .replicas
-                .iter()
-                .all(|r| !r.is_online() || r.log().flushed_offset() == r.log_end_offset());
+        let flushed = cfg.rules.flush != FlushPolicy::Always || self.first_unflushed().is_none();
         let ticks = self.clocked && self.now.0 < u64::from(bounds.clock) && flushed;
         Menu {
             listed,
@@ -1122,20 +1129,13 @@ impl Cluster {
         let mut deliveries = 0;
         loop {
             if cfg.rules.flush == FlushPolicy::Always {
-                let unflushed = self.replica_ids().find(|&id| {
-                    let r = self.replica(id);
-                    r.is_online() && r.log().flushed_offset() < r.log_end_offset()
-                });
-                if let Some(id) = unflushed {
+                if let Some(id) = self.first_unflushed() {
                     pending.extend(self.act_once(cfg, bounds, &Action::Flush(id)).sent);
                     continue;
                 }
             }
             let Some(e) = pending.pop_front() else { break };
-            if matches!(
-                e.message,
-                Message::Fetch(_) | Message::OffsetForLeaderEpoch(_) | Message::LeaderAndIsr(_)
-            ) {
+            if waits_for_its_own_step(&e.message) {
                 kept.push(e);
                 continue;
             }
@@ -1154,6 +1154,15 @@ impl Cluster {
             closed: traffic.closed,
             sent: kept,
         }
+    }
+
+    /// The first running replica, in the order of [`Cluster::replicas`], whose log holds
+    /// entries not yet durable.
+    fn first_unflushed(&self) -> Option<ReplicaId> {
+        self.replica_ids().find(|&id| {
+            let r = self.replica(id);
+            r.is_online() && r.log().flushed_offset() < r.log_end_offset()
+        })
     }
 
     /// One action alone ([`Cluster::act`] without an atomic step's cascade).
