@@ -202,8 +202,8 @@ impl<L: Log> Replica<L> {
             self.high_watermark = self.recovered_high_watermark();
             self.hw_checkpoint = self.high_watermark;
         }
-        self.held.clear();
         self.role = Role::Offline;
+        self.forget_volatile();
     }
 
     /// Restart after a stop: recover from what is durable and wait, as a follower of nobody,
@@ -213,15 +213,7 @@ impl<L: Log> Replica<L> {
     /// the checkpointed high watermark. The current leader epoch is taken from the log, and any partition epoch
     /// is accepted from the controller again.
     pub(super) fn restart(&mut self) {
-        self.epoch_cache = EpochCache::from_log(&self.log);
-        self.producers = Producers::from_log(&self.log);
-        self.high_watermark = self.recovered_high_watermark();
-        self.hw_checkpoint = self.high_watermark;
-        self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
-        self.partition_epoch = PartitionEpoch(0);
-        self.broker_epoch = BrokerEpoch(0);
-        self.controller_epoch = ControllerEpoch(0);
-        self.held.clear();
+        self.forget_volatile();
         self.role = Role::Follower(FollowerState {
             leader: None,
             phase: FollowerPhase::Fetching,
@@ -232,6 +224,23 @@ impl<L: Log> Replica<L> {
 }
 
 impl<L: Log> Replica<L> {
+    /// Keeps only what is durable, and what is derived from it: the log, its epochs and
+    /// producers, the checkpointed high watermark, the log's latest leader epoch. A stopped
+    /// replica forgets the rest at once rather than at its restart, so that two stopped
+    /// replicas that will restart alike are equal: no model state is told apart by memory that
+    /// is gone (and `isr-check refines` compares states exactly).
+    fn forget_volatile(&mut self) {
+        self.epoch_cache = EpochCache::from_log(&self.log);
+        self.producers = Producers::from_log(&self.log);
+        self.high_watermark = self.recovered_high_watermark();
+        self.hw_checkpoint = self.high_watermark;
+        self.leader_epoch = self.epoch_cache.latest_epoch().unwrap_or_default();
+        self.partition_epoch = PartitionEpoch(0);
+        self.broker_epoch = BrokerEpoch(0);
+        self.controller_epoch = ControllerEpoch(0);
+        self.held.clear();
+    }
+
     /// The high watermark a replica starts from after a crash: its checkpoint, within its
     /// log. Never below the log start (Kafka's recovery takes the larger of the two): what
     /// was deleted was committed (rule 17), and the checkpoint may predate the deletion.
