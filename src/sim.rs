@@ -1156,6 +1156,39 @@ impl Cluster {
         }
     }
 
+    /// The atomic-step state ([`Bounds::atomic`]) that this full-model state stands for, the
+    /// projection `isr-check refines` checks: every message in flight that an atomic step
+    /// would not leave waiting (an answer, an AlterPartition) is delivered, in the network's
+    /// order, by the rest of an atomic step ([`Cluster::settle`]), which also flushes every
+    /// log under `flush=always`. A state with only requests in flight and, under
+    /// `flush=always`, every log flushed is its own projection.
+    pub fn settled(&self, cfg: &Config, bounds: &Bounds) -> Cluster {
+        let mut c = self.clone();
+        let (waiting, due): (Vec<_>, Vec<_>) = std::mem::take(&mut c.network)
+            .into_iter()
+            .partition(|e| waits_for_its_own_step(&e.message));
+        c.network = waiting;
+        let traffic = c.settle(
+            cfg,
+            bounds,
+            Traffic {
+                closed: None,
+                sent: due,
+            },
+        );
+        carry(
+            cfg,
+            bounds,
+            &c.replicas,
+            &mut c.network,
+            traffic.closed,
+            traffic.sent,
+            |_| true,
+        );
+        c.network.sort_unstable();
+        c
+    }
+
     /// The first running replica, in the order of [`Cluster::replicas`], whose log holds
     /// entries not yet durable.
     fn first_unflushed(&self) -> Option<ReplicaId> {

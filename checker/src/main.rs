@@ -7,6 +7,7 @@
 mod check;
 mod explore;
 mod list;
+mod refines;
 mod replay;
 mod run;
 mod suite;
@@ -81,6 +82,14 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:3000")]
         addr: String,
     },
+    /// Check that every step of the full model, projected by delivering what is in flight, is
+    /// a step of the atomic-step model or a stutter: prints `refinement holds over N states`,
+    /// or the shortest path whose last step has no atomic counterpart and exits 1.
+    Refines {
+        preset: String,
+        #[command(flatten)]
+        overrides: Overrides,
+    },
     /// Check that the traces of one run of real processes (`--trace FILE` or ISR_TRACE=DIR;
     /// a directory stands for its .jsonl files) are a behaviour of the protocol: prints
     /// `accepted N steps`, or the first step that diverges and exits 1.
@@ -119,6 +128,9 @@ fn main() -> ExitCode {
             search,
             addr,
         } => Target::new(preset, overrides).and_then(|t| explore::cmd_explore(&t, search, addr)),
+        Command::Refines { preset, overrides } => {
+            Target::new(preset, overrides).map(|t| refines::cmd_refines(&t))
+        }
         Command::Replay { traces } => Ok(replay::cmd_replay(traces)),
     };
     match result {

@@ -416,6 +416,46 @@ fn the_atomic_model_keeps_the_verdicts_in_fewer_states() {
     refused(&["check", "safe", "--model", "tla"], "--model");
 }
 
+/// `refines` prints `refinement holds over N states` and exits 0 where the full model refines
+/// the atomic one, and prints the shortest path whose last step has no atomic counterpart,
+/// with the projections around it, and exits 1 where it does not.
+#[test]
+fn refines_says_whether_the_full_model_refines_the_atomic_one() {
+    let out = isr_check(&["refines", "kip966", "--unclean-crashes", "0"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let holds = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("refinement holds over "))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let states: u64 = holds
+        .trim_end_matches(" states")
+        .parse()
+        .unwrap_or_else(|_| panic!("{holds}"));
+    assert!(states > 1_000, "{stdout}");
+
+    let out = isr_check(&["refines", "safe", "--replicas", "2", "--crashes", "0"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("refinement fails: the last step of this 5-step path"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("5. Deliver(b1→b0: Fetch offset=1 e1)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("projected before the last step:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the atomic step by the same action leads there instead"),
+        "{stdout}"
+    );
+    refused(&["refines", "nope"], "unknown preset");
+}
+
 #[test]
 fn a_depth_limit_gives_verdicts_complete_to_that_depth() {
     let out = isr_check(&["check", "safe", "--max-depth", "6"]);

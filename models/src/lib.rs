@@ -16,6 +16,7 @@
 pub mod check;
 pub mod engine;
 pub mod presets;
+pub mod refines;
 pub mod render;
 pub mod shortest;
 pub mod symmetry;
