@@ -1087,6 +1087,12 @@ impl Cluster {
             }
             None => self.act(cfg, bounds, action),
         };
+        self.send(cfg, bounds, traffic);
+    }
+
+    /// Puts what a step did to the network ([`Traffic`]) onto [`Cluster::network`], by
+    /// [`carry`], and keeps the network sorted.
+    fn send(&mut self, cfg: &Config, bounds: &Bounds, traffic: Traffic) {
         carry(
             cfg,
             bounds,
@@ -1176,16 +1182,7 @@ impl Cluster {
                 sent: due,
             },
         );
-        carry(
-            cfg,
-            bounds,
-            &c.replicas,
-            &mut c.network,
-            traffic.closed,
-            traffic.sent,
-            |_| true,
-        );
-        c.network.sort_unstable();
+        c.send(cfg, bounds, traffic);
         c
     }
 
