@@ -89,6 +89,15 @@ enum Command {
         preset: String,
         #[command(flatten)]
         overrides: Overrides,
+        /// Go on past the first step without an atomic counterpart, over the whole full model,
+        /// and list every kind of such step (the last action and the message it delivers) with
+        /// its count and shortest path.
+        #[arg(long)]
+        all: bool,
+        /// The most states, atomic and full, to keep: the check keeps whole states (about
+        /// 3 KiB each), and stops there with the refinement undecided.
+        #[arg(long, value_name = "N", default_value_t = isr_models::refines::DEFAULT_MAX_STATES)]
+        max_states: u64,
     },
     /// Check that the traces of one run of real processes (`--trace FILE` or ISR_TRACE=DIR;
     /// a directory stands for its .jsonl files) are a behaviour of the protocol: prints
@@ -128,8 +137,17 @@ fn main() -> ExitCode {
             search,
             addr,
         } => Target::new(preset, overrides).and_then(|t| explore::cmd_explore(&t, search, addr)),
-        Command::Refines { preset, overrides } => {
-            Target::new(preset, overrides).map(|t| refines::cmd_refines(&t))
+        Command::Refines {
+            preset,
+            overrides,
+            all,
+            max_states,
+        } => {
+            let options = isr_models::refines::Options {
+                all: *all,
+                max_states: *max_states,
+            };
+            Target::new(preset, overrides).map(|t| refines::cmd_refines(&t, options))
         }
         Command::Replay { traces } => Ok(replay::cmd_replay(traces)),
     };

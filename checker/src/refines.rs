@@ -2,16 +2,16 @@
 //! projection that delivers what is in flight ([`isr_models::refines`], spec/checker.md).
 
 use crate::target::{describe_bounds, describe_rules, Target};
-use isr_models::refines::{atomic_of, refines, Why};
+use isr_models::refines::{atomic_of, refines, Options, Why};
 use isr_models::render;
 use std::process::ExitCode;
 
-pub fn cmd_refines(target: &Target) -> ExitCode {
+pub fn cmd_refines(target: &Target, options: Options) -> ExitCode {
     let model = target.model();
     println!("preset: {}", target.preset.name);
     println!("rules: {}", describe_rules(&target.cfg));
     println!("bounds: {}", describe_bounds(&target.bounds));
-    let r = refines(&model);
+    let r = refines(&model, options);
     println!(
         "atomic model: {} states; full model: {} states, {} steps in {:.1} s",
         r.atomic_states,
@@ -23,10 +23,47 @@ pub fn cmd_refines(target: &Target) -> ExitCode {
         "projected steps: {} stutters, {} atomic steps, {} reached in another order",
         r.stutters, r.atomic_steps, r.reordered
     );
-    let Some(f) = r.failure else {
+    let Some(f) = r.failure() else {
+        if r.limited {
+            println!(
+                "refinement undecided: stopped at --max-states {} (atomic and full states together)",
+                options.max_states
+            );
+            return ExitCode::FAILURE;
+        }
         println!("refinement holds over {} states", r.states);
         return ExitCode::SUCCESS;
     };
+    if options.all {
+        let count: u64 = r.failures.iter().map(|f| f.count).sum();
+        println!(
+            "{count} steps without an atomic counterpart, of {} kinds (shortest path of each):",
+            r.failures.len()
+        );
+        if r.limited {
+            println!(
+                "(stopped at --max-states {}: only the states explored so far)",
+                options.max_states
+            );
+        }
+        for f in &r.failures {
+            println!(
+                "  {}: {} steps, shortest {}",
+                f.kind,
+                f.count,
+                f.first.trace.len()
+            );
+        }
+        for f in r.failures.iter().skip(1) {
+            println!();
+            println!("{} ({} steps):", f.kind, f.first.trace.len());
+            for (i, (action, _)) in f.first.trace.steps.iter().enumerate() {
+                println!("  {}. {action}", i + 1);
+            }
+        }
+        println!();
+        println!("the first, in full:");
+    }
     let bounds = atomic_of(&model).bounds;
     println!();
     if f.trace.is_empty() {

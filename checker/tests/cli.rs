@@ -454,6 +454,31 @@ fn refines_says_whether_the_full_model_refines_the_atomic_one() {
         "{stdout}"
     );
     refused(&["refines", "nope"], "unknown preset");
+
+    let out = isr_check(&[
+        "refines",
+        "kip966",
+        "--unclean-crashes",
+        "0",
+        "--max-states",
+        "1000",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("refinement undecided: stopped at --max-states 1000"),
+        "{stdout}"
+    );
+
+    let out = isr_check(&["refines", "safe", "--replicas", "2", "--all"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("steps without an atomic counterpart, of "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  Deliver Fetch: "), "{stdout}");
+    assert!(stdout.contains("the first, in full:"), "{stdout}");
 }
 
 #[test]

@@ -30,16 +30,63 @@ pub struct Refinement {
     /// Full-model steps whose projection is reachable in the atomic model, but not by one step
     /// from the projection before: the atomic model reaches it in another order.
     pub reordered: u64,
-    /// The first step found without an atomic counterpart, if any.
-    pub failure: Option<Failure>,
+    /// The steps found without an atomic counterpart, by kind ([`Failures::kind`]), in the
+    /// order their kinds were first met: the first is the shortest of all. Only that one unless
+    /// the check was asked for all ([`Options::all`]).
+    pub failures: Vec<Failures>,
+    /// The search stopped at [`Options::max_states`] before it was complete: where it found no
+    /// failure, refinement is undecided.
+    pub limited: bool,
     pub elapsed: Duration,
 }
 
-impl Refinement {
-    /// Full-model steps checked.
-    pub fn steps(&self) -> u64 {
-        self.stutters + self.atomic_steps + self.reordered
+/// How far a refinement check goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Go on past the first step without an atomic counterpart, over the whole full model.
+    pub all: bool,
+    /// The most states, atomic and full, the check keeps. It keeps whole states (about 3 KiB
+    /// each at the presets' CI bounds), so this bounds its memory.
+    pub max_states: u64,
+}
+
+/// [`Options::max_states`] by default: about 6 GiB of states.
+pub const DEFAULT_MAX_STATES: u64 = 2_000_000;
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            all: false,
+            max_states: DEFAULT_MAX_STATES,
+        }
     }
+}
+
+impl Refinement {
+    /// Full-model steps checked (with every failure, when all were asked for).
+    pub fn steps(&self) -> u64 {
+        self.stutters
+            + self.atomic_steps
+            + self.reordered
+            + self.failures.iter().map(|f| f.count).sum::<u64>()
+    }
+
+    /// The first step found without an atomic counterpart, at the end of a shortest path.
+    pub fn failure(&self) -> Option<&Failure> {
+        self.failures.first().map(|f| &f.first)
+    }
+}
+
+/// The steps without an atomic counterpart of one kind: the same last action, by its name and
+/// the kind of message it delivers, and the same reason.
+#[derive(Debug)]
+pub struct Failures {
+    /// For example `Deliver Fetch` or `UncleanCrash, hiding WeakIsr`.
+    pub kind: String,
+    /// How many full-model steps of this kind.
+    pub count: u64,
+    /// The first found: the end of a shortest path.
+    pub first: Failure,
 }
 
 /// A full-model step without an atomic counterpart, at the end of a shortest path to it.
@@ -89,8 +136,8 @@ pub fn atomic_of(model: &IsrModel) -> IsrModel {
 }
 
 /// Checks that `model`'s full model refines its atomic-step model under
-/// [`Cluster::settled`].
-pub fn refines(model: &IsrModel) -> Refinement {
+/// [`Cluster::settled`], as far as `options` say.
+pub fn refines(model: &IsrModel, options: Options) -> Refinement {
     let full = full_of(model);
     let atomic = atomic_of(model);
     check(
@@ -106,6 +153,7 @@ pub fn refines(model: &IsrModel) -> Refinement {
                 .collect()
         },
         |c, a| atomic.enabled(c).contains(a).then(|| atomic.step(c, a)),
+        options,
     )
 }
 
@@ -114,15 +162,18 @@ pub fn refines(model: &IsrModel) -> Refinement {
 /// report), so that tests can break either. First every atomic state
 /// reachable from `atomic_initial`; then the full model, breadth first, where each step must
 /// lead to a state whose projection is one of them and violates every property it violates.
+/// It stops at the first step that does not, unless [`Options::all`], and at
+/// [`Options::max_states`].
 pub fn check(
     full: &IsrModel,
     project: impl Fn(&Cluster) -> Cluster,
     atomic_initial: &Cluster,
     atomic_steps: impl Fn(&Cluster) -> Vec<Cluster>,
     atomic_step: impl Fn(&Cluster, &Action) -> Option<Cluster>,
+    options: Options,
 ) -> Refinement {
     let start = Instant::now();
-    let reachable = reach(atomic_initial, &atomic_steps);
+    let reachable = reach(atomic_initial, &atomic_steps, options.max_states);
     let initial = full.initial();
     let mut result = Refinement {
         atomic_states: reachable.len() as u64,
@@ -130,20 +181,30 @@ pub fn check(
         stutters: 0,
         atomic_steps: 0,
         reordered: 0,
-        failure: None,
+        failures: Vec::new(),
+        limited: false,
         elapsed: Duration::ZERO,
     };
+    if result.atomic_states >= options.max_states {
+        result.limited = true;
+        result.elapsed = start.elapsed();
+        return result;
+    }
     let projected = project(&initial);
     if projected != *atomic_initial {
-        result.failure = Some(Failure {
-            before: atomic_initial.clone(),
-            after: projected,
-            trace: Trace {
-                initial,
-                steps: Vec::new(),
+        result.failures.push(Failures {
+            kind: "the initial state".to_string(),
+            count: 1,
+            first: Failure {
+                before: atomic_initial.clone(),
+                after: projected,
+                trace: Trace {
+                    initial,
+                    steps: Vec::new(),
+                },
+                why: Why::Unreachable,
+                instead: None,
             },
-            why: Why::Unreachable,
-            instead: None,
         });
         result.elapsed = start.elapsed();
         return result;
@@ -153,6 +214,10 @@ pub fn check(
     let mut parents: Vec<Option<(usize, Action)>> = vec![None];
     let mut queue = VecDeque::from([(initial, 0)]);
     while let Some((state, at)) = queue.pop_front() {
+        if result.atomic_states + result.states >= options.max_states {
+            result.limited = true;
+            break;
+        }
         let before = project(&state);
         let mut one_step: Option<HashSet<Cluster>> = None;
         for action in full.enabled(&state) {
@@ -178,23 +243,35 @@ pub fn check(
             };
             let why = why.or_else(|| hidden(&next, &after).map(Why::Hidden));
             if let Some(why) = why {
-                let instead = atomic_step(&before, &action);
-                let mut actions = vec![action];
-                let mut i = at;
-                while let Some((parent, a)) = &parents[i] {
-                    actions.push(a.clone());
-                    i = *parent;
+                let kind = kind_of(&action, why);
+                if let Some(f) = result.failures.iter_mut().find(|f| f.kind == kind) {
+                    f.count += 1;
+                } else {
+                    let instead = atomic_step(&before, &action);
+                    let mut actions = vec![action.clone()];
+                    let mut i = at;
+                    while let Some((parent, a)) = &parents[i] {
+                        actions.push(a.clone());
+                        i = *parent;
+                    }
+                    actions.reverse();
+                    let first = Failure {
+                        trace: Trace::replay(full, actions),
+                        before: before.clone(),
+                        after,
+                        why,
+                        instead,
+                    };
+                    result.failures.push(Failures {
+                        kind,
+                        count: 1,
+                        first,
+                    });
                 }
-                actions.reverse();
-                result.failure = Some(Failure {
-                    trace: Trace::replay(full, actions),
-                    before,
-                    after,
-                    why,
-                    instead,
-                });
-                result.elapsed = start.elapsed();
-                return result;
+                if !options.all {
+                    result.elapsed = start.elapsed();
+                    return result;
+                }
             }
             if seen.insert(next.clone()) {
                 parents.push(Some((at, action)));
@@ -207,11 +284,32 @@ pub fn check(
     result
 }
 
-/// Every state `atomic_steps` reaches from `initial`.
-fn reach(initial: &Cluster, atomic_steps: impl Fn(&Cluster) -> Vec<Cluster>) -> HashSet<Cluster> {
+/// The kind of a step without an atomic counterpart ([`Failures::kind`]).
+fn kind_of(action: &Action, why: Why) -> String {
+    let shown = action.to_string();
+    let name = shown.split('(').next().unwrap_or_default();
+    let name = match action.message() {
+        Some(e) => format!("{name} {}", e.message.kind()),
+        None => name.to_string(),
+    };
+    match why {
+        Why::Unreachable => name,
+        Why::Hidden(p) => format!("{name}, hiding {p}"),
+    }
+}
+
+/// Every state `atomic_steps` reaches from `initial`, or the first `max` found.
+fn reach(
+    initial: &Cluster,
+    atomic_steps: impl Fn(&Cluster) -> Vec<Cluster>,
+    max: u64,
+) -> HashSet<Cluster> {
     let mut seen = HashSet::from([initial.clone()]);
     let mut queue = VecDeque::from([initial.clone()]);
     while let Some(state) = queue.pop_front() {
+        if seen.len() as u64 >= max {
+            break;
+        }
         for next in atomic_steps(&state) {
             if seen.insert(next.clone()) {
                 queue.push_back(next);

@@ -6,7 +6,7 @@
 use isr::sim::{waits_for_its_own_step, Action, Bounds, Cluster};
 use isr::Property;
 use isr_models::presets::Preset;
-use isr_models::refines::{atomic_of, check, full_of, refines, Why};
+use isr_models::refines::{atomic_of, check, full_of, refines, Options, Refinement, Why};
 use isr_models::IsrModel;
 
 fn preset(name: &str) -> &'static Preset {
@@ -44,11 +44,11 @@ fn without_crashes_the_full_model_refines_the_atomic_one() {
         b.unclean_crashes = 0;
         b.records = 2;
     });
-    let r = refines(&model);
+    let r = refines(&model, Options::default());
     assert!(
-        r.failure.is_none(),
+        r.failure().is_none(),
         "{:?}",
-        r.failure.map(|f| f.trace.steps)
+        r.failure().map(|f| &f.trace.steps)
     );
     assert!(r.states > 10_000, "{} states", r.states);
     assert!(
@@ -69,8 +69,9 @@ fn a_projection_that_delivers_nothing_fails_at_the_first_answer() {
         &atomic.initial(),
         atomic_steps(&atomic, |_| false),
         |_, _| None,
+        Options::default(),
     );
-    let f = r.failure.expect("a failure");
+    let f = r.failure().expect("a failure");
     assert_eq!(f.why, Why::Unreachable);
     assert_eq!(f.trace.len(), 1);
     assert!(f
@@ -92,8 +93,9 @@ fn an_atomic_model_missing_a_step_fails_at_that_step() {
         &atomic.initial(),
         atomic_steps(&atomic, |a| matches!(a, Action::LeaderWrite(_))),
         |_, _| None,
+        Options::default(),
     );
-    let f = r.failure.expect("a failure");
+    let f = r.failure().expect("a failure");
     assert_eq!(f.why, Why::Unreachable);
     assert!(
         matches!(f.trace.steps.last(), Some((Action::LeaderWrite(_), _))),
@@ -115,8 +117,9 @@ fn a_projection_that_hides_a_violation_fails() {
         &initial,
         atomic_steps(&atomic, |_| false),
         |_, _| None,
+        Options::default(),
     );
-    let f = r.failure.expect("a failure");
+    let f = r.failure().expect("a failure");
     assert_eq!(f.why, Why::Hidden(Property::AcknowledgedOnMinIsr));
     assert_eq!(f.trace.len(), 1);
     assert!(f
@@ -138,13 +141,81 @@ fn the_presets_ci_bounds_show_what_the_atomic_model_leaves_out() {
         ("kip966", 6, "Deliver(b0→b1: Fetch offset=0 e2)"),
         ("safe-records", 2, "UncleanCrash(b0)"),
     ] {
-        let r = refines(&preset(name).model());
+        let r = refines(&preset(name).model(), Options::default());
         let f = r
-            .failure
+            .failure()
             .unwrap_or_else(|| panic!("{name}: refinement holds"));
         assert_eq!(f.why, Why::Unreachable, "{name}");
         assert_eq!(f.trace.len(), steps, "{name}: {:?}", f.trace.steps);
         let (action, _) = f.trace.steps.last().expect("a step");
         assert_eq!(action.to_string(), last, "{name}");
     }
+}
+
+/// Asked for all, the check goes on past the first failure over the whole full model and
+/// groups the failures by kind, the first of each kind at the end of a shortest path; the
+/// first group is the failure the check stops at otherwise.
+#[test]
+fn asked_for_all_the_check_groups_every_failure_by_kind() {
+    let model = with(preset("safe"), |b| b.replicas = 2);
+    let first = refines(&model, Options::default());
+    let all = refines(
+        &model,
+        Options {
+            all: true,
+            ..Options::default()
+        },
+    );
+    assert!(!all.limited);
+    let stopped = first.failure().expect("a failure");
+    assert!(all.failures.len() > 1, "{:?}", kinds(&all));
+    assert_eq!(
+        all.failure().map(|f| &f.trace.steps),
+        Some(&stopped.trace.steps)
+    );
+    assert!(all.states > first.states);
+    for f in &all.failures {
+        assert!(f.count >= 1);
+        let (action, _) = f.first.trace.steps.last().expect("a step");
+        assert!(
+            f.kind
+                .starts_with(action.to_string().split('(').next().unwrap_or_default()),
+            "{} after {action}",
+            f.kind
+        );
+    }
+    let mut lengths: Vec<_> = all.failures.iter().map(|f| f.first.trace.len()).collect();
+    let found = lengths.clone();
+    lengths.sort_unstable();
+    assert_eq!(
+        found, lengths,
+        "breadth first: kinds are met shortest first"
+    );
+}
+
+fn kinds(r: &Refinement) -> Vec<(&str, u64)> {
+    r.failures
+        .iter()
+        .map(|f| (f.kind.as_str(), f.count))
+        .collect()
+}
+
+/// The check keeps whole states, so it stops at a limit of them and says so: refinement is then
+/// undecided, neither holding nor failing.
+#[test]
+fn the_check_stops_at_its_state_limit_undecided() {
+    let model = with(preset("kip966"), |b| b.unclean_crashes = 0);
+    let whole = refines(&model, Options::default());
+    assert!(!whole.limited && whole.failure().is_none());
+    let r = refines(
+        &model,
+        Options {
+            max_states: 1_000,
+            ..Options::default()
+        },
+    );
+    assert!(r.limited);
+    assert!(r.failure().is_none());
+    assert!(r.atomic_states + r.states <= 1_000 + 1, "{r:?}");
+    assert!(r.states < whole.states);
 }
