@@ -374,16 +374,20 @@ impl Net {
     }
 
     /// Keeps `view` as this broker's metadata (and its users and ACLs for the authorizer), and
-    /// has the replica thread drop the partitions it says were deleted.
+    /// has the replica thread drop the partitions it says were deleted; unless the metadata kept
+    /// is already ahead of it ([`ClusterView::is_ahead_of`]), which is then kept and returned.
+    /// Taking an answer that crossed deltas went back to before them, and stayed there until
+    /// the next delta (a deleted topic listed on, a partition count fallen back).
     fn keep(&self, view: ClusterView) -> Arc<ClusterView> {
+        let mut kept = self.metadata.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(ahead) = kept.as_ref().filter(|k| k.is_ahead_of(&view)) {
+            return ahead.clone();
+        }
         self.retire(&view);
         self.keep_security(&view);
         let view = Arc::new(view);
-        let old = self
-            .metadata
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(view.clone());
+        let old = kept.replace(view.clone());
+        drop(kept);
         self.policy_changes.note_view(old.as_deref(), &view);
         view
     }

@@ -163,6 +163,15 @@ pub struct ClusterView {
 }
 
 impl ClusterView {
+    /// Whether this view already holds everything `other` holds and more: both were made by
+    /// the same controller in the same term, where offsets count the deltas sent, and this
+    /// one is further on. A whole view that a broker asked for is read off its session before
+    /// the deltas that follow it, but taken in by the asking task, which may run after the
+    /// session's reader has applied them; it must not take the broker's metadata back.
+    pub fn is_ahead_of(&self, other: &ClusterView) -> bool {
+        self.controller == other.controller && self.offset > other.offset
+    }
+
     /// The view as shown to anyone but a broker: without users' credentials.
     pub fn without_credentials(mut self) -> ClusterView {
         self.security = Box::new(self.security.without_credentials());
@@ -264,4 +273,35 @@ pub struct ReplicaView {
     pub followers: BTreeMap<BrokerId, Option<Offset>>,
     /// Set when the replica's storage failed and it stopped.
     pub failed: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(controller: Option<(u32, u32)>, offset: u64) -> ClusterView {
+        ClusterView {
+            controller: controller.map(|(id, epoch)| ControllerInfo {
+                id,
+                address: format!("127.0.0.1:{}", 9000 + id),
+                epoch: ControllerEpoch(epoch),
+            }),
+            offset,
+            ..ClusterView::default()
+        }
+    }
+
+    /// Only the same controller's term orders views by offset: a later delta count is ahead;
+    /// the same or an earlier one is not, and a view of another controller or term never is
+    /// (its offsets count another session's deltas, from zero).
+    #[test]
+    fn a_view_is_ahead_only_of_an_earlier_one_of_the_same_term() {
+        let kept = view(Some((1, 2)), 7);
+        assert!(kept.is_ahead_of(&view(Some((1, 2)), 6)));
+        assert!(!kept.is_ahead_of(&view(Some((1, 2)), 7)));
+        assert!(!kept.is_ahead_of(&view(Some((1, 2)), 8)));
+        assert!(!kept.is_ahead_of(&view(Some((1, 3)), 0)));
+        assert!(!kept.is_ahead_of(&view(Some((2, 2)), 0)));
+        assert!(!kept.is_ahead_of(&view(None, 0)));
+    }
 }
